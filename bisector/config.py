@@ -1,0 +1,145 @@
+"""The bisect job: ``bisect.toml`` loaded into pydantic models, CLI flags layered on top."""
+from __future__ import annotations
+
+import enum
+import tomllib
+from pathlib import Path
+from typing import Any, Optional
+
+from packaging.utils import canonicalize_name
+from pydantic import BaseModel, ConfigDict, ValidationError, field_validator
+
+from .criterion import Criterion
+from .errors import UsageError
+from .probe import ProbeSpec
+
+
+class Mode(str, enum.Enum):
+    """What the candidates are."""
+
+    RELEASES = "releases"
+    COMMITS = "commits"
+    AUTO = "auto"
+
+
+class JobSection(BaseModel):
+    """``[job]``: what to bisect."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    package: str
+    good: str
+    bad: str
+    mode: Mode = Mode.AUTO
+    repo: Optional[str] = None
+    pre: bool = False
+    first_parent: bool = True
+    find_fix: bool = False
+    env: str = "default"
+    index_url: Optional[str] = None
+
+    @field_validator("package")
+    @classmethod
+    def _pep508_name(cls, value: str) -> str:
+        import re
+        if not re.fullmatch(r"[A-Za-z0-9]([A-Za-z0-9._-]*[A-Za-z0-9])?", value):
+            raise ValueError(f"'{value}' is not a valid package name (PEP 508)")
+        return canonicalize_name(value)
+
+    @field_validator("good", "bad")
+    @classmethod
+    def _non_empty(cls, value: str) -> str:
+        if not value.strip():
+            raise ValueError("must not be empty")
+        return value.strip()
+
+
+class RunSection(BaseModel):
+    """``[run]``: how to run it."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    jobs: int = 1
+    prefetch: Optional[bool] = None
+    store: Optional[Path] = None
+    cache_dir: Optional[Path] = None
+    env_backend: Optional[str] = None
+
+    @field_validator("jobs")
+    @classmethod
+    def _positive(cls, value: int) -> int:
+        if value < 1:
+            raise ValueError("must be at least 1")
+        return value
+
+
+class JobConfig(BaseModel):
+    """A whole bisect job."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    job: JobSection
+    probe: ProbeSpec = ProbeSpec(name="ga_memory")
+    criterion: Criterion = Criterion()
+    run: RunSection = RunSection()
+
+
+def _location(error: dict) -> str:
+    return ".".join(str(p) for p in error["loc"]) or "(top level)"
+
+
+def validation_message(source: str, exc: ValidationError) -> str:
+    """One line: the file, the key and what is wrong."""
+    err = exc.errors()[0]
+    msg = err["msg"].removeprefix("Value error, ")
+    if err["type"] == "extra_forbidden":
+        msg = "unknown key"
+    more = f" (+{len(exc.errors()) - 1} more)" if len(exc.errors()) > 1 else ""
+    return f"{source}: {_location(err)}: {msg}{more}"
+
+
+def read_toml(path: Path) -> dict[str, Any]:
+    try:
+        return tomllib.loads(path.read_text())
+    except FileNotFoundError:
+        raise UsageError(f"{path}: file not found") from None
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
+        raise UsageError(f"{path}: not valid TOML: {exc}") from None
+    except OSError as exc:
+        raise UsageError(f"{path}: cannot read: {exc.strerror}") from None
+
+
+def merge(base: dict, overrides: dict) -> dict:
+    """Deep-merge ``overrides`` (CLI flags, None meaning 'not given') into ``base``."""
+    out = dict(base)
+    for key, value in overrides.items():
+        if isinstance(value, dict):
+            merged = merge(out.get(key, {}) if isinstance(out.get(key), dict) else {}, value)
+            if merged or key in out:
+                out[key] = merged
+        elif value is not None:
+            out[key] = value
+    return out
+
+
+def build_config(raw: dict, overrides: dict, source: str) -> JobConfig:
+    """Validate the merged config; errors name the source, the key and the problem."""
+    data = merge(raw, overrides)
+    probe = data.get("probe")
+    if isinstance(probe, dict) and any(overrides.get("probe", {}).get(k) for k in ("name", "path", "cmd")):
+        given = overrides["probe"]
+        data["probe"] = {k: v for k, v in probe.items() if k not in ("name", "path", "cmd") or given.get(k)}
+    try:
+        return JobConfig.model_validate(data)
+    except ValidationError as exc:
+        raise UsageError(validation_message(source, exc)) from None
+
+
+def load_config(path: Optional[Path], overrides: dict) -> JobConfig:
+    """Load ``path`` (if it exists or was named) and apply CLI overrides."""
+    raw: dict = {}
+    source = "command line"
+    if path is not None:
+        raw = read_toml(path)
+        source = str(path)
+    return build_config(raw, overrides, source)

@@ -1,0 +1,207 @@
+"""The Bisector: plans candidates, runs search phases, records every step, assembles the result."""
+from __future__ import annotations
+
+import hashlib
+import platform
+import shlex
+from pathlib import Path
+from typing import Optional, Protocol
+
+from .candidate import Candidate
+from .config import JobConfig, Mode
+from .envs import EnvManager, load_env_spec
+from .errors import BisectorError, UsageError
+from .judge import Judgement
+from .measure import Measurer
+from .phase import Phase, PhaseResult
+from .plan import Plan, commit_plan, release_plan
+from .result import BisectResult, Point, Step
+from .search import Outcome
+from .store import RunRow, StepRow, Store, now
+from . import gitrepo
+
+ENVS_DIR = Path(__file__).resolve().parent.parent / "envs"
+
+
+class Handler(Protocol):
+    """Observes a bisect (the CLI prints; a library user may collect)."""
+
+    def note(self, text: str) -> None: ...
+    def plan(self, phase: str, candidates: list[Candidate]) -> None: ...
+    def step(self, step: Step) -> None: ...
+
+
+class SilentHandler:
+    """A handler that ignores everything (the library default)."""
+
+    def note(self, text: str) -> None:
+        pass
+
+    def plan(self, phase: str, candidates: list[Candidate]) -> None:
+        pass
+
+    def step(self, step: Step) -> None:
+        pass
+
+
+def run_id_for(config: JobConfig) -> str:
+    """Identical jobs share a run id, so an identical command resumes the same run."""
+    return hashlib.sha256(config.model_dump_json(exclude={"run"}).encode()).hexdigest()[:12]
+
+
+class Bisector:
+    """Drives one bisect job against a store and an environment cache."""
+
+    def __init__(self, config: JobConfig, store: Store, cache_dir: Path, handler: Optional[Handler] = None,
+                 command: Optional[list[str]] = None):
+        self.config, self.store, self.cache_dir = config, store, cache_dir
+        self.handler = handler or SilentHandler()
+        self.command = command or ["bisector", "run"]
+        self.run_id = run_id_for(config)
+        self.envs = EnvManager(cache_dir / "envs", backend=config.run.env_backend)
+        self.spec = load_env_spec(config.job.env, ENVS_DIR)
+        self.steps: list[Step] = []
+        self.notes: list[str] = []
+
+    # -- recording --------------------------------------------------------------------------
+    def _on_step(self, phase: str, c: Candidate, j: Judgement) -> None:
+        reused = all(m.key in self._measurers[-1].reused_keys for m in j.measurements)
+        step = Step(seq=len(self.steps), phase=phase, candidate=c.short, verdict=j.verdict.value, value=j.value,
+                    metric=self.config.criterion.metric,
+                    metrics=j.metrics, repeats=len(j.measurements), seconds=round(j.seconds, 3),
+                    reason=j.reason, reused=reused)
+        self.steps.append(step)
+        self.store.add_step(StepRow(run_id=self.run_id, seq=step.seq, candidate=f"{phase} {c.ref}",
+                                    verdict=step.verdict, value=step.value, reason=step.reason,
+                                    seconds=step.seconds, measurements=[m.key for m in j.measurements]))
+        self.handler.step(step)
+
+    def _note(self, text: str) -> None:
+        self.notes.append(text)
+        self.handler.note(text)
+
+    def _save_run(self, status: str, result: Optional[dict] = None) -> None:
+        self.store.put_run(RunRow(id=self.run_id, created=self._started, updated=now(), kind="bisect",
+                                  command=self.command, config=self.config.model_dump(mode="json"),
+                                  status=status, result=result))
+
+    # -- phases -----------------------------------------------------------------------------
+    def _phase(self, name: str, plan: Plan) -> PhaseResult:
+        if len(plan.candidates) < 2:
+            raise UsageError("need at least two candidates to bisect")
+        for text in plan.notes:
+            self._note(text)
+        self.handler.plan(name, plan.candidates)
+        measurer = Measurer(self.store, self.envs, self.spec, self.config.probe, repo_path=plan.repo_path,
+                            index_url=self.config.job.index_url, run_id=self.run_id)
+        self._measurers.append(measurer)
+        run = self.config.run
+        prefetch = run.prefetch if run.prefetch is not None else True
+        phase = Phase(name, plan.candidates, measurer, self.config.criterion, self._on_step, jobs=run.jobs,
+                      prefetch=prefetch, find_fix=self.config.job.find_fix,
+                      confirm=self.config.criterion.should_confirm)
+        return phase.run()
+
+    def run(self) -> BisectResult:
+        """Run the job to its answer; every measurement is stored as soon as it is taken."""
+        self._started = now()
+        self._measurers: list[Measurer] = []
+        self.store.clear_steps(self.run_id)
+        self._save_run("running")
+        try:
+            result = self._run_mode()
+        except BaseException:
+            self._save_run("interrupted")
+            raise
+        self._save_run(result.status, result.model_dump(mode="json"))
+        return result
+
+    def _run_mode(self) -> BisectResult:
+        job = self.config.job
+        if job.mode is Mode.COMMITS:
+            if not job.repo:
+                raise UsageError("--mode commits needs --repo (a local path or a git URL)")
+            plan = commit_plan(job, job.repo, self.cache_dir)
+            return self._result(plan, self._phase("commits", plan))
+        plan = release_plan(job)
+        res = self._phase("releases", plan)
+        result = self._result(plan, res)
+        if job.mode is Mode.AUTO and result.status == "found":
+            return self._refine(plan, res, result)
+        return result
+
+    def _refine(self, plan: Plan, res: PhaseResult, released: BisectResult) -> BisectResult:
+        """Auto mode: bisect the commits between the adjacent last-good / first-bad releases."""
+        job = self.config.job
+        good, bad = plan.candidates[res.search.last_good].ref, plan.candidates[res.search.first_bad].ref
+        repo = job.repo
+        refine = shlex.join([*self.command, "--mode", "commits", "--good", good, "--bad", bad, "--repo", "<REPO>"])
+        if not repo:
+            released.refine_command = refine
+            self._note(f"no --repo given: the answer stops at releases; refine with: {refine}")
+            return released
+        try:
+            path = gitrepo.open_repo(repo, self.cache_dir)
+            tags = [gitrepo.tag_for_version(path, v) for v in (good, bad)]
+            if None in tags:
+                raise BisectorError(f"no tags for {good} / {bad} in {repo}")
+            commits = commit_plan(job, repo, self.cache_dir, good=tags[0], bad=tags[1])
+        except BisectorError as exc:
+            released.refine_command = refine.replace("<REPO>", shlex.quote(repo))
+            self._note(f"cannot refine to commits ({exc}); the release answer stands")
+            return released
+        return self._result(commits, self._phase("commits", commits))
+
+    # -- result -----------------------------------------------------------------------------
+    def _point(self, phase: PhaseResult, index: Optional[int]) -> Optional[Point]:
+        if index is None:
+            return None
+        j = phase.judgements.get(index)
+        return Point.of(phase.candidates[index], j.value if j else None, j.metrics if j else None)
+
+    def _result(self, plan: Plan, phase: PhaseResult) -> BisectResult:
+        s = phase.search
+        status, reason = s.outcome.value, s.reason
+        if phase.confirmed is False:
+            status, reason = "undecided", "re-measuring the boundary pair gave different verdicts: " + reason
+        first, last = self._point(phase, s.first_bad), self._point(phase, s.last_good)
+        compare = None
+        if first and last and first.sha and plan.repo_url:
+            compare = f"{plan.repo_url}/compare/{last.sha}...{first.sha}"
+        widen = None
+        if s.outcome is Outcome.PREDATES_RANGE:
+            widen = shlex.join([*self.command, "--good", "<OLDER-GOOD>"])
+            reason += f"; try an older good, e.g.: {widen}"
+        return BisectResult(
+            run_id=self.run_id, package=self.config.job.package, mode=plan.candidates[0].kind.value,
+            status=status, reason=reason, criterion=phase.calibrated.describe(), first_bad=first, last_good=last,
+            ambiguous=[plan.candidates[i].short for i in s.ambiguous],
+            probes_run=sum(m.probes_run for m in self._measurers),
+            measurements_reused=sum(len(m.reused_keys) for m in self._measurers),
+            steps=list(self.steps), notes=list(self.notes), compare_link=compare, widen_command=widen,
+            command=shlex.join(self.command), probe=self._probe_facts(phase), environment=self._env_facts(phase),
+            log=[f"{st.verdict} {st.phase} {st.candidate}" + (f" value={st.value:.6g}" if st.value is not None else "")
+                 + (f" # {st.reason}" if st.reason else "") for st in self.steps])
+
+    def _result_details(self, phase: PhaseResult) -> dict:
+        for j in phase.judgements.values():
+            for m in j.measurements:
+                if m.status == "ok" and m.details.get("result"):
+                    return m.details["result"]
+        return {}
+
+    def _probe_facts(self, phase: PhaseResult) -> dict:
+        probe = self.config.probe
+        facts = {"probe": probe.label(), "args": " ".join(probe.args) or None, "fingerprint": probe.fingerprint()}
+        info = self._result_details(phase).get("probe") or {}
+        facts.update({k: info.get(k) for k in ("version", "config_hash") if info.get(k)})
+        return facts
+
+    def _env_facts(self, phase: PhaseResult) -> dict:
+        details = self._result_details(phase)
+        facts = {"os": platform.platform(), "python": platform.python_version(), "env spec": self.spec.name}
+        facts.update({k: v for k, v in (details.get("versions") or {}).items() if k != "python"})
+        facts.update({f"device {k}": v for k, v in (details.get("device") or {}).items()})
+        if details.get("meter"):
+            facts["meter"] = details["meter"]
+        return facts

@@ -1,0 +1,36 @@
+"""``bisector envs list|gc``."""
+from __future__ import annotations
+
+import re
+
+from .envs import EnvManager
+from .errors import UsageError
+from .paths import default_cache_dir
+from .units import human_bytes
+
+_SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([KMGT]?)i?B?\s*$", re.I)
+
+
+def parse_size(text: str) -> int:
+    """'2G', '500M', '1.5GiB', '1000' -> bytes."""
+    m = _SIZE.match(text or "")
+    if not m:
+        raise UsageError(f"--max-size {text!r} is not a size like 500M or 2G")
+    power = " KMGT".index(m.group(2).upper() or " ")
+    return int(float(m.group(1)) * 1024 ** power)
+
+
+def envs_command(args) -> int:
+    manager = EnvManager((args.cache_dir or default_cache_dir()) / "envs")
+    if args.action == "list":
+        for info in manager.list():
+            print(f"{info.fingerprint[:16]}  {info.target.package}=={info.installed_version or '?'}  "
+                  f"{human_bytes(info.size_bytes or 0):>10}  last used {info.last_used}")
+        return 0
+    if args.keep_last is None and args.max_size is None:
+        raise UsageError("envs gc needs --keep-last N and/or --max-size SIZE")
+    if args.keep_last is not None and args.keep_last < 0:
+        raise UsageError("--keep-last must be >= 0")
+    removed = manager.gc(keep_last=args.keep_last, max_size=parse_size(args.max_size) if args.max_size else None)
+    print(f"removed {len(removed)} environment(s)")
+    return 0

@@ -1,0 +1,88 @@
+"""Measure a candidate: build (or reuse) its environment, run the probe, store the measurement.
+
+A stored measurement with the same key (package, candidate, environment fingerprint, probe
+fingerprint, repeat) is reused and no probe runs: this is what makes reruns free and resumes exact.
+"""
+from __future__ import annotations
+
+import hashlib
+import threading
+import time
+from pathlib import Path
+from typing import Optional
+
+from .candidate import Candidate, CandidateKind
+from .envs import EnvManager, EnvSpec, InstallTarget
+from .errors import EnvironmentFailure
+from .probe import ProbeSpec
+from .runner import run_probe
+from .store import Measurement, Store
+
+RETRIED_ON_RERUN = {"env-failed", "interrupted"}
+
+
+def install_target(c: Candidate, repo_path: Optional[Path], index_url: Optional[str]) -> InstallTarget:
+    """What the environment manager installs for a candidate."""
+    if c.kind is CandidateKind.RELEASE:
+        return InstallTarget(package=c.package, version=c.ref, as_of=c.date, index_url=index_url)
+    return InstallTarget(package=c.package, source=repo_path, revision=c.ref, as_of=c.date, index_url=index_url)
+
+
+class Measurer:
+    """Runs and stores measurements for one job (package, environment spec, probe)."""
+
+    def __init__(self, store: Store, envs: EnvManager, spec: EnvSpec, probe: ProbeSpec,
+                 repo_path: Optional[Path] = None, index_url: Optional[str] = None, run_id: Optional[str] = None):
+        self.store, self.envs, self.spec, self.probe = store, envs, spec, probe
+        self.repo_path, self.index_url, self.run_id = repo_path, index_url, run_id
+        self.probe_fp = probe.fingerprint()
+        self.probes_run = 0
+        self.reused_keys: set[str] = set()
+        self._lock = threading.Lock()
+
+    def target(self, c: Candidate) -> InstallTarget:
+        return install_target(c, self.repo_path, self.index_url)
+
+    def key(self, c: Candidate, env_fp: str, repeat: int) -> str:
+        raw = "\0".join([c.package, c.kind.value, c.ref, env_fp, self.probe_fp, str(repeat)])
+        return hashlib.sha256(raw.encode()).hexdigest()[:32]
+
+    def stored(self, c: Candidate, repeat: int) -> Optional[Measurement]:
+        """The stored measurement for this candidate and repeat, if one can be reused."""
+        env_fp = self.envs.fingerprint(self.spec, self.target(c))
+        found = self.store.get_measurement(self.key(c, env_fp, repeat))
+        return found if found and found.status not in RETRIED_ON_RERUN else None
+
+    def measure(self, c: Candidate, repeat: int = 0) -> Measurement:
+        """Reuse the stored measurement or take a new one (environment failures become a stored SKIP)."""
+        found = self.stored(c, repeat)
+        if found is not None:
+            with self._lock:
+                self.reused_keys.add(found.key)
+            return found
+        target = self.target(c)
+        env_fp = self.envs.fingerprint(self.spec, target)
+        start = time.monotonic()
+        base = dict(key=self.key(c, env_fp, repeat), package=c.package, candidate=c.ref, env_fingerprint=env_fp,
+                    probe_fingerprint=self.probe_fp, repeat=repeat, run_id=self.run_id)
+        try:
+            env = self.envs.ensure(self.spec, target)
+        except EnvironmentFailure as exc:
+            m = Measurement(**base, status="env-failed", reason=str(exc), seconds=time.monotonic() - start)
+            self.store.put_measurement(m)
+            return m
+        env_seconds = time.monotonic() - start
+        outcome = run_probe(self.probe, env.python, env.run_env())
+        with self._lock:
+            self.probes_run += 1
+        details = {**outcome.details(), "env_seconds": round(env_seconds, 3), "env_path": str(env.path)}
+        m = Measurement(**base, status=outcome.status, metrics=outcome.metrics, exit_code=outcome.exit_code,
+                        reason=outcome.reason, seconds=time.monotonic() - start, details=details)
+        self.store.put_measurement(m)
+        return m
+
+    def prefetch(self, candidates: list[Candidate]) -> None:
+        """Build the environments of candidates that may be probed next, in the background."""
+        prefetch = getattr(self.envs, "prefetch", None)
+        if prefetch and candidates:
+            prefetch(self.spec, [self.target(c) for c in candidates])

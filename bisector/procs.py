@@ -1,0 +1,110 @@
+"""Run a child process in its own process group with bounded output capture and escalating shutdown.
+
+Shutdown escalates SIGINT -> SIGTERM -> SIGKILL to the whole group (nox-style), so a probe's own
+children (dataloader workers, compilers) never outlive it.
+"""
+from __future__ import annotations
+
+import collections
+import os
+import signal
+import subprocess
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Optional
+
+TAIL_BYTES = 64 * 1024
+GRACE = (("SIGINT", 2.0), ("SIGTERM", 1.5), ("SIGKILL", 1.0))
+
+_active: set[subprocess.Popen] = set()
+_active_lock = threading.Lock()
+
+
+@dataclass
+class Completed:
+    """How a child ended: exit code (negative = killed by that signal), output tails, timing."""
+
+    returncode: int
+    stdout_tail: str
+    stderr_tail: str
+    seconds: float
+    timed_out: bool
+    interrupted: bool = False
+
+
+class _Tail(threading.Thread):
+    """Drain a pipe, keeping only its last ``limit`` bytes (a flooding child cannot fill memory or disk)."""
+
+    def __init__(self, pipe, limit: int = TAIL_BYTES):
+        super().__init__(daemon=True)
+        self.pipe, self.limit = pipe, limit
+        self.chunks: collections.deque[bytes] = collections.deque()
+        self.size = 0
+        self.total = 0
+
+    def run(self) -> None:
+        for chunk in iter(lambda: self.pipe.read1(65536), b""):
+            self.chunks.append(chunk)
+            self.size += len(chunk)
+            self.total += len(chunk)
+            while self.size - len(self.chunks[0]) >= self.limit:
+                self.size -= len(self.chunks.popleft())
+        self.pipe.close()
+
+    def text(self) -> str:
+        data = b"".join(self.chunks)[-self.limit:]
+        prefix = f"[... {self.total - len(data)} bytes cut ...]\n" if self.total > len(data) else ""
+        return prefix + data.decode("utf-8", "replace")
+
+
+def stop_group(proc: subprocess.Popen) -> None:
+    """Interrupt, then terminate, then kill the child's process group, waiting between steps."""
+    for name, grace in GRACE:
+        if proc.poll() is not None:
+            return
+        try:
+            os.killpg(proc.pid, getattr(signal, name))
+        except (ProcessLookupError, PermissionError):
+            return
+        try:
+            proc.wait(timeout=grace)
+        except subprocess.TimeoutExpired:
+            continue
+
+
+def stop_all() -> None:
+    """Stop every child started through :func:`run_bounded` (used on Ctrl-C / SIGTERM)."""
+    with _active_lock:
+        procs = list(_active)
+    for proc in procs:
+        stop_group(proc)
+
+
+def run_bounded(argv: list[str], env: dict[str, str], cwd: Optional[Path] = None,
+                timeout: Optional[float] = None) -> Completed:
+    """Run ``argv`` (never through a shell) in a new session; stop its group on timeout."""
+    start = time.monotonic()
+    proc = subprocess.Popen(argv, env=env, cwd=cwd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, start_new_session=True)
+    with _active_lock:
+        _active.add(proc)
+    tails = [_Tail(proc.stdout), _Tail(proc.stderr)]
+    for t in tails:
+        t.start()
+    timed_out = False
+    try:
+        proc.wait(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        timed_out = True
+        stop_group(proc)
+    except BaseException:
+        stop_group(proc)
+        raise
+    finally:
+        with _active_lock:
+            _active.discard(proc)
+    for t in tails:
+        t.join(timeout=5)
+    return Completed(proc.wait(), tails[0].text(), tails[1].text(), time.monotonic() - start, timed_out)

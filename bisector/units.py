@@ -1,0 +1,24 @@
+"""Human units for metric values: bytes as MiB/GiB, per-param costs as B/param."""
+from __future__ import annotations
+
+from typing import Optional
+
+
+def human_bytes(value: float) -> str:
+    sign = "-" if value < 0 else ""
+    v = abs(value)
+    for unit, size in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if v >= size:
+            return f"{sign}{v / size:.2f} {unit}"
+    return f"{sign}{v:.0f} B"
+
+
+def human_value(value: float, metric: Optional[str] = None) -> str:
+    """Format a metric value using its name's unit hint."""
+    if metric and "bytes_per_param" in metric:
+        return f"{value:.3f} B/param"
+    if metric and ("bytes" in metric or metric.startswith("peak")):
+        return human_bytes(value)
+    if metric and metric.endswith(("seconds", "_s")):
+        return f"{value:.3f} s"
+    return f"{value:.6g}"
