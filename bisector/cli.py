@@ -107,6 +107,8 @@ def main(argv: Optional[list[str]] = None) -> int:
         print("bisector: interrupted; every finished measurement is stored. "
               "Run the same command again to resume.", file=sys.stderr)
         return 130
+    except BrokenPipeError:
+        return 0
     except BisectorError as exc:
         if args.debug:
             raise

@@ -49,7 +49,7 @@ class Measurer:
 
     def stored(self, c: Candidate, repeat: int) -> Optional[Measurement]:
         """The stored measurement for this candidate and repeat, if one can be reused."""
-        env_fp = self.envs.fingerprint(self.spec, self.target(c))
+        env_fp = self.envs.recipe(self.spec, self.target(c)).fingerprint
         found = self.store.get_measurement(self.key(c, env_fp, repeat))
         return found if found and found.status not in RETRIED_ON_RERUN else None
 
@@ -61,7 +61,7 @@ class Measurer:
                 self.reused_keys.add(found.key)
             return found
         target = self.target(c)
-        env_fp = self.envs.fingerprint(self.spec, target)
+        env_fp = self.envs.recipe(self.spec, target).fingerprint
         start = time.monotonic()
         base = dict(key=self.key(c, env_fp, repeat), package=c.package, candidate=c.ref, env_fingerprint=env_fp,
                     probe_fingerprint=self.probe_fp, repeat=repeat, run_id=self.run_id)
@@ -72,7 +72,8 @@ class Measurer:
             self.store.put_measurement(m)
             return m
         env_seconds = time.monotonic() - start
-        outcome = run_probe(self.probe, env.python, env.run_env())
+        probe_env = {**env.run_env(), "BISECTOR_PACKAGE": c.package, "BISECTOR_CANDIDATE": c.ref}
+        outcome = run_probe(self.probe, env.python, probe_env)
         with self._lock:
             self.probes_run += 1
         details = {**outcome.details(), "env_seconds": round(env_seconds, 3), "env_path": str(env.path)}

@@ -13,7 +13,7 @@ from .store import RunRow, Store
 from .units import human_value
 
 REPORT_SCHEMA = "bisector.report/1"
-_MD_SPECIAL = re.compile(r"([\\`*_{}\[\]()#+!|~])")
+_MD_SPECIAL = re.compile(r"([\\`*_\[\]|~])")
 
 
 def md_escape(text: Optional[str]) -> str:

@@ -63,7 +63,13 @@ def _read_result(path: Path, done: Completed) -> ProbeOutcome:
                             exit_code=done.returncode, stderr_tail=done.stderr_tail)
     try:
         result = ProbeResult.model_validate(json.loads(path.read_text()))
-    except (ValueError, ValidationError) as exc:
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        where = ".".join(str(p) for p in err["loc"]) or "result"
+        first = f"{where}: {err['msg'].removeprefix('Value error, ')}"[:200]
+        return ProbeOutcome("bad-output", done.seconds, reason=f"invalid probe result: {first}",
+                            exit_code=done.returncode, stderr_tail=done.stderr_tail)
+    except ValueError as exc:
         first = str(exc).splitlines()[0][:200]
         return ProbeOutcome("bad-output", done.seconds, reason=f"invalid probe result: {first}",
                             exit_code=done.returncode, stderr_tail=done.stderr_tail)

@@ -1,0 +1,33 @@
+"""Shared fixtures: a session-wide environment cache (real envs are reused across tests)."""
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+
+@pytest.fixture(scope="session")
+def env_cache(tmp_path_factory) -> Path:
+    """One environment cache for the whole test session (building envs is the slow part)."""
+    return tmp_path_factory.mktemp("bisector-cache")
+
+
+@pytest.fixture(scope="session")
+def plain_spec(tmp_path_factory) -> Path:
+    """An env spec with the running interpreter's torch as base and nothing else."""
+    path = tmp_path_factory.mktemp("spec") / "plain.toml"
+    path.write_text('name = "plain"\nbase = "current"\n')
+    return path
+
+
+@pytest.fixture
+def isolated(monkeypatch, tmp_path):
+    """Keep the user's real cache and store out of a test."""
+    monkeypatch.setenv("BISECTOR_CACHE_DIR", str(tmp_path / "user-cache"))
+    return tmp_path

@@ -1,0 +1,149 @@
+"""End to end: real git repos, real local index, real environments, real probe subprocesses."""
+from __future__ import annotations
+
+import datetime as dt
+import json
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import bisector
+from tests.support.gitfixture import make_repo
+from tests.support.pkgindex import LocalIndex, build_wheel
+
+pytestmark = pytest.mark.slow
+PROBES = Path(__file__).resolve().parent / "probes"
+T0 = dt.datetime(2024, 3, 1, tzinfo=dt.timezone.utc)
+
+
+def cli(*args: str, env: dict | None = None, timeout: float = 600) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "bisector", *args], capture_output=True, text=True,
+                          timeout=timeout, env={**os.environ, **(env or {})})
+
+
+@pytest.fixture(scope="module")
+def repo30(tmp_path_factory):
+    return make_repo(tmp_path_factory.mktemp("repo"), commits=30, bad_at=17)
+
+
+def _commit_args(repo, shas, tmp_path, env_cache, plain_spec, *extra):
+    return ["run", "--package", "tinypkg", "--mode", "commits", "--repo", str(repo), "--good", shas[0],
+            "--bad", shas[-1], "--env", str(plain_spec), "--store", str(tmp_path / "store.db"),
+            "--cache-dir", str(env_cache), "--json", *extra]
+
+
+def test_commits_metrics_probe_names_planted_commit(repo30, tmp_path, env_cache, plain_spec):
+    repo, shas = repo30
+    proc = cli(*_commit_args(repo, shas, tmp_path, env_cache, plain_spec, "--probe",
+                             str(PROBES / "tiny_memory.py"), "--metric", "buffer_kib", "--threshold", "200"))
+    assert proc.returncode == 0, proc.stderr
+    out = json.loads(proc.stdout)
+    assert out["status"] == "found"
+    assert out["first_bad"]["sha"] == shas[17] and out["last_good"]["sha"] == shas[16]
+    assert out["first_bad"]["pr"] == 117 and out["first_bad"]["subject"] == "Change number 17 (#117)"
+    assert out["probes_run"] <= 5 + 2  # ceil(log2 30) + 2
+    assert [s["verdict"] for s in out["steps"][:2]] == ["good", "bad"]
+    assert "step  1" in proc.stderr  # progress lines on stderr, JSON alone on stdout
+    again = json.loads(cli(*_commit_args(repo, shas, tmp_path, env_cache, plain_spec, "--probe",
+                                         str(PROBES / "tiny_memory.py"), "--metric", "buffer_kib",
+                                         "--threshold", "200")).stdout)
+    assert again["probes_run"] == 0 and again["first_bad"]["sha"] == shas[17]
+
+
+def test_commits_exit_code_probe(repo30, tmp_path, env_cache, plain_spec):
+    repo, shas = repo30
+    proc = cli(*_commit_args(repo, shas, tmp_path, env_cache, plain_spec,
+                             "--probe-cmd", f"sh {PROBES / 'tiny_exitcode.sh'}"))
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout)["first_bad"]["sha"] == shas[17]
+
+
+def test_builtin_probe_by_name(repo30, tmp_path, env_cache, plain_spec):
+    """--probe NAME runs a probe from probes/ (import_cost) inside each candidate environment."""
+    repo, shas = repo30
+    proc = cli(*_commit_args(repo, shas[:3], tmp_path, env_cache, plain_spec, "--probe", "import_cost",
+                             "--metric", "import_modules", "--threshold", "100000"))
+    assert proc.returncode == 0, proc.stderr
+    out = json.loads(proc.stdout)
+    assert out["status"] == "no-regression"
+    assert out["steps"][0]["metrics"]["import_modules"] >= 1
+
+
+@pytest.fixture(scope="module")
+def release_index(tmp_path_factory):
+    root = tmp_path_factory.mktemp("relindex")
+    idx = LocalIndex(root / "idx")
+    versions = ["1.0.0", "1.1.0", "1.2.0", "1.3.0", "1.4.0", "1.5.0", "1.6.0", "2.0.0rc1", "2.0.0"]
+    for i, v in enumerate(versions):
+        kib = 400 if v >= "1.4.0" else 100
+        src = f"BUFFER_KIB = {kib}\n\ndef step():\n    return len(bytearray(BUFFER_KIB * 1024))\n"
+        idx.add(build_wheel(root / "w", "tinypkg", v, module_source=src), T0 + dt.timedelta(days=i))
+    with idx.serve() as url:
+        yield url
+
+
+def test_releases_from_local_index(release_index, tmp_path, env_cache, plain_spec):
+    proc = cli("run", "--package", "tinypkg", "--mode", "releases", "--good", "v1.0", "--bad", "2.0",
+               "--index-url", release_index, "--probe", str(PROBES / "tiny_memory.py"), "--metric",
+               "buffer_kib", "--max-increase", "50%", "--env", str(plain_spec), "--store",
+               str(tmp_path / "s.db"), "--cache-dir", str(env_cache), "--json")
+    assert proc.returncode == 0, proc.stderr
+    out = json.loads(proc.stdout)
+    assert out["first_bad"]["ref"] == "1.4.0" and out["last_good"]["ref"] == "1.3.0"
+    assert "2.0.0rc1" not in [s["candidate"] for s in out["steps"]]
+    assert out["criterion"] == "buffer_kib > 150"
+
+
+def test_library_api_returns_typed_result(release_index, tmp_path, env_cache, plain_spec):
+    result = bisector.bisect("tinypkg", "1.0.0", "1.6.0", store=tmp_path / "s.db", cache_dir=env_cache,
+                             job={"mode": "releases", "index_url": release_index, "env": str(plain_spec)},
+                             probe={"path": str(PROBES / "tiny_memory.py")},
+                             criterion={"metric": "buffer_kib", "threshold": 200})
+    assert isinstance(result, bisector.BisectResult)
+    assert result.status == "found" and result.first_bad.ref == "1.4.0"
+
+
+def test_auto_mode_without_repo_prints_refine_command(release_index, tmp_path, env_cache, plain_spec):
+    proc = cli("run", "--package", "tinypkg", "--good", "1.0", "--bad", "1.6", "--index-url", release_index,
+               "--probe", str(PROBES / "tiny_memory.py"), "--metric", "buffer_kib", "--threshold", "200",
+               "--env", str(plain_spec), "--store", str(tmp_path / "s.db"), "--cache-dir", str(env_cache))
+    assert proc.returncode == 0, proc.stderr
+    assert "--mode commits --good 1.3.0 --bad 1.4.0 --repo" in proc.stdout
+
+
+def test_predates_range_and_no_regression(release_index, tmp_path, env_cache, plain_spec):
+    common = ["--package", "tinypkg", "--mode", "releases", "--index-url", release_index, "--probe",
+              str(PROBES / "tiny_memory.py"), "--metric", "buffer_kib", "--threshold", "200", "--env",
+              str(plain_spec), "--store", str(tmp_path / "s.db"), "--cache-dir", str(env_cache), "--json"]
+    late = cli("run", "--good", "1.4", "--bad", "1.6", *common)
+    assert late.returncode == 3 and json.loads(late.stdout)["status"] == "predates-range"
+    early = cli("run", "--good", "1.0", "--bad", "1.3", *common)
+    assert early.returncode == 0 and json.loads(early.stdout)["status"] == "no-regression"
+
+
+def test_killed_run_resumes_with_exactly_the_missing_steps(repo30, tmp_path, env_cache, plain_spec):
+    repo, shas = repo30
+    args = _commit_args(repo, shas, tmp_path, env_cache, plain_spec, "--probe", str(PROBES / "tiny_memory.py"),
+                        "--metric", "peak_bytes", "--threshold", str(200 * 1024), "--no-prefetch")
+    reference = json.loads(cli(*[a if a != str(tmp_path / "store.db") else str(tmp_path / "ref.db")
+                                 for a in args]).stdout)
+    total = reference["probes_run"]
+    env = {**os.environ, "TINY_PROBE_SLEEP": "1.5"}
+    proc = subprocess.Popen([sys.executable, "-m", "bisector", *args], stderr=subprocess.PIPE, text=True, env=env)
+    seen = 0
+    for line in proc.stderr:
+        if line.lstrip().startswith("step"):
+            seen += 1
+            if seen == 3:
+                proc.send_signal(signal.SIGKILL)
+                break
+    proc.wait(timeout=60)
+    assert proc.returncode == -signal.SIGKILL
+    resumed = json.loads(cli(*args).stdout)
+    assert resumed["probes_run"] == total - 3
+    assert resumed["measurements_reused"] == 3
+    assert resumed["first_bad"]["sha"] == reference["first_bad"]["sha"] == shas[17]

@@ -1,0 +1,74 @@
+"""The SQLite store: round trips, runs and steps, damaged or foreign files, concurrent writers."""
+from __future__ import annotations
+
+import sqlite3
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+from bisector.errors import BisectorError
+from bisector.store import Measurement, RunRow, StepRow, Store, now
+
+
+def _m(key: str, **kw) -> Measurement:
+    data = dict(key=key, package="p", candidate="1.0", env_fingerprint="e", probe_fingerprint="f",
+                status="ok", metrics={"m": 1.0}, seconds=0.5)
+    data.update(kw)
+    return Measurement(**data)
+
+
+def test_round_trip_survives_reopen(tmp_path):
+    path = tmp_path / "s.db"
+    s = Store(path)
+    s.put_measurement(_m("a", details={"x": [1, 2]}))
+    s.put_run(RunRow(id="r1", created=now(), updated=now(), kind="bisect", command=["bisector", "run"],
+                     config={"job": {"package": "p"}}, status="running"))
+    s.add_step(StepRow(run_id="r1", seq=0, candidate="1.0", verdict="good", seconds=1.0, measurements=["a"]))
+    s.close()
+    s = Store(path)
+    assert s.get_measurement("a").details == {"x": [1, 2]}
+    assert s.get_run("r1").status == "running" and s.get_run("r").id == "r1"
+    assert [st.verdict for st in s.steps("r1")] == ["good"]
+    assert s.get_measurement("missing") is None
+
+
+def test_store_uses_wal(tmp_path):
+    Store(tmp_path / "s.db")
+    assert sqlite3.connect(tmp_path / "s.db").execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+
+
+@pytest.mark.parametrize("content", [b"this is not a database at all" * 100, b"SQLite format 3\x00" + b"\x00" * 50])
+def test_foreign_or_truncated_file_is_one_clear_error(tmp_path, content):
+    path = tmp_path / "s.db"
+    path.write_bytes(content)
+    with pytest.raises(BisectorError, match="not a usable bisector store") as info:
+        Store(path)
+    assert "\n" not in str(info.value)
+
+
+def test_other_sqlite_schema_version_is_refused(tmp_path):
+    path = tmp_path / "s.db"
+    Store(path).close()
+    db = sqlite3.connect(path)
+    db.execute("UPDATE meta SET value='99' WHERE key='version'")
+    db.commit()
+    with pytest.raises(BisectorError, match="store version 99"):
+        Store(path)
+
+
+def test_two_processes_write_concurrently(tmp_path):
+    path = tmp_path / "s.db"
+    Store(path).close()
+    code = textwrap.dedent(f"""
+        import sys
+        from bisector.store import Store, Measurement
+        s = Store({str(path)!r})
+        for i in range(200):
+            s.put_measurement(Measurement(key=sys.argv[1] + str(i), package="p", candidate=str(i),
+                              env_fingerprint="e", probe_fingerprint="f", status="ok", seconds=0.0))
+        """)
+    procs = [subprocess.Popen([sys.executable, "-c", code, tag]) for tag in ("a", "b")]
+    assert [p.wait(timeout=120) for p in procs] == [0, 0]
+    assert len(Store(path).measurements_for("p")) == 400
