@@ -11,16 +11,16 @@ from .cli_args import build_parser, overrides
 from .config import load_config
 from .errors import BisectorError, UsageError
 from .paths import default_cache_dir, default_store_path
-from .procs import stop_all
+from .procs import SHUTDOWN, Interrupted, request_shutdown, stop_all
 from .redact import redact_text
 from .store import Store
 
 
-class Interrupted(BaseException):
-    """SIGTERM turned into an exception so cleanup runs like it does for Ctrl-C."""
-
-
-def _on_sigterm(signum, frame):  # pragma: no cover - exercised by the reliability tests
+def _on_signal(signum, frame):  # exercised by the reliability tests with real signals
+    """Ctrl-C or SIGTERM: stop every child (workers see the shutdown flag), then unwind (once)."""
+    if SHUTDOWN.is_set():
+        return
+    request_shutdown()
     raise Interrupted()
 
 
@@ -99,10 +99,12 @@ def main(argv: Optional[list[str]] = None) -> int:
     args = parser.parse_args(argv)
     if args.command is None:
         args = parser.parse_args([*argv, "run"])
-    signal.signal(signal.SIGTERM, _on_sigterm)
+    signal.signal(signal.SIGTERM, _on_signal)
+    signal.signal(signal.SIGINT, _on_signal)
     try:
         return COMMANDS[args.command](args)
     except (KeyboardInterrupt, Interrupted):
+        request_shutdown()
         stop_all()
         print("bisector: interrupted; every finished measurement is stored. "
               "Run the same command again to resume.", file=sys.stderr)

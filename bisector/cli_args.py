@@ -18,6 +18,8 @@ def _run_flags(p: argparse.ArgumentParser) -> None:
     g.add_argument("--all-parents", dest="first_parent", action="store_false", default=None,
                    help="bisect all commits, not only the first-parent line")
     g.add_argument("--find-fix", action="store_true", default=None, help="search the first GOOD after BAD")
+    g.add_argument("--widen", action="store_true", default=None,
+                   help="when good is already BAD, walk back through older releases until one is GOOD")
     g.add_argument("--env", help="environment spec: a name in envs/ or a path to a .toml")
     g.add_argument("--index-url", help="package index (default: the installers' configuration)")
     g = p.add_argument_group("probe")
@@ -56,7 +58,7 @@ def overrides(args: argparse.Namespace) -> dict[str, Any]:
     return {
         "job": {"package": args.package, "good": args.good, "bad": args.bad, "mode": args.mode,
                 "repo": args.repo, "pre": args.pre, "first_parent": args.first_parent,
-                "find_fix": args.find_fix, "env": args.env, "index_url": args.index_url},
+                "find_fix": args.find_fix, "widen": args.widen, "env": args.env, "index_url": args.index_url},
         "probe": probe,
         "criterion": {"metric": args.metric, "threshold": args.threshold, "max_increase": args.max_increase,
                       "auto": args.auto, "direction": args.direction, "repeats": args.repeats,

@@ -35,6 +35,7 @@ class JobSection(BaseModel):
     pre: bool = False
     first_parent: bool = True
     find_fix: bool = False
+    widen: bool = False
     env: str = "default"
     index_url: Optional[str] = None
 

@@ -15,6 +15,7 @@ from .candidate import Candidate, CandidateKind
 from .envs import EnvManager, EnvSpec, InstallTarget
 from .errors import EnvironmentFailure
 from .probe import ProbeSpec
+from .procs import SHUTDOWN, Interrupted
 from .runner import run_probe
 from .store import Measurement, Store
 
@@ -26,6 +27,12 @@ def install_target(c: Candidate, repo_path: Optional[Path], index_url: Optional[
     if c.kind is CandidateKind.RELEASE:
         return InstallTarget(package=c.package, version=c.ref, as_of=c.date, index_url=index_url)
     return InstallTarget(package=c.package, source=repo_path, revision=c.ref, as_of=c.date, index_url=index_url)
+
+
+def _check_shutdown() -> None:
+    """Never record a measurement cut short by Ctrl-C / SIGTERM."""
+    if SHUTDOWN.is_set():
+        raise Interrupted()
 
 
 class Measurer:
@@ -68,12 +75,14 @@ class Measurer:
         try:
             env = self.envs.ensure(self.spec, target)
         except EnvironmentFailure as exc:
+            _check_shutdown()
             m = Measurement(**base, status="env-failed", reason=str(exc), seconds=time.monotonic() - start)
             self.store.put_measurement(m)
             return m
         env_seconds = time.monotonic() - start
         probe_env = {**env.run_env(), "BISECTOR_PACKAGE": c.package, "BISECTOR_CANDIDATE": c.ref}
         outcome = run_probe(self.probe, env.python, probe_env)
+        _check_shutdown()
         with self._lock:
             self.probes_run += 1
         details = {**outcome.details(), "env_seconds": round(env_seconds, 3), "env_path": str(env.path)}

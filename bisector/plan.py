@@ -55,3 +55,12 @@ def commit_plan(job: JobSection, repo: str, cache_dir: Path, good: Optional[str]
         raise UsageError(f"no commits between {good_ref} and {bad_ref}")
     url = gitrepo.web_url(repo)
     return Plan(gitrepo.commit_candidates(path, job.package, shas, url), notes, path, url)
+
+
+def older_releases(job: JobSection) -> list[Candidate]:
+    """Releases older than the good endpoint (same filters), oldest first: where --widen looks."""
+    url = resolve_index_url(job.index_url)
+    releases = index.list_releases(url, job.package)
+    good = index.find_release(releases, job.good)
+    return [Candidate(package=job.package, kind=CandidateKind.RELEASE, ref=r.version, date=r.uploaded)
+            for r in releases if r.parsed < good.parsed and (job.pre or not (r.parsed.is_prerelease or r.yanked))]

@@ -20,6 +20,34 @@ GRACE = (("SIGINT", 2.0), ("SIGTERM", 1.5), ("SIGKILL", 1.0))
 
 _active: set[subprocess.Popen] = set()
 _active_lock = threading.Lock()
+SHUTDOWN = threading.Event()
+POLL = 0.1
+
+
+class Interrupted(BaseException):
+    """The run is shutting down (Ctrl-C or SIGTERM): nothing half-done may be recorded."""
+
+
+def request_shutdown() -> None:
+    """Ask every running child to stop; workers then raise :class:`Interrupted`."""
+    SHUTDOWN.set()
+
+
+def _wait(proc: subprocess.Popen, timeout: Optional[float]) -> bool:
+    """Wait for ``proc``; True if it timed out. Raises Interrupted (after stopping it) on shutdown."""
+    deadline = None if timeout is None else time.monotonic() + timeout
+    while True:
+        if SHUTDOWN.is_set():
+            stop_group(proc)
+            raise Interrupted()
+        step = POLL if deadline is None else min(POLL, deadline - time.monotonic())
+        if step <= 0:
+            return True
+        try:
+            proc.wait(timeout=step)
+            return False
+        except subprocess.TimeoutExpired:
+            continue
 
 
 @dataclass
@@ -82,9 +110,11 @@ def stop_all() -> None:
         stop_group(proc)
 
 
-def run_bounded(argv: list[str], env: dict[str, str], cwd: Optional[Path] = None,
+def run_bounded(argv: list[str], env: Optional[dict[str, str]], cwd: Optional[Path] = None,
                 timeout: Optional[float] = None) -> Completed:
-    """Run ``argv`` (never through a shell) in a new session; stop its group on timeout."""
+    """Run ``argv`` (never through a shell) in a new session; stop its group on timeout or shutdown."""
+    if SHUTDOWN.is_set():
+        raise Interrupted()
     start = time.monotonic()
     proc = subprocess.Popen(argv, env=env, cwd=cwd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, start_new_session=True)
@@ -93,12 +123,10 @@ def run_bounded(argv: list[str], env: dict[str, str], cwd: Optional[Path] = None
     tails = [_Tail(proc.stdout), _Tail(proc.stderr)]
     for t in tails:
         t.start()
-    timed_out = False
     try:
-        proc.wait(timeout=timeout)
-    except subprocess.TimeoutExpired:
-        timed_out = True
-        stop_group(proc)
+        timed_out = _wait(proc, timeout)
+        if timed_out:
+            stop_group(proc)
     except BaseException:
         stop_group(proc)
         raise
@@ -107,4 +135,6 @@ def run_bounded(argv: list[str], env: dict[str, str], cwd: Optional[Path] = None
             _active.discard(proc)
     for t in tails:
         t.join(timeout=5)
+    if SHUTDOWN.is_set():
+        raise Interrupted()
     return Completed(proc.wait(), tails[0].text(), tails[1].text(), time.monotonic() - start, timed_out)

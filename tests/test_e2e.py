@@ -147,3 +147,41 @@ def test_killed_run_resumes_with_exactly_the_missing_steps(repo30, tmp_path, env
     assert resumed["probes_run"] == total - 3
     assert resumed["measurements_reused"] == 3
     assert resumed["first_bad"]["sha"] == reference["first_bad"]["sha"] == shas[17]
+
+
+def _release_args(release_index, tmp_path, env_cache, plain_spec, *extra):
+    return ["run", "--package", "tinypkg", "--mode", "releases", "--index-url", release_index, "--probe",
+            str(PROBES / "tiny_memory.py"), "--metric", "buffer_kib", "--env", str(plain_spec), "--store",
+            str(tmp_path / "s.db"), "--cache-dir", str(env_cache), "--json", *extra]
+
+
+def test_widen_walks_back_to_a_good_release(release_index, tmp_path, env_cache, plain_spec):
+    proc = cli(*_release_args(release_index, tmp_path, env_cache, plain_spec, "--threshold", "200",
+                              "--good", "1.5", "--bad", "1.6", "--widen"))
+    assert proc.returncode == 0, proc.stderr
+    out = json.loads(proc.stdout)
+    assert out["first_bad"]["ref"] == "1.4.0" and out["last_good"]["ref"] == "1.3.0"
+    assert [s["candidate"] for s in out["steps"] if s["phase"] == "widen"] == ["1.4.0", "1.3.0"]
+
+
+def test_find_fix_names_the_first_fixed_release(release_index, tmp_path, env_cache, plain_spec):
+    # buffer_kib below 200 is the "broken" state here; 1.4.0 is the first release above it
+    proc = cli(*_release_args(release_index, tmp_path, env_cache, plain_spec, "--threshold", "200",
+                              "--direction", "decrease", "--find-fix", "--bad", "1.0", "--good", "1.6"))
+    assert proc.returncode == 0, proc.stderr
+    out = json.loads(proc.stdout)
+    assert out["status"] == "found" and out["first_bad"]["ref"] == "1.4.0"
+
+
+def test_kway_search_gives_the_same_answer(repo30, tmp_path, env_cache, plain_spec):
+    repo, shas = repo30
+    answers = []
+    for jobs in ("1", "3"):
+        args = _commit_args(repo, shas, tmp_path / jobs, env_cache, plain_spec, "--probe",
+                            str(PROBES / "tiny_memory.py"), "--metric", "buffer_kib", "--threshold", "200",
+                            "--jobs", jobs)
+        (tmp_path / jobs).mkdir()
+        proc = cli(*args)
+        assert proc.returncode == 0, proc.stderr
+        answers.append(json.loads(proc.stdout)["first_bad"]["sha"])
+    assert answers == [shas[17], shas[17]]
