@@ -14,7 +14,9 @@ from .errors import BisectorError, UsageError
 from .judge import Judgement
 from .measure import Measurer
 from .phase import Phase, PhaseResult
-from .plan import Plan, commit_plan, release_plan
+from .plan import Plan, commit_plan, older_releases, release_plan
+from .judge import judge
+from .widen import walk_back
 from .result import BisectResult, Point, Step
 from .search import Outcome
 from .store import RunRow, StepRow, Store, now
@@ -125,10 +127,25 @@ class Bisector:
             return self._result(plan, self._phase("commits", plan))
         plan = release_plan(job)
         res = self._phase("releases", plan)
+        if res.search.outcome is Outcome.PREDATES_RANGE and job.widen and not job.find_fix:
+            plan, res = self._widen(plan, res)
         result = self._result(plan, res)
         if job.mode is Mode.AUTO and result.status == "found":
             return self._refine(plan, res, result)
         return result
+
+    def _widen(self, plan: Plan, res: PhaseResult) -> tuple[Plan, PhaseResult]:
+        """Walk back from good in growing steps (1, 2, 4, ...) until a release is GOOD, then bisect."""
+        older = older_releases(self.config.job)
+        measurer = self._measurers[-1]
+        found = walk_back(older, lambda c: judge(measurer, res.calibrated, c),
+                          lambda c, j: self._on_step("widen", c, j), self._note)
+        if found is None:
+            return plan, res
+        self._note(f"widened: {found.ref} is GOOD; bisecting {found.ref}..{self.config.job.good}")
+        job = self.config.job.model_copy(update={"good": found.ref, "bad": plan.candidates[0].ref})
+        wider = release_plan(job)
+        return wider, self._phase("releases", wider)
 
     def _refine(self, plan: Plan, res: PhaseResult, released: BisectResult) -> BisectResult:
         """Auto mode: bisect the commits between the adjacent last-good / first-bad releases."""
@@ -170,7 +187,8 @@ class Bisector:
             compare = f"{plan.repo_url}/compare/{last.sha}...{first.sha}"
         widen = None
         if s.outcome is Outcome.PREDATES_RANGE:
-            widen = shlex.join([*self.command, "--good", "<OLDER-GOOD>"])
+            widen = shlex.join([*self.command, "--widen"]) if plan.candidates[0].kind.value == "release" \
+                else shlex.join([*self.command, "--good", "<OLDER-GOOD>"])
             reason += f"; try an older good, e.g.: {widen}"
         return BisectResult(
             run_id=self.run_id, package=self.config.job.package, mode=plan.candidates[0].kind.value,
