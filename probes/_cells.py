@@ -1,0 +1,137 @@
+"""Cells: one (width, precision, gradient accumulation) measurement each.
+
+``run_cell`` builds the model, sets up the loop, runs warm-up and measured steps under a meter
+and returns a plain dict; any failure becomes the cell's ``error`` (the probe carries on).
+``run_cell_isolated`` runs the same in a fresh interpreter (``--cell``), as done on CUDA so one
+cell's allocator state or OOM cannot leak into the next.
+"""
+from __future__ import annotations
+
+import gc
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+import traceback
+
+import torch
+
+from _loops import AccelerateLoop
+from _models import build_model, make_batches
+
+
+def plan(spec) -> list:
+    """All cells, size-major: [{"hidden", "precision", "ga"}, ...]."""
+    return [
+        {"hidden": h, "precision": p, "ga": g}
+        for h in spec["sizes"]
+        for p in spec["precisions"]
+        for g in spec["ga"]
+    ]
+
+
+def make_meter(spec):
+    """The meter for the spec's device: exact dispatch meter on CPU, allocator stats on CUDA."""
+    if spec["device"] == "cuda":
+        from _meter_cuda import CudaMeter
+
+        return CudaMeter(device=torch.device("cuda"))
+    from _meter_cpu import StorageMeter
+
+    return StorageMeter(attribution=spec["attribution"])
+
+
+def _loop_class(name):
+    if name == "trainer":
+        from _trainer_loop import TrainerLoop
+
+        return TrainerLoop
+    return AccelerateLoop
+
+
+def _measure(spec, cell, record, clock):
+    model, facts = build_model(spec, cell["hidden"])
+    model.to(spec["device"])
+    record.update(facts)
+    clock.lap("build")
+    loop = _loop_class(spec["loop"])(spec, cell, model)
+    del model
+    try:
+        steps = [make_batches(spec, cell["ga"], spec["device"]) for _ in range(spec["warmup_steps"] + 1)]
+        meter = make_meter(spec)
+        meter.track(loop.state_tensors())
+        meter.track(t for step in steps for b in step for t in b.values())
+        clock.lap("setup")
+        gc.collect()
+        gc.disable()  # no collection at random moments inside the window: bytes stay deterministic
+        try:
+            with meter:
+                loop.run(steps, meter, spec["warmup_steps"])
+        finally:
+            gc.enable()
+            meter.close()
+        clock.lap("steps")
+        record.update(meter.report())
+        if spec.get("attribution"):
+            record["attribution"] = meter.attribution(spec.get("top", 12))
+    finally:
+        loop.close()
+
+
+class _Clock:
+    def __init__(self):
+        self.t = time.perf_counter()
+        self.laps = {}
+
+    def lap(self, name):
+        now = time.perf_counter()
+        self.laps[name] = round(self.laps.get(name, 0.0) + now - self.t, 4)
+        self.t = now
+
+
+def _describe(exc: BaseException) -> str:
+    where = traceback.extract_tb(exc.__traceback__)[-1:]
+    at = f" (at {os.path.basename(where[0].filename)}:{where[0].lineno})" if where else ""
+    return f"{type(exc).__name__}: {exc}"[:2000] + at
+
+
+def run_cell(spec, cell) -> dict:
+    """Measure one cell in this process; errors are recorded, never raised."""
+    record = dict(cell)
+    clock = _Clock()
+    try:
+        _measure(spec, cell, record, clock)
+    except Exception as exc:  # noqa: BLE001 - a cell that cannot run is a result, not a crash
+        record["error"] = _describe(exc)
+        clock.lap("failed")
+    finally:
+        if spec["device"] == "cuda" and torch.cuda.is_available():
+            gc.collect()
+            torch.cuda.empty_cache()
+    record["seconds"] = clock.laps
+    return record
+
+
+def run_cell_isolated(script, argv, cell, timeout) -> dict:
+    """Measure one cell in a fresh interpreter running ``script argv --cell ...``."""
+    with tempfile.TemporaryDirectory(prefix="ga_memory_cell_") as tmp:
+        out = os.path.join(tmp, "cell.json")
+        cmd = [sys.executable, script, *argv, "--cell", json.dumps(cell), "--cell-out", out]
+        env = {k: v for k, v in os.environ.items() if k != "BISECTOR_RESULT"}
+        start = time.perf_counter()
+        try:
+            proc = subprocess.run(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                  timeout=timeout)
+        except subprocess.TimeoutExpired:
+            return {**cell, "error": f"cell process timed out after {timeout:.0f}s"}
+        wall = round(time.perf_counter() - start, 4)
+        if os.path.exists(out):
+            with open(out) as fh:
+                record = json.load(fh)
+            record.setdefault("seconds", {})["process"] = wall
+            return record
+        tail = proc.stdout.decode(errors="replace")[-1500:]
+        return {**cell, "error": f"cell process exited {proc.returncode} without a result: {tail}",
+                "seconds": {"process": wall}}

@@ -1,0 +1,208 @@
+"""Exact, deterministic peak of live tensor storage bytes, seen through a TorchDispatchMode.
+
+Every aten op that runs while the mode is active (forward, the autograd engine's backward,
+optimizer kernels) passes its inputs and outputs through ``__torch_dispatch__``. Each
+*untyped storage* is counted once (views and in-place results share it), from the moment it is
+first seen until it is freed. Freeing is observed with ``weakref.finalize`` on the storage's
+Python object where torch preserves that object for the storage's lifetime (torch >= 2.1), and
+otherwise by sweeping C++ weak references (``StorageWeakRef``) after every op.
+"""
+from __future__ import annotations
+
+import collections
+import weakref
+
+import torch
+from torch.utils._python_dispatch import TorchDispatchMode
+from torch.utils._pytree import tree_flatten
+
+from _meter_base import MeterBase
+from _sites import site_of
+
+
+def storage_of(tensor):
+    """The tensor's untyped storage, or None (sparse, meta, functional wrappers...)."""
+    try:
+        getter = getattr(tensor, "untyped_storage", None)
+        return getter() if getter is not None else tensor.storage().untyped()
+    except (RuntimeError, NotImplementedError, TypeError):
+        return None
+
+
+def storage_objects_preserved() -> bool:
+    """True when ``t.untyped_storage()`` returns one Python object for the storage's life."""
+    t = torch.empty(1)
+    try:
+        return t.untyped_storage() is t.untyped_storage()
+    except (AttributeError, RuntimeError):
+        return False
+
+
+class _Finalizers:
+    """Report frees through ``weakref.finalize`` on preserved storage objects."""
+
+    name = "finalize"
+
+    def __init__(self, on_free):
+        self._on_free = on_free
+        self._handles = {}
+
+    def watch(self, key, storage):
+        self._handles[key] = weakref.finalize(storage, self._fired, key)
+
+    def _fired(self, key):
+        if self._handles.pop(key, None) is not None:
+            self._on_free(key)
+
+    def sweep(self):
+        pass
+
+    def close(self):
+        for handle in self._handles.values():
+            handle.detach()
+        self._handles.clear()
+
+
+class _Sweeper:
+    """Report frees by polling C++ weak references to the storages (older torch)."""
+
+    name = "sweep"
+
+    def __init__(self, on_free):
+        from torch.multiprocessing.reductions import StorageWeakRef
+
+        self._ref = StorageWeakRef
+        self._on_free = on_free
+        self._refs = {}
+
+    def watch(self, key, storage):
+        self._refs[key] = self._ref(storage)
+
+    def sweep(self):
+        dead = [key for key, ref in self._refs.items() if ref.expired()]
+        for key in dead:
+            del self._refs[key]
+            self._on_free(key)
+
+    def close(self):
+        self._refs.clear()
+
+
+class StorageMeter(MeterBase, TorchDispatchMode):
+    """Counts live tensor-storage bytes on one device type; exact and deterministic.
+
+    ``track(tensors)`` registers tensors that existed before the mode was entered (parameters,
+    gradients, buffers, optimizer state); storages first seen as op inputs are registered too.
+    With ``attribution=True`` every storage remembers the site that allocated it and the meter
+    keeps a by-site breakdown of the bytes live at the window peak (``attribution()``).
+    """
+
+    kind = "cpu-dispatch"
+
+    def __init__(self, device_type="cpu", attribution=False, liveness="auto"):
+        TorchDispatchMode.__init__(self)
+        MeterBase.__init__(self)
+        self.device_type = device_type
+        self.attribution_enabled = attribution
+        if liveness == "auto":
+            liveness = "finalize" if storage_objects_preserved() else "sweep"
+        self._live = (_Finalizers if liveness == "finalize" else _Sweeper)(self._freed)
+        self._sizes = {}
+        self._sites = {}
+        self._by_site = collections.Counter()
+        self._peak_sites = {}
+        self._snap_level = 0
+        self._cur = 0
+        self._ppeak = 0
+        self.n_storages_seen = 0
+
+    # --- MeterBase hooks -----------------------------------------------------------------
+    @property
+    def current(self) -> int:
+        self._live.sweep()
+        return self._cur
+
+    def _open_phase_peak(self):
+        self._ppeak = self._cur
+
+    def _read_phase_peak(self):
+        return self._ppeak
+
+    def reset_peak(self):
+        MeterBase.reset_peak(self)
+        self._snap_level = self._cur
+        self._peak_sites = dict(self._by_site)
+
+    def extra(self):
+        return {"liveness": self._live.name, "storages_seen": self.n_storages_seen}
+
+    # --- counting --------------------------------------------------------------------------
+    def track(self, tensors, site="pre-existing"):
+        """Register already-existing tensors (iterable; None entries are skipped)."""
+        for t in tensors:
+            if isinstance(t, torch.Tensor):
+                self._see(t, site)
+
+    def _see(self, tensor, site=None):
+        if tensor.device.type != self.device_type:
+            return
+        storage = storage_of(tensor)
+        if storage is None:
+            return
+        key = storage._cdata
+        nbytes = storage.nbytes()
+        old = self._sizes.get(key)
+        if old is None:
+            if nbytes == 0:
+                return
+            self._live.watch(key, storage)
+            self.n_storages_seen += 1
+            label = site or (site_of(tensor) if self.attribution_enabled else "")
+            self._sites[key] = label
+            self._add(key, nbytes, label)
+        elif old != nbytes:  # resized in place
+            self._add(key, nbytes - old, self._sites[key])
+
+    def _add(self, key, delta, label):
+        self._sizes[key] = self._sizes.get(key, 0) + delta
+        self._cur += delta
+        if self.attribution_enabled:
+            self._by_site[label] += delta
+        if self._cur > self._ppeak:
+            self._ppeak = self._cur
+            if self.attribution_enabled and self._cur > self._snap_level:
+                self._snap_level = self._cur
+                self._peak_sites = {k: v for k, v in self._by_site.items() if v}
+
+    def _freed(self, key):
+        nbytes = self._sizes.pop(key, 0)
+        label = self._sites.pop(key, "")
+        self._cur -= nbytes
+        if self.attribution_enabled:
+            self._by_site[label] -= nbytes
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        for t in tree_flatten((args, kwargs))[0]:
+            if isinstance(t, torch.Tensor):
+                self._see(t, "pre-existing")
+        out = func(*args, **kwargs)
+        self._live.sweep()
+        for t in tree_flatten(out)[0]:
+            if isinstance(t, torch.Tensor):
+                self._see(t)
+        return out
+
+    # --- results ---------------------------------------------------------------------------
+    def attribution(self, top=12):
+        """Bytes live at the window peak by allocation site, largest first (top N + rest)."""
+        items = sorted(self._peak_sites.items(), key=lambda kv: (-kv[1], kv[0]))
+        rows = [{"site": k, "bytes": v} for k, v in items[:top]]
+        rest = sum(v for _, v in items[top:])
+        if rest:
+            rows.append({"site": f"({len(items) - top} other sites)", "bytes": rest})
+        return rows
+
+    def close(self):
+        """Stop observing frees (detach finalizers); the meter's numbers stay readable."""
+        self._live.close()

@@ -1,0 +1,115 @@
+"""Assembling and writing the probe's result (the JSON the orchestrator validates).
+
+Shape: ``metrics`` (flat finite floats), ``schema_version``, ``probe`` {name, version,
+config_hash, config}, ``versions``, ``device``, ``meter``, ``cells``, ``fit``, optional
+``timings`` and ``error``. Written to $BISECTOR_RESULT, else ``--result``, else stdout.
+"""
+from __future__ import annotations
+
+import json
+import math
+import os
+import platform
+import sys
+
+SCHEMA_VERSION = "ga_memory/1"
+RESULT_ENV = "BISECTOR_RESULT"
+
+
+def _version(module_name):
+    try:
+        module = __import__(module_name)
+        return str(getattr(module, "__version__", None))
+    except Exception:  # noqa: BLE001 - a broken import is reported as missing
+        return None
+
+
+def versions() -> dict:
+    """Versions of the ML stack and Python as seen by this interpreter."""
+    return {
+        "torch": _version("torch"),
+        "accelerate": _version("accelerate"),
+        "transformers": _version("transformers"),
+        "python": platform.python_version(),
+    }
+
+
+def _cpu_name():
+    try:
+        with open("/proc/cpuinfo") as fh:
+            for line in fh:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+def device_info(device: str) -> dict:
+    """What the cells ran on: name, driver, CUDA runtime (CUDA) or CPU model and threads."""
+    import torch
+
+    if device == "cuda":
+        from _meter_cuda import NvmlProbe
+
+        try:
+            props = torch.cuda.get_device_properties(0)
+        except Exception as exc:  # noqa: BLE001 - asked for CUDA where there is none
+            return {"type": "cuda", "name": None, "driver": None, "cuda": torch.version.cuda,
+                    "error": f"{type(exc).__name__}: {exc}"}
+        return {
+            "type": "cuda",
+            "name": props.name,
+            "driver": NvmlProbe().driver(),
+            "cuda": torch.version.cuda,
+            "capability": f"{props.major}.{props.minor}",
+            "total_bytes": int(props.total_memory),
+        }
+    return {"type": "cpu", "name": _cpu_name(), "driver": None, "cuda": None,
+            "threads": torch.get_num_threads()}
+
+
+def _clean(value):
+    """Replace non-finite floats (JSON has none) with None, recursively."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, dict):
+        return {str(k): _clean(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_clean(v) for v in value]
+    return value
+
+
+def assemble(probe: dict, spec: dict, meter: str, cells, metrics, fits, error=None) -> dict:
+    """The result dict; ``error`` is set when nothing could be measured."""
+    result = {
+        "schema_version": SCHEMA_VERSION,
+        "probe": {**probe, "config": spec},
+        "versions": versions(),
+        "device": device_info(spec["device"]),
+        "meter": meter,
+        "metrics": {k: float(v) for k, v in metrics.items() if math.isfinite(v)},
+        "fit": fits,
+        "cells": cells,
+    }
+    failed = [c for c in cells if c.get("error")]
+    if failed:
+        result["cell_errors"] = len(failed)
+    if error:
+        result["error"] = error
+    return _clean(result)
+
+
+def write(result: dict, path=None) -> str:
+    """Write to $BISECTOR_RESULT, else ``path``, else stdout; returns where it went."""
+    text = json.dumps(result, indent=1, sort_keys=False, allow_nan=False)
+    target = os.environ.get(RESULT_ENV) or path
+    if not target:
+        sys.stdout.write(text + "\n")
+        sys.stdout.flush()
+        return "<stdout>"
+    tmp = f"{target}.tmp{os.getpid()}"
+    with open(tmp, "w") as fh:
+        fh.write(text)
+    os.replace(tmp, target)
+    return target

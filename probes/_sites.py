@@ -1,0 +1,69 @@
+"""Allocation-site labels for the CPU meter's attribution.
+
+A label reads ``<dtype> <autograd node> | <code location>``:
+
+* the dtype of the tensor that created the storage (``bfloat16``, ``float32``...);
+* during backward, the autograd node running (``ToCopyBackward0``, ``AccumulateGrad``...);
+* the innermost Python frame outside torch's own internals (``torch/optim`` counts as code,
+  so optimizer allocations are placed), shortened to ``package/path.py:line func``.
+  The meter's own frames are skipped; the probe's loop frames are not.
+"""
+from __future__ import annotations
+
+import os
+import sys
+
+import torch
+
+_TORCH_DIR = os.path.dirname(torch.__file__) + os.sep
+_KEEP_UNDER_TORCH = (os.path.join(_TORCH_DIR, "optim") + os.sep,)
+_HERE = os.path.join(os.path.dirname(__file__), "")
+_METER_FILES = tuple(_HERE + name for name in ("_sites.py", "_meter_cpu.py", "_meter_base.py"))
+_current_node = getattr(torch._C, "_current_autograd_node", None)
+
+
+def _is_internal(filename: str) -> bool:
+    if filename.startswith(_TORCH_DIR):
+        return not filename.startswith(_KEEP_UNDER_TORCH)
+    return filename.startswith(_METER_FILES) or filename.startswith("<")
+
+
+def short_path(filename: str) -> str:
+    """``.../site-packages/transformers/models/x.py`` -> ``transformers/models/x.py``."""
+    marker = "site-packages" + os.sep
+    if marker in filename:
+        return filename.rsplit(marker, 1)[1]
+    if filename.startswith(_TORCH_DIR):
+        return "torch/" + filename[len(_TORCH_DIR):]
+    return os.path.basename(filename)
+
+
+def code_location(max_depth: int = 80) -> str:
+    """The innermost frame outside torch internals and the probe, as ``path:line func``."""
+    frame = sys._getframe(1)
+    depth = 0
+    while frame is not None and depth < max_depth:
+        code = frame.f_code
+        if not _is_internal(code.co_filename):
+            return f"{short_path(code.co_filename)}:{frame.f_lineno} {code.co_name}"
+        frame = frame.f_back
+        depth += 1
+    return "?"
+
+
+def autograd_node() -> str:
+    """Name of the autograd node being executed now, or '' outside backward."""
+    if _current_node is None:
+        return ""
+    node = _current_node()
+    if node is None:
+        return ""
+    return node.name().replace("torch::autograd::", "")
+
+
+def site_of(tensor) -> str:
+    """Full site label for a storage first produced as ``tensor``."""
+    dtype = str(tensor.dtype).replace("torch.", "")
+    node = autograd_node()
+    where = code_location()
+    return f"{dtype} {node} | {where}" if node else f"{dtype} | {where}"

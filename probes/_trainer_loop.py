@@ -1,0 +1,141 @@
+"""The second loop: ``transformers.Trainer`` running the same cell (max_steps = warm-up + 1).
+
+Phases come from hooks: ``compute_loss`` (forward) and the rest of ``training_step``
+(backward) per micro-step, then ``step`` (grad clipping, optimizer step, scheduler,
+``model.zero_grad()``; split at ``on_optimizer_step`` where the callback exists) until
+``on_step_end``. Trainer's own defaults (grad-norm clipping, its zero_grad) are kept.
+"""
+from __future__ import annotations
+
+import contextlib
+import sys
+import tempfile
+
+from _loops import make_optimizer, reset_accelerate_state, state_tensors
+
+
+def _training_args(spec, cell, outdir, steps):
+    from transformers import TrainingArguments
+
+    fields = TrainingArguments.__dataclass_fields__
+    kwargs = dict(
+        output_dir=outdir,
+        per_device_train_batch_size=spec["batch"],
+        gradient_accumulation_steps=cell["ga"],
+        max_steps=steps,
+        bf16=cell["precision"] == "bf16",
+        fp16=cell["precision"] == "fp16",
+        report_to=[],
+        save_strategy="no",
+        logging_strategy="no",
+        disable_tqdm=True,
+        dataloader_pin_memory=False,
+        seed=spec["seed"],
+    )
+    if spec["device"] == "cpu":
+        kwargs["use_cpu" if "use_cpu" in fields else "no_cuda"] = True
+    return TrainingArguments(**kwargs)
+
+
+class _Hooks:
+    """Turns Trainer callbacks and overridden methods into meter marks."""
+
+    def __init__(self, meter, warmup_steps):
+        self.meter = meter
+        self.warmup = warmup_steps
+        self.measuring = False
+        self.micro = 0
+
+    def step_begin(self, global_step):
+        if global_step == self.warmup:
+            self.meter.reset_peak()
+            self.measuring = True
+        self.micro = 0
+
+    def mark(self, name):
+        self.meter.mark(name)
+
+    def step_end(self):
+        if self.measuring:
+            self.meter.mark(None)
+            self.measuring = False
+
+
+def _callback(hooks):
+    from transformers import TrainerCallback
+
+    class PhaseCallback(TrainerCallback):
+        def on_step_begin(self, args, state, control, **kw):
+            hooks.step_begin(state.global_step)
+
+        def on_optimizer_step(self, args, state, control, **kw):
+            hooks.mark("zero_grad")
+
+        def on_step_end(self, args, state, control, **kw):
+            hooks.step_end()
+
+    return PhaseCallback()
+
+
+def _trainer_class(hooks):
+    from transformers import Trainer
+
+    class PhaseTrainer(Trainer):
+        def training_step(self, *args, **kwargs):
+            hooks.mark(f"m{hooks.micro}.forward")
+            out = super().training_step(*args, **kwargs)
+            hooks.micro += 1
+            hooks.mark("step")
+            return out
+
+        def compute_loss(self, *args, **kwargs):
+            out = super().compute_loss(*args, **kwargs)
+            hooks.mark(f"m{hooks.micro}.backward")
+            return out
+
+    return PhaseTrainer
+
+
+class TrainerLoop:
+    """Runs a cell through ``transformers.Trainer``."""
+
+    name = "trainer"
+
+    def __init__(self, spec, cell, model):
+        reset_accelerate_state()
+        self.spec, self.cell, self.model = spec, cell, model
+        self.optimizer = make_optimizer(spec["optimizer"], model.parameters())
+        self._tmp = tempfile.TemporaryDirectory(prefix="ga_memory_trainer_")
+
+    def state_tensors(self):
+        """Tensors alive before the first step (for ``meter.track``)."""
+        return state_tensors(self.model, self.optimizer)
+
+    def run(self, batches_per_step, meter, warmup_steps=1):
+        """Trainer over the flattened micro-batches; the hooks open the measured window."""
+        import torch
+
+        hooks = _Hooks(meter, warmup_steps)
+        data = [  # one sample per row; Trainer re-batches them into the same micro-batches
+            {k: v[r] for k, v in b.items()}
+            for step in batches_per_step
+            for b in step
+            for r in range(b["input_ids"].shape[0])
+        ]
+        scheduler = torch.optim.lr_scheduler.LambdaLR(self.optimizer, lambda _: 1.0)
+        trainer = _trainer_class(hooks)(
+            model=self.model,
+            args=_training_args(self.spec, self.cell, self._tmp.name, len(batches_per_step)),
+            train_dataset=data,
+            optimizers=(self.optimizer, scheduler),
+            callbacks=[_callback(hooks)],
+        )
+        with contextlib.redirect_stdout(sys.stderr):  # Trainer prints its metrics dict
+            trainer.train()
+        if meter.end_bytes is None:
+            raise RuntimeError("Trainer never reached the measured step")
+
+    def close(self):
+        """Release the temp dir and accelerate's singletons."""
+        self._tmp.cleanup()
+        reset_accelerate_state()

@@ -1,0 +1,138 @@
+"""Probe: extra peak memory of gradient accumulation, in fp32 and in mixed precision.
+
+Run inside a candidate environment as ``python probes/ga_memory.py [options]`` (see --help and
+probes/README.md). For each hidden size x precision x gradient-accumulation setting it builds a
+causal LM from a config (random weights), runs one warm-up optimizer step and one measured step
+under a memory meter, and fits ``peak = a * n_params + b`` over sizes to split per-parameter
+from fixed costs. The result (JSON) goes to $BISECTOR_RESULT. Exit 0 when a result was written
+with at least one measured cell, 3 when nothing could be measured.
+"""
+import time as _time
+
+_T0_EPOCH, _T0_PERF = _time.time(), _time.perf_counter()
+
+import gc  # noqa: E402
+import json  # noqa: E402
+import os  # noqa: E402
+import sys  # noqa: E402
+
+from _cli import config_hash, make_spec, parser  # noqa: E402
+from _timings import Timings  # noqa: E402
+
+PROBE_NAME = "ga_memory"
+PROBE_VERSION = "1.0.0"
+EXIT_NOTHING_MEASURED = 3
+
+
+def _import_stack(args, timings):
+    """Import everything the cells use (transformers loads lazily), then freeze the heap."""
+    import importlib
+
+    start = _time.perf_counter()
+    import torch  # noqa: F401
+    import transformers
+    from accelerate import Accelerator  # noqa: F401
+
+    importlib.import_module(f"transformers.models.{args.arch}.modeling_{args.arch}")
+    transformers.AutoModelForCausalLM  # noqa: B018 - resolve the lazy attribute now
+    if args.loop == "trainer":
+        transformers.Trainer  # noqa: B018
+    gc.freeze()  # later gc.collect() calls skip the (large, immortal) import graph
+    timings.add("imports_s", _time.perf_counter() - start)
+
+
+def _quiet_libraries():
+    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+    os.environ.setdefault("TRANSFORMERS_NO_ADVISORY_WARNINGS", "1")
+    import warnings
+
+    warnings.filterwarnings("ignore")
+    try:
+        from transformers.utils import logging as hf_logging
+
+        hf_logging.set_verbosity_error()
+    except Exception:  # noqa: BLE001 - cosmetics only
+        pass
+
+
+def _cell_mode(args, spec) -> int:
+    """Child of an isolated run: measure the one cell and write it to --cell-out."""
+    from _cells import run_cell
+
+    record = run_cell(spec, json.loads(args.cell))
+    with open(args.cell_out, "w") as fh:
+        json.dump(record, fh)
+    return 0
+
+
+def _run_cells(spec, argv, timeout):
+    from _cells import plan, run_cell, run_cell_isolated
+
+    cells = []
+    for cell in plan(spec):
+        if spec["isolate"]:
+            cells.append(run_cell_isolated(os.path.abspath(__file__), argv, cell, timeout))
+        else:
+            cells.append(run_cell(spec, cell))
+        _progress(cells[-1])
+    return cells
+
+
+def _progress(cell):
+    what = cell.get("error") or f"peak {cell.get('peak_bytes')} B in {cell.get('peak_phase')}"
+    print(f"[ga_memory] h{cell['hidden']} {cell['precision']} ga{cell['ga']}: {what}", file=sys.stderr)
+
+
+def _finish(args, spec, cells, timings) -> int:
+    from _fit import derive
+    from _result import assemble, write
+
+    metrics, fits = derive(cells, spec["precisions"], spec["ga"])
+    measured = [c for c in cells if "peak_bytes" in c and not c.get("error")]
+    error = None if measured else "no cell could be measured: " + "; ".join(
+        sorted({str(c.get("error"))[:300] for c in cells})
+    )
+    probe = {"name": PROBE_NAME, "version": PROBE_VERSION, "config_hash": config_hash(spec, PROBE_VERSION)}
+    meter = "cuda" if spec["device"] == "cuda" else "cpu-dispatch"
+    result = assemble(probe, spec, meter, cells, metrics, fits, error)
+    if args.timings:
+        timings.add_cells(cells)
+        result["timings"] = timings.report()
+    where = write(result, args.result)
+    print(f"[ga_memory] result written to {where}", file=sys.stderr)
+    return 0 if measured else EXIT_NOTHING_MEASURED
+
+
+def _broken_environment(args, exc) -> int:
+    from _result import SCHEMA_VERSION, write
+
+    error = f"cannot import the ML stack: {type(exc).__name__}: {exc}"
+    probe = {"name": PROBE_NAME, "version": PROBE_VERSION}
+    write({"schema_version": SCHEMA_VERSION, "probe": probe, "metrics": {}, "error": error}, args.result)
+    print(f"[ga_memory] {error}", file=sys.stderr)
+    return EXIT_NOTHING_MEASURED
+
+
+def main(argv=None) -> int:
+    """Entry point; returns the exit code."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    args = parser().parse_args(argv)
+    timings = Timings(_T0_EPOCH, _T0_PERF)
+    try:
+        _import_stack(args, timings)
+    except Exception as exc:  # noqa: BLE001 - a broken environment is a result too
+        return _broken_environment(args, exc)
+    _quiet_libraries()
+    spec = make_spec(args)
+    if spec["device"] == "cpu" and spec["threads"] > 0:
+        import torch
+
+        torch.set_num_threads(spec["threads"])
+    if args.cell:
+        return _cell_mode(args, spec)
+    cells = _run_cells(spec, argv, args.cell_timeout)
+    return _finish(args, spec, cells, timings)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

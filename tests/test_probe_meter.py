@@ -1,0 +1,375 @@
+"""Unit tests of the ga_memory probe's helpers: meters, fits, result assembly, cell plumbing.
+
+The probe's helpers live in probes/ (run inside candidate environments, never importing
+bisector); the tests import them by putting probes/ on sys.path, as the script itself does.
+"""
+from __future__ import annotations
+
+import json
+import math
+import os
+import sys
+import textwrap
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+PROBES = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "probes")
+sys.path.insert(0, PROBES)
+
+from _cli import config_hash, make_spec, parser  # noqa: E402
+from _fit import derive, fit_line  # noqa: E402
+from _meter_base import MeterBase  # noqa: E402
+from _meter_cpu import StorageMeter, storage_objects_preserved  # noqa: E402
+from _meter_cuda import CudaMeter  # noqa: E402
+
+from bisector.probe_result import ProbeResult  # noqa: E402
+
+LIVENESS = ["sweep"] + (["finalize"] if storage_objects_preserved() else [])
+
+
+# --- CPU meter: analytic cases ------------------------------------------------------------
+def _linear_stack(layers, width):
+    torch.manual_seed(0)
+    return torch.nn.Sequential(*[torch.nn.Linear(width, width, bias=False) for _ in range(layers)])
+
+
+def _fwd_bwd(meter, model, x):
+    meter.reset_peak()
+    meter.mark("forward")
+    loss = model(x).sum()
+    meter.mark("backward")
+    loss.backward()
+    meter.mark(None)
+    return loss
+
+
+@pytest.mark.parametrize("liveness", LIVENESS)
+def test_linear_stack_peaks_match_hand_count(liveness):
+    """Peak live bytes of L bias-free Linear(D, D) layers on a (B, D) fp32 input, by hand.
+
+    P = weights, X = one (B, D) activation, G = one (D, D) weight gradient; 4 B scalars.
+    Forward: x, weights, h_1..h_L and the loss (h_L dies after ``sum``): P + X + L X + 4.
+    Backward (G > 2X, so the peak is at the first layer's MmBackward): weights, x, the loss,
+    the ``ones`` seed gradient, grad of h_1 and all L weight grads: P + 2X + L G + 8.
+    """
+    B, D, L = 4, 64, 3
+    model, x = _linear_stack(L, D), torch.randn(B, D)
+    meter = StorageMeter(liveness=liveness)
+    meter.track(model.parameters())
+    meter.track([x])
+    with meter:
+        loss = _fwd_bwd(meter, model, x)
+    P, X, G = L * D * D * 4, B * D * 4, D * D * 4
+    phases = meter.phases
+    assert meter.start_bytes == P + X
+    assert phases["forward"]["peak_bytes"] == P + X + L * X + 4
+    assert phases["backward"]["peak_bytes"] == P + 2 * X + L * G + 8
+    assert meter.peak == P + 2 * X + L * G + 8
+    assert meter.peak_phase == "backward"
+    # after backward returns: weights, x, weight grads and the loss (the seed grad is gone)
+    assert meter.end_bytes == P + X + L * G + 4
+    meter.close()
+    del loss
+
+
+@pytest.mark.parametrize("liveness", LIVENESS)
+def test_views_share_one_storage(liveness):
+    meter = StorageMeter(liveness=liveness)
+    with meter:
+        meter.reset_peak()
+        base = torch.zeros(1000)
+        views = [base[1:], base.view(10, 100), base.view(10, 100).t(), base.detach(), base[::2]]
+        base.add_(1)  # in-place: same storage again
+        assert meter.current == 4000
+        del base
+        assert meter.current == 4000  # views keep the storage alive
+        del views
+        assert meter.current == 0
+        meter.mark(None)
+    assert meter.peak == 4000
+    meter.close()
+
+
+@pytest.mark.parametrize("liveness", LIVENESS)
+def test_pre_existing_tensors(liveness):
+    tracked = torch.ones(256)  # 1024 B, registered explicitly
+    untracked = torch.ones(128)  # 512 B, registered when first used by an op
+    meter = StorageMeter(liveness=liveness)
+    meter.track([tracked, None])
+    with meter:
+        meter.reset_peak()
+        assert meter.current == 1024
+        y = untracked * 2  # input registered (512) + output (512)
+        assert meter.current == 1024 + 512 + 512
+        del tracked
+        assert meter.current == 512 + 512
+        meter.mark(None)
+    assert meter.peak == 2048
+    assert meter.end_bytes == 1024
+    meter.close()
+    del y
+
+
+def test_two_runs_identical_bytes():
+    def run():
+        model, x = _linear_stack(2, 32), torch.randn(3, 32)
+        meter = StorageMeter(attribution=True)
+        meter.track(model.parameters())
+        with meter:
+            _fwd_bwd(meter, model, x)
+        meter.close()
+        return meter.report(), meter.attribution()
+
+    assert run() == run()
+
+
+def test_attribution_names_backward_nodes_and_sums_to_peak():
+    model, x = _linear_stack(2, 32), torch.randn(3, 32)
+    meter = StorageMeter(attribution=True)
+    meter.track(model.parameters(), site="parameters")
+    with meter:
+        _fwd_bwd(meter, model, x)
+    rows = meter.attribution(top=50)
+    assert sum(r["bytes"] for r in rows) == meter.peak
+    assert any("MmBackward" in r["site"] and r["site"].startswith("float32") for r in rows)
+    assert {"site": "parameters", "bytes": 2 * 32 * 32 * 4} in rows
+    meter.close()
+
+
+def test_other_device_storages_are_ignored():
+    meter = StorageMeter(device_type="cuda")
+    with meter:
+        meter.reset_peak()
+        torch.ones(100)
+        meter.mark(None)
+    assert meter.peak == 0
+    meter.close()
+
+
+# --- phase bookkeeping ----------------------------------------------------------------------
+class _FakeMeter(MeterBase):
+    def __init__(self):
+        super().__init__()
+        self.level = 0
+        self.max = 0
+
+    @property
+    def current(self):
+        return self.level
+
+    def set(self, value):
+        self.level = value
+        self.max = max(self.max, value)
+
+    def _open_phase_peak(self):
+        self.max = self.level
+
+    def _read_phase_peak(self):
+        return self.max
+
+
+def test_phase_bookkeeping():
+    m = _FakeMeter()
+    m.set(10)
+    m.reset_peak()
+    with m.phase("a"):
+        m.set(50)
+        m.set(20)
+    m.mark("a")  # duplicate names get a suffix
+    m.set(30)
+    m.mark(None)
+    m.set(999)  # after the window closed: not counted
+    assert m.phases == {
+        "a": {"start_bytes": 10, "peak_bytes": 50, "end_bytes": 20},
+        "a#2": {"start_bytes": 20, "peak_bytes": 30, "end_bytes": 30},
+    }
+    assert (m.peak, m.peak_phase, m.start_bytes, m.end_bytes) == (50, "a", 10, 30)
+
+
+# --- CUDA meter with a stand-in backend -----------------------------------------------------
+class _FakeCuda:
+    def __init__(self):
+        self.allocated, self.reserved, self.max_alloc, self.max_res = 0, 0, 0, 0
+
+    def alloc(self, n):
+        self.allocated += n
+        self.reserved = max(self.reserved, self.allocated + 100)
+        self.max_alloc = max(self.max_alloc, self.allocated)
+        self.max_res = max(self.max_res, self.reserved)
+
+    def synchronize(self, device=None):
+        pass
+
+    def memory_allocated(self, device=None):
+        return self.allocated
+
+    def memory_reserved(self, device=None):
+        return self.reserved
+
+    def max_memory_allocated(self, device=None):
+        return self.max_alloc
+
+    def max_memory_reserved(self, device=None):
+        return self.max_res
+
+    def reset_peak_memory_stats(self, device=None):
+        self.max_alloc, self.max_res = self.allocated, self.reserved
+
+
+class _FakeNvml:
+    def __init__(self, cuda):
+        self.cuda = cuda
+
+    def used_bytes(self):
+        return self.cuda.reserved + 1000
+
+
+def test_cuda_meter_phases_with_fake_backend():
+    cuda = _FakeCuda()
+    meter = CudaMeter(backend=cuda, nvml=_FakeNvml(cuda))
+    cuda.alloc(1000)
+    meter.reset_peak()
+    meter.mark("m0.forward")
+    cuda.alloc(500)
+    cuda.alloc(-400)
+    meter.mark("m0.backward")
+    cuda.alloc(200)
+    meter.mark(None)
+    report = meter.report()
+    assert report["phases"]["m0.forward"] == {"start_bytes": 1000, "peak_bytes": 1500, "end_bytes": 1100}
+    assert report["phases"]["m0.backward"] == {"start_bytes": 1100, "peak_bytes": 1300, "end_bytes": 1300}
+    assert (report["peak_bytes"], report["peak_phase"]) == (1500, "m0.forward")
+    assert report["reserved_peak_bytes"] == 1600
+    assert report["nvml_used_max_bytes"] == 2600
+    assert meter.attribution() == []
+
+
+# --- fits and derived metrics ---------------------------------------------------------------
+def test_fit_line_exact_and_r2():
+    fit = fit_line([1, 2, 3, 4], [5, 7, 9, 11])
+    assert (fit["a"], fit["b"], fit["r2"]) == (2.0, 3.0, 1.0)
+    assert fit_line([1, 2, 3], [4, 4, 4])["r2"] == 1.0
+    noisy = fit_line([1, 2, 3, 4], [1, 3, 2, 4])
+    assert 0 < noisy["r2"] < 1
+    with pytest.raises(ValueError):
+        fit_line([1, 1], [2, 3])
+
+
+def _synthetic_cells():
+    """peak = a * n + b with known per-(precision, GA) slopes and intercepts."""
+    sizes = {64: 1000, 128: 3000, 192: 6000}
+    slope = {("fp32", 1): 8, ("fp32", 2): 8.5, ("bf16", 1): 9, ("bf16", 2): 11}
+    cells = [
+        {"hidden": h, "precision": p, "ga": g, "n_params": n, "peak_bytes": slope[p, g] * n + 100 * g}
+        for h, n in sizes.items() for (p, g) in slope
+    ]
+    cells.append({"hidden": 256, "precision": "bf16", "ga": 2, "error": "OOM"})
+    return cells
+
+
+def test_derive_metrics_from_synthetic_cells():
+    metrics, fits = derive(_synthetic_cells(), ["fp32", "bf16"], [1, 2])
+    close = lambda k, v: math.isclose(metrics[k], v, rel_tol=1e-9, abs_tol=1e-6)  # noqa: E731
+    assert close("ga_cost_bytes_per_param", 2.0) and close("ga_cost_fixed_bytes", 100)
+    assert close("fp32_ga_cost_bytes_per_param", 0.5) and close("fp32_ga_cost_fixed_bytes", 100)
+    assert close("mixed_cost_bytes_per_param", 1.0) and close("mixed_cost_fixed_bytes", 0)
+    assert close("ga_excess_bytes_per_param", 1.5) and close("ga_excess_fixed_bytes", 0)
+    assert close("fit_r2_min", 1.0)
+    assert metrics["peak_bytes.bf16.ga2.h128"] == 11 * 3000 + 200
+    assert metrics["n_params.h192"] == 6000.0
+    assert "peak_bytes.bf16.ga2.h256" not in metrics  # the failed cell is omitted
+    assert set(fits) >= {"peak.fp32.ga1", "ga_cost", "fp32_ga_cost", "mixed_cost", "ga_excess"}
+
+
+def test_derive_omits_what_cannot_be_fitted():
+    cells = [c for c in _synthetic_cells() if c.get("hidden") == 64]
+    metrics, fits = derive(cells, ["fp32", "bf16"], [1, 2])
+    assert "ga_cost_bytes_per_param" not in metrics and "fit_r2_min" not in metrics
+    assert metrics["peak_bytes.fp32.ga1.h64"] == 8000 + 100 and fits == {}
+
+
+# --- result assembly and writing ------------------------------------------------------------
+def _spec(*argv):
+    return make_spec(parser().parse_args(["--device", "cpu", *argv]))
+
+
+def test_assembled_result_validates_and_cleans_non_finite(monkeypatch, tmp_path):
+    from _result import assemble, write
+
+    spec = _spec()
+    metrics, fits = derive(_synthetic_cells(), spec["precisions"], spec["ga"])
+    cells = _synthetic_cells() + [{"hidden": 1, "precision": "fp32", "ga": 1, "odd": float("nan")}]
+    probe = {"name": "ga_memory", "version": "1.0.0", "config_hash": config_hash(spec, "1.0.0")}
+    result = assemble(probe, spec, "cpu-dispatch", cells, {**metrics, "bad": float("inf")}, fits)
+    assert "bad" not in result["metrics"] and result["cells"][-1]["odd"] is None
+    assert result["cell_errors"] == 1 and result["versions"]["torch"] == torch.__version__
+    target = tmp_path / "out.json"
+    monkeypatch.setenv("BISECTOR_RESULT", str(target))
+    assert write(result) == str(target)
+    parsed = ProbeResult.model_validate_json(target.read_text())
+    assert parsed.schema_version == "ga_memory/1" and parsed.meter == "cpu-dispatch"
+    assert parsed.probe["config_hash"] == probe["config_hash"]
+
+
+def test_write_falls_back_to_path_then_stdout(monkeypatch, tmp_path, capsys):
+    from _result import write
+
+    monkeypatch.delenv("BISECTOR_RESULT", raising=False)
+    assert write({"metrics": {"x": 1.0}}, str(tmp_path / "r.json")) == str(tmp_path / "r.json")
+    assert write({"metrics": {"x": 2.0}}) == "<stdout>"
+    assert json.loads(capsys.readouterr().out) == {"metrics": {"x": 2.0}}
+
+
+def test_config_hash_tracks_measurement_knobs_only():
+    base = config_hash(_spec(), "1.0.0")
+    assert base == config_hash(_spec(), "1.0.0")
+    assert base == config_hash(_spec("--no-attribution", "--isolate", "on", "--top", "3"), "1.0.0")
+    assert base != config_hash(_spec("--ga", "1,4"), "1.0.0")
+    assert base != config_hash(_spec(), "1.0.1")
+
+
+def test_cli_rejects_fp16_on_cpu_and_bad_sizes():
+    with pytest.raises(SystemExit):
+        _spec("--precisions", "fp32,fp16")
+    with pytest.raises(SystemExit):
+        _spec("--sizes", "66", "--heads", "4")
+
+
+# --- subprocess-per-cell plumbing -----------------------------------------------------------
+def _fake_cell_script(tmp_path, body):
+    script = tmp_path / "fake_probe.py"
+    script.write_text(textwrap.dedent(body))
+    return str(script)
+
+
+def test_isolated_cell_round_trip(tmp_path, monkeypatch):
+    from _cells import run_cell_isolated
+
+    monkeypatch.setenv("BISECTOR_RESULT", str(tmp_path / "must_not_be_written"))
+    script = _fake_cell_script(tmp_path, """
+        import json, os, sys
+        args = sys.argv[1:]
+        cell = json.loads(args[args.index("--cell") + 1])
+        out = args[args.index("--cell-out") + 1]
+        print("noise on stdout")
+        json.dump({**cell, "peak_bytes": 123, "argv": args[:2],
+                   "env_result": os.environ.get("BISECTOR_RESULT")}, open(out, "w"))
+    """)
+    record = run_cell_isolated(script, ["--sizes", "64"], {"hidden": 64, "precision": "fp32", "ga": 1}, 60)
+    assert record["peak_bytes"] == 123 and record["argv"] == ["--sizes", "64"]
+    assert record["env_result"] is None  # the child never writes the run's result file
+    assert record["seconds"]["process"] > 0
+
+
+def test_isolated_cell_crash_and_timeout_become_cell_errors(tmp_path):
+    from _cells import run_cell_isolated
+
+    cell = {"hidden": 64, "precision": "bf16", "ga": 2}
+    crash = _fake_cell_script(tmp_path, "import sys; print('CUDA out of memory'); sys.exit(-9 % 256)")
+    record = run_cell_isolated(crash, [], cell, 60)
+    assert "exited 247" in record["error"] and "out of memory" in record["error"]
+    assert record["hidden"] == 64
+    (tmp_path / "fake_probe.py").write_text("import time; time.sleep(30)")
+    assert "timed out" in run_cell_isolated(str(tmp_path / "fake_probe.py"), [], cell, 0.5)["error"]

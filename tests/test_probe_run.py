@@ -1,0 +1,174 @@
+"""End-to-end runs of probes/ga_memory.py as the orchestrator runs it: a subprocess with
+$BISECTOR_RESULT set, on CPU, with the global interpreter's ML stack.
+
+Set GA_MEMORY_EXTRA_PYTHONS to a comma-separated list of other interpreters (e.g. venvs with
+accelerate 0.20.3 / transformers 4.30.2) to also run the default probe under each of them.
+"""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+
+import pytest
+
+from bisector.probe_result import ProbeResult
+
+pytest.importorskip("torch")
+pytest.importorskip("accelerate")
+pytest.importorskip("transformers")
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+SCRIPT = os.path.join(ROOT, "probes", "ga_memory.py")
+SMALL = ["--sizes", "64,96,128"]
+
+pytestmark = pytest.mark.slow
+
+
+def run_probe(tmp_path, *args, python=sys.executable, name="result.json"):
+    """Run the probe; returns (exit code, parsed result dict or None, seconds, stderr)."""
+    out = tmp_path / name
+    env = {**os.environ, "BISECTOR_RESULT": str(out)}
+    start = time.perf_counter()
+    proc = subprocess.run([python, SCRIPT, "--device", "cpu", *args], env=env, capture_output=True,
+                          text=True, timeout=300)
+    seconds = time.perf_counter() - start
+    print(f"probe {' '.join(args) or '(defaults)'}: {seconds:.1f}s, exit {proc.returncode}")
+    result = json.loads(out.read_text()) if out.exists() else None
+    return proc.returncode, result, seconds, proc.stderr
+
+
+@pytest.fixture(scope="module")
+def default_run(tmp_path_factory):
+    return run_probe(tmp_path_factory.mktemp("default"), "--timings")
+
+
+def _metrics(result):
+    return ProbeResult.model_validate(result).metrics
+
+
+def test_default_run_validates_and_fits(default_run):
+    code, result, _, stderr = default_run
+    assert code == 0, stderr[-3000:]
+    metrics = _metrics(result)
+    assert result["schema_version"] == "ga_memory/1" and result["meter"] == "cpu-dispatch"
+    assert result["probe"]["version"] == "1.0.0" and len(result["probe"]["config_hash"]) == 64
+    assert set(result["versions"]) == {"torch", "accelerate", "transformers", "python"}
+    assert not any(c.get("error") for c in result["cells"])
+    assert metrics["fit_r2_min"] > 0.99
+    sizes = result["probe"]["config"]["sizes"]
+    n_params = [metrics[f"n_params.h{h}"] for h in sizes]
+    assert n_params == sorted(n_params) and len(set(n_params)) == len(n_params)
+    for key in ("ga_cost_bytes_per_param", "fp32_ga_cost_bytes_per_param", "mixed_cost_bytes_per_param",
+                "ga_excess_bytes_per_param", "ga_cost_fixed_bytes", "mixed_cost_fixed_bytes"):
+        assert key in metrics
+    for h in sizes:  # accumulating never lowers the peak, whatever zero_grad does
+        for p in ("fp32", "bf16"):
+            assert metrics[f"peak_bytes.{p}.ga2.h{h}"] >= metrics[f"peak_bytes.{p}.ga1.h{h}"]
+
+
+def test_default_run_records_phases_attribution_and_timings(default_run):
+    _, result, seconds, _ = default_run
+    cell = next(c for c in result["cells"] if c["precision"] == "bf16" and c["ga"] == 2)
+    assert list(cell["phases"])[:4] == ["m0.forward", "m0.backward", "m0.step", "m0.zero_grad"]
+    assert cell["peak_phase"] in cell["phases"]
+    assert sum(r["bytes"] for r in cell["attribution"]) == cell["peak_bytes"]
+    timings = result["timings"]
+    for key in ("imports_s", "model_build_s", "steps_s", "script_total_s"):
+        assert timings[key] >= 0
+    print(f"default probe run: {seconds:.1f}s wall; split: {timings}")
+
+
+def test_seed_shape_with_set_to_none(tmp_path):
+    """The seed's setting (current accelerate: zero_grad sets grads to None).
+
+    Measured: bf16 GA costs ~1.9 B/param, fp32 GA ~0.6 B/param, and bf16 at GA=1 costs the
+    same as fp32 (mixed cost ~0). Why: autocast keeps a bf16 copy of every cast weight alive for
+    the whole forward (2 B/param). With GA=1 the grads were set to None, so the peak is at the
+    end of backward (params + fp32 grads) in both precisions. With GA=2 the fp32 grads of
+    micro-step 0 are alive during micro-step 1's forward, so that forward (params + grads + bf16
+    weight copies) becomes the peak: the extra ~2 B/param of cast weights (less the uncast
+    embedding) is the seed's excess. In fp32 there is no cast copy; what remains is the grads
+    of micro-step 1 being added into the accumulated ones (the LM head's grad is large here).
+    """
+    code, result, _, stderr = run_probe(tmp_path, "--zero-grad-policy", "none")
+    assert code == 0, stderr[-3000:]
+    m = _metrics(result)
+    assert m["ga_cost_bytes_per_param"] > m["fp32_ga_cost_bytes_per_param"] + 1.0
+    assert m["ga_excess_bytes_per_param"] > 1.0
+    assert abs(m["mixed_cost_bytes_per_param"]) < 0.05
+    assert m["fit_r2_min"] > 0.99
+    for cell in result["cells"]:
+        if cell["precision"] == "bf16" and cell["ga"] == 2:
+            assert cell["peak_phase"] == "m1.forward"
+            assert any(r["site"].startswith("bfloat16") for r in cell["attribution"])
+
+
+def test_grads_kept_as_zeros_make_ga_free(tmp_path):
+    """zero_grad(set_to_none=False) (accelerate < 1.0's default): grads live through every
+    forward, so GA adds nothing per parameter and the bf16 weight copies show up as mixed cost."""
+    code, result, _, stderr = run_probe(tmp_path, "--zero-grad-policy", "zeros", *SMALL)
+    assert code == 0, stderr[-3000:]
+    m = _metrics(result)
+    assert abs(m["ga_cost_bytes_per_param"]) < 0.01 and abs(m["fp32_ga_cost_bytes_per_param"]) < 0.01
+    assert m["mixed_cost_bytes_per_param"] > 1.0
+
+
+def test_two_runs_identical_bytes(default_run, tmp_path):
+    _, first, _, _ = default_run
+    code, second, _, _ = run_probe(tmp_path, "--timings")
+    assert code == 0
+    assert second["metrics"] == first["metrics"]
+    strip = lambda cells: [{k: v for k, v in c.items() if k != "seconds"} for c in cells]  # noqa: E731
+    assert strip(second["cells"]) == strip(first["cells"])
+    assert second["probe"]["config_hash"] == first["probe"]["config_hash"]
+
+
+def test_isolated_cells_measure_the_same_bytes(default_run, tmp_path):
+    _, inproc, _, _ = default_run
+    args = ["--isolate", "on", "--sizes", "64", "--precisions", "bf16", "--ga", "2"]
+    code, result, _, stderr = run_probe(tmp_path, *args)
+    assert code == 0, stderr[-3000:]
+    (cell,) = result["cells"]
+    assert cell["seconds"]["process"] > 0
+    assert cell["peak_bytes"] == inproc["metrics"]["peak_bytes.bf16.ga2.h64"]
+
+
+def test_llama_through_trainer(tmp_path):
+    code, result, _, stderr = run_probe(tmp_path, "--arch", "llama", "--loop", "trainer", "--sizes", "64,128")
+    assert code == 0, stderr[-3000:]
+    m = _metrics(result)
+    assert not any(c.get("error") for c in result["cells"])
+    assert m["n_params.h128"] > m["n_params.h64"] and "ga_cost_bytes_per_param" in m
+    assert "step" in result["cells"][-1]["phases"]
+
+
+def test_nothing_measurable_exits_3_with_error(tmp_path):
+    code, result, _, _ = run_probe(tmp_path, "--attn", "no_such_attention", "--sizes", "64", "--ga", "1",
+                                   "--precisions", "fp32")
+    assert code == 3
+    assert result["error"].startswith("no cell could be measured")
+    assert result["cells"][0]["error"] and ProbeResult.model_validate(result).metrics == {}
+
+
+def test_missing_ml_stack_exits_3_with_error(tmp_path):
+    out = tmp_path / "r.json"
+    env = {**os.environ, "BISECTOR_RESULT": str(out)}
+    proc = subprocess.run([sys.executable, "-S", "-s", SCRIPT], env=env, capture_output=True, timeout=60)
+    assert proc.returncode == 3
+    assert "cannot import the ML stack" in ProbeResult.model_validate_json(out.read_text()).error
+
+
+EXTRA = [p for p in os.environ.get("GA_MEMORY_EXTRA_PYTHONS", "").split(",") if p]
+
+
+@pytest.mark.skipif(not EXTRA, reason="GA_MEMORY_EXTRA_PYTHONS not set")
+@pytest.mark.parametrize("python", EXTRA)
+def test_default_run_under_other_interpreters(python, tmp_path):
+    code, result, _, stderr = run_probe(tmp_path, "--timings", python=python)
+    assert code == 0, stderr[-3000:]
+    m = _metrics(result)
+    print(python, result["versions"], {k: v for k, v in m.items() if "_cost" in k or "excess" in k})
+    assert m["fit_r2_min"] > 0.99 and not any(c.get("error") for c in result["cells"])
