@@ -1,0 +1,211 @@
+"""The shared heavy base: which interpreter, and which of its packages candidates may see.
+
+A base is an interpreter with torch installed. What candidates may see of it is torch's
+dependency closure (by importlib.metadata requirements, markers evaluated for that
+interpreter, extras off). Of that closure, the heavy packages (torch, triton, nvidia-*,
+cuda-*) are *provided*: never resolved or installed per candidate. The others (filelock,
+sympy, ...) stay visible through the overlay, but a candidate may resolve its own version,
+which then wins; torch's own version requirements on them become install *constraints*.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import sys
+from importlib.metadata import PathDistribution
+from pathlib import Path
+from typing import Optional
+
+from packaging.requirements import InvalidRequirement, Requirement
+from packaging.specifiers import SpecifierSet
+from packaging.utils import canonicalize_name
+from pydantic import BaseModel, ValidationError
+
+from bisector.envs import _pyinfo
+from bisector.envs.info import InterpreterStamp, write_atomic
+from bisector.envs.procs import clean_env, run
+from bisector.envs.spec import EnvSpec
+from bisector.errors import UsageError
+
+ROOT = "torch"
+HEAVY = re.compile(r"^(torch|triton|pytorch-triton(-.+)?|nvidia-.+|cuda-.+|intel-.+)$")
+
+
+class BaseDist(BaseModel):
+    """One installed distribution of the base that candidates may see."""
+
+    name: str
+    version: str
+    dist_info: str
+    site_dir: str
+
+
+class BaseInfo(BaseModel):
+    """A described base: interpreter, torch closure, provided set, constraints, fingerprint."""
+
+    spec: str
+    python: str
+    python_version: str
+    site_dirs: list[str]
+    markers: dict[str, str]
+    closure: list[BaseDist]
+    provided: dict[str, str]
+    constraints: dict[str, str]
+    stamp: dict[str, object]
+    fingerprint: str
+
+    @property
+    def torch_version(self) -> Optional[str]:
+        """The base's torch version, if it has torch."""
+        return self.provided.get(ROOT)
+
+
+def installed_dists(site_dirs: list[str]) -> dict[str, tuple[PathDistribution, str, Path]]:
+    """canonical name -> (distribution, site dir, metadata dir); the first site dir wins."""
+    found: dict[str, tuple[PathDistribution, str, Path]] = {}
+    for site in site_dirs:
+        for entry in sorted(os.listdir(site)):
+            if not entry.endswith((".dist-info", ".egg-info")):
+                continue
+            path = Path(site) / entry
+            dist = PathDistribution(path)
+            name = dist.metadata["Name"] if dist.metadata else None
+            if name:
+                found.setdefault(canonicalize_name(name), (dist, site, path))
+    return found
+
+
+def requirements_of(dist: PathDistribution, markers: dict[str, str]) -> list[Requirement]:
+    """The distribution's requirements that apply under ``markers`` (extras off)."""
+    out = []
+    for line in dist.requires or []:
+        try:
+            req = Requirement(line)
+        except InvalidRequirement:
+            continue
+        if req.marker is None or req.marker.evaluate({**markers, "extra": ""}):
+            out.append(req)
+    return out
+
+
+def closure(site_dirs: list[str], markers: dict[str, str]) -> tuple[list[BaseDist], dict[str, str]]:
+    """torch's installed dependency closure and the version constraints inside it."""
+    dists = installed_dists(site_dirs)
+    if ROOT not in dists:
+        return [], {}
+    seen, todo, specs = {ROOT}, [ROOT], {}
+    while todo:
+        dist = dists[todo.pop()][0]
+        for req in requirements_of(dist, markers):
+            name = canonicalize_name(req.name)
+            if name not in dists:
+                continue
+            if str(req.specifier):
+                specs.setdefault(name, []).append(str(req.specifier))
+            if name not in seen:
+                seen.add(name)
+                todo.append(name)
+    members = [
+        BaseDist(name=n, version=dists[n][0].version, dist_info=str(dists[n][2]), site_dir=dists[n][1])
+        for n in sorted(seen)
+    ]
+    constraints = {n: str(SpecifierSet(",".join(s))) for n, s in sorted(specs.items())}
+    return members, constraints
+
+
+def describe_interpreter(python: Path) -> dict:
+    """executable, version, site dirs and markers of ``python`` (in-process for ourselves)."""
+    if os.path.realpath(python) == os.path.realpath(sys.executable) and Path(python) == Path(sys.executable):
+        return _pyinfo.describe()
+    proc = run([python, "-E", _pyinfo.__file__], f"inspecting base interpreter {python}", env=clean_env())
+    return json.loads(proc.stdout)
+
+
+def _stamp(python: Path, site_dirs: list[str]) -> dict[str, object]:
+    stamp = InterpreterStamp.of(python)
+    mtimes = {d: os.stat(d).st_mtime_ns for d in site_dirs if os.path.isdir(d)}
+    return {"python": stamp.model_dump() if stamp else None, "sites": mtimes}
+
+
+def _fingerprint(data: dict) -> str:
+    return hashlib.sha256(json.dumps(data, sort_keys=True, default=str).encode()).hexdigest()[:16]
+
+
+def describe_base(spec_base: str, python: Path) -> BaseInfo:
+    """Inspect the base interpreter and compute its closure (the slow path, cached by callers)."""
+    desc = describe_interpreter(python)
+    members, constraints = closure(desc["site_dirs"], desc["markers"])
+    provided = {d.name: d.version for d in members if HEAVY.match(d.name)}
+    constraints = {n: s for n, s in constraints.items() if n not in provided}
+    fp = _fingerprint({
+        "python": os.path.realpath(python), "version": desc["version"], "sites": desc["site_dirs"],
+        "closure": [d.model_dump() for d in members], "constraints": constraints,
+    })
+    return BaseInfo(
+        spec=spec_base, python=str(python), python_version=desc["version"],
+        site_dirs=desc["site_dirs"], markers=desc["markers"], closure=members, provided=provided,
+        constraints=constraints, stamp=_stamp(python, desc["site_dirs"]), fingerprint=fp,
+    )
+
+
+def cached_base(spec_base: str, python: Path, cache_dir: Path) -> BaseInfo:
+    """describe_base, cached in ``<cache>/bases/<key>.json`` while stat stamps still match."""
+    key = _fingerprint({"base": spec_base, "python": str(python)})
+    path = cache_dir / "bases" / f"{key}.json"
+    try:
+        info = BaseInfo.model_validate_json(path.read_bytes())
+        if info.stamp == _stamp(python, info.site_dirs):
+            return info
+    except (OSError, ValidationError, ValueError):
+        pass
+    info = describe_base(spec_base, python)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    write_atomic(path, info.model_dump_json(indent=1))
+    return info
+
+
+def venv_python(prefix: Path) -> Path:
+    """The interpreter of an env or prefix dir; UsageError when there is none."""
+    for name in ("bin/python", "bin/python3", "python.exe", "Scripts/python.exe"):
+        if (prefix / name).exists():
+            return prefix / name
+    raise UsageError(f"base {prefix}: no bin/python in that directory")
+
+
+def check_python(spec: EnvSpec, info: BaseInfo) -> None:
+    """UsageError unless spec.python (when given) names the base's interpreter."""
+    want = spec.python
+    if want is None:
+        return
+    if os.sep in want or os.path.exists(want):
+        same = os.path.realpath(os.path.expanduser(want)) == os.path.realpath(info.python)
+    else:
+        same = info.python_version == want or info.python_version.startswith(want + ".")
+    if not same:
+        raise UsageError(
+            f"env spec {spec.name}: python {want!r} does not match the base's python "
+            f"{info.python_version} ({info.python})"
+        )
+
+
+def resolve_base(spec: EnvSpec, cache_dir: Path) -> BaseInfo:
+    """The described base of ``spec`` ("current", a path, or "torch==X.Y.Z" built on demand)."""
+    from bisector.envs import torchbase
+
+    if spec.base == "current":
+        info = cached_base("current", Path(sys.executable), cache_dir)
+    elif spec.torch_base_version:
+        python = torchbase.resolve_interpreter(spec.python)
+        prefix = torchbase.ensure_torch_base(
+            spec.torch_base_version, python, cache_dir, spec.index_url, spec.extra_index_urls)
+        info = cached_base(spec.base, prefix / "bin" / "python", cache_dir)
+        return info
+    else:
+        prefix = Path(os.path.expanduser(spec.base))
+        if not prefix.is_dir():
+            raise UsageError(f"env spec {spec.name}: base {spec.base} is not a directory")
+        info = cached_base(spec.base, venv_python(prefix), cache_dir)
+    check_python(spec, info)
+    return info

@@ -1,0 +1,149 @@
+"""Building one environment from a Recipe, in a temp dir, then renamed into place.
+
+Steps: overlay -> venv -> (commit wheel) -> install as of the candidate's date -> (when a
+dated package misses torch's own requirement on it, e.g. typing-extensions, that package
+alone is re-resolved without the cutoff) -> overlay .pth -> base conflict check -> health
+check -> info file -> atomic rename. Any failure removes the temp dir and raises
+EnvironmentFailure.
+"""
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+import time
+from pathlib import Path
+
+from packaging.specifiers import SpecifierSet
+
+from bisector.envs.backends import Backend, PipBackend, env_python, site_packages
+from bisector.envs.base import installed_dists
+from bisector.envs.commits import commit_wheel
+from bisector.envs.environment import Environment, venv_run_env
+from bisector.envs.health import HealthReport, probe, problems, provided_conflicts
+from bisector.envs.info import EnvInfo, InterpreterStamp, utcnow, write_info
+from bisector.envs.overlay import ensure_overlay, install_pth
+from bisector.envs.procs import log
+from bisector.envs.recipe import Recipe
+from bisector.envs.store import disk_usage
+from bisector.errors import EnvironmentFailure
+
+
+def environment(env_dir: Path, info: EnvInfo, recipe: Recipe) -> Environment:
+    """The Environment object of a ready env dir."""
+    return Environment(path=env_dir, python=env_python(env_dir), fingerprint=info.fingerprint,
+                       info=info, env_vars=dict(recipe.spec.env_vars))
+
+
+def check_health(env_dir: Path, recipe: Recipe) -> HealthReport:
+    """Run the health check in ``env_dir``; EnvironmentFailure on any mismatch."""
+    env = venv_run_env(env_dir, recipe.spec.env_vars)
+    env.pop("PYTHONDONTWRITEBYTECODE", None)  # leave .pyc of what probes import in the env
+    report = probe(env_python(env_dir), recipe.target.package, bool(recipe.base.torch_version), env)
+    found = problems(report, recipe.target, site_packages(env_dir), recipe.base)
+    if found:
+        raise EnvironmentFailure("health check: " + "; ".join(found))
+    return report
+
+
+def constraint_misses(site: Path, constraints: dict[str, str]) -> dict[str, str]:
+    """Installed packages whose version misses torch's constraint on them."""
+    misses = {}
+    for name, (dist, _, _) in installed_dists([str(site)]).items():
+        spec = constraints.get(name)
+        if spec and not SpecifierSet(spec).contains(dist.version, prereleases=True):
+            misses[name] = spec
+    return misses
+
+
+def _install(backend: Backend, env_dir: Path, recipe: Recipe, requirement: str, work: Path) -> list[str]:
+    plan = recipe.plan(requirement)
+    backend.install(env_dir, plan, work)
+    misses = constraint_misses(site_packages(env_dir), recipe.constraints)
+    if not misses:
+        return plan.lifted
+    log.info("%s: %s as of %s miss torch's requirements; taking newer releases of those",
+             recipe.target.ref, ", ".join(sorted(misses)), recipe.target.as_of)
+    plan = recipe.plan(requirement, fix=misses)
+    backend.install(env_dir, plan, work)
+    still = constraint_misses(site_packages(env_dir), misses)
+    if still:
+        raise EnvironmentFailure("torch needs " + ", ".join(f"{n}{s}" for n, s in sorted(still.items())))
+    return plan.lifted
+
+
+def _requirement(recipe: Recipe, backend: Backend, cache_dir: Path) -> str:
+    target = recipe.target
+    if not target.is_commit:
+        return f"{target.package}=={target.version}"
+    wheel = commit_wheel(target, backend, recipe.python, recipe.plan(target.package), cache_dir)
+    return f"{target.package} @ {wheel.as_uri()}"
+
+
+def _relocate_scripts(env_dir: Path, old: Path, new: Path) -> None:
+    """Rewrite absolute paths in bin/ text files (pip writes absolute shebangs)."""
+    for entry in (env_dir / "bin").iterdir():
+        if entry.is_symlink() or not entry.is_file() or entry.stat().st_size > 1 << 20:
+            continue
+        data = entry.read_bytes()
+        if bytes(old) in data:
+            entry.write_bytes(data.replace(bytes(old), bytes(new)))
+
+
+def _info(recipe: Recipe, env_dir: Path, report: HealthReport, lifted: list[str], overlay, backend: str,
+          timing: tuple[float, float]) -> EnvInfo:
+    site = site_packages(env_dir)
+    dists = installed_dists([str(site)])
+    target = dists[recipe.target.canonical_name]
+    now = utcnow()
+    paths = [os.path.relpath(m["file"], env_dir) for m in report.modules.values() if m.get("file")]
+    extra, apparent = disk_usage(env_dir)
+    return EnvInfo(
+        fingerprint=recipe.fingerprint, dir_name=recipe.dir_name, spec_name=recipe.spec.name,
+        target=recipe.target, installed_version=report.version, installed_revision=report.revision,
+        import_paths=paths, dist_info=os.path.relpath(target[2], env_dir),
+        resolved=[f"{n}=={d.version}" for n, (d, _, _) in sorted(dists.items())],
+        lifted=lifted, base=recipe.spec.base, base_fingerprint=recipe.base.fingerprint,
+        overlay=str(overlay) if overlay else None, provided=recipe.base.provided,
+        python_version=recipe.base.python_version, interpreter=InterpreterStamp.of(env_python(env_dir)),
+        backend=backend, created=now, last_used=now, build_seconds=round(time.monotonic() - timing[0], 3),
+        health_seconds=round(timing[1], 3),
+        size_bytes=extra, apparent_bytes=apparent,
+    )
+
+
+def _populate(recipe: Recipe, backend: Backend, cache_dir: Path, tmp: Path, final: Path, started: float) -> EnvInfo:
+    overlay = ensure_overlay(recipe.base, cache_dir)
+    env_dir, work = tmp / "env", tmp / "work"
+    work.mkdir()
+    backend.create(env_dir, recipe.python)
+    lifted = _install(backend, env_dir, recipe, _requirement(recipe, backend, cache_dir), work)
+    site = site_packages(env_dir)
+    install_pth(site, overlay)
+    conflicts = provided_conflicts(site, recipe.base)
+    if conflicts:
+        raise EnvironmentFailure("the base does not fit: " + "; ".join(conflicts[:3]))
+    health_start = time.monotonic()
+    report = check_health(env_dir, recipe)
+    health = time.monotonic() - health_start
+    if isinstance(backend, PipBackend):
+        _relocate_scripts(env_dir, env_dir, final)
+    info = _info(recipe, env_dir, report, lifted, overlay, backend.name, (started, health))
+    write_info(env_dir, info)
+    return info
+
+
+def build(recipe: Recipe, backend: Backend, cache_dir: Path, final: Path) -> EnvInfo:
+    """Build the env of ``recipe`` at ``final`` (which must not exist); returns its info."""
+    started = time.monotonic()
+    (cache_dir / "tmp").mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(dir=cache_dir / "tmp", prefix=recipe.dir_name[:60] + "-"))
+    try:
+        info = _populate(recipe, backend, cache_dir, tmp, final, started)
+        final.parent.mkdir(parents=True, exist_ok=True)
+        os.rename(tmp / "env", final)
+        return info
+    except OSError as exc:
+        raise EnvironmentFailure(f"building {recipe.dir_name}: {exc}") from exc
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)

@@ -1,0 +1,155 @@
+"""Commit candidates: ``git archive`` of exactly that SHA, built to a wheel once, stamped, cached.
+
+The source comes from ``git archive <sha>`` (never the user's working copy). When the
+interpreter running bisector is the base's and already has the build requirements
+(setuptools, say), the wheel is built without an isolated build env: no index needed,
+much faster. The wheel gets
+``<dist-info>/bisector_revision`` holding the SHA, so the health check can prove the
+installed package is that commit. Wheels are cached in ``<cache>/wheels/<sha>/``.
+"""
+from __future__ import annotations
+
+import base64
+import hashlib
+import importlib.metadata
+import os
+import shutil
+import sys
+import tarfile
+import tempfile
+import zipfile
+from pathlib import Path
+from typing import Optional
+
+from filelock import FileLock
+from packaging.requirements import InvalidRequirement, Requirement
+from packaging.utils import canonicalize_name
+
+from bisector.envs.backends import Backend, InstallPlan
+from bisector.envs.procs import clean_env, run
+from bisector.envs.spec import InstallTarget, tomllib, valid_sha
+from bisector.errors import EnvironmentFailure
+
+REVISION_FILE = "bisector_revision"
+
+
+def _git(source: Path, *args: str) -> list[str]:
+    return ["git", "-C", str(source), *args]
+
+
+def archive(source: Path, sha: str, dest: Path) -> None:
+    """Extract the tree of commit ``sha`` of the repo at ``source`` into ``dest``."""
+    sha = valid_sha(sha)
+    env = clean_env({"GIT_TERMINAL_PROMPT": "0"})
+    run(_git(source, "cat-file", "-e", f"{sha}^{{commit}}"), f"commit {sha[:10]} not in {source}", env=env)
+    tar_path = dest.with_suffix(".tar")
+    run(_git(source, "archive", "--format=tar", "-o", str(tar_path), sha), "git archive", env=env)
+    dest.mkdir(parents=True)
+    with tarfile.open(tar_path) as tar:
+        try:
+            tar.extractall(dest, filter="data")
+        except TypeError:  # pragma: no cover - Python without extraction filters
+            tar.extractall(dest)
+    tar_path.unlink()
+
+
+def _record_hash(data: bytes) -> str:
+    return "sha256=" + base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
+
+
+def stamp_wheel(wheel: Path, sha: str) -> None:
+    """Add ``<dist-info>/bisector_revision`` (the SHA) to a wheel, RECORD included."""
+    with zipfile.ZipFile(wheel) as zf:
+        infos = zf.infolist()
+        records = [i.filename for i in infos if i.filename.count("/") == 1
+                   and i.filename.split("/")[0].endswith(".dist-info") and i.filename.endswith("/RECORD")]
+        if not records:
+            raise EnvironmentFailure(f"built wheel {wheel.name} has no RECORD")
+        record_name = records[0]
+        stamp_name = record_name.rsplit("/", 1)[0] + "/" + REVISION_FILE
+        data = f"{sha}\n".encode()
+        record = zf.read(record_name).decode().rstrip("\n")
+        record += f"\n{stamp_name},{_record_hash(data)},{len(data)}\n"
+        tmp = wheel.with_suffix(".tmp")
+        with zipfile.ZipFile(tmp, "w", zipfile.ZIP_DEFLATED) as out:
+            for info in infos:
+                if info.filename not in (record_name, stamp_name):
+                    out.writestr(info, zf.read(info))
+            out.writestr(stamp_name, data)
+            out.writestr(record_name, record)
+    os.replace(tmp, wheel)
+
+
+def cached_wheel(wheel_dir: Path, package: str) -> Optional[Path]:
+    """The cached wheel of ``package`` in ``wheel_dir``, if any."""
+    if not wheel_dir.is_dir():
+        return None
+    for wheel in wheel_dir.glob("*.whl"):
+        if canonicalize_name(wheel.name.split("-")[0]) == canonicalize_name(package):
+            return wheel
+    return None
+
+
+def build_requirements(src: Path) -> list[str]:
+    """[build-system].requires of a source tree (PEP 518 default when absent)."""
+    try:
+        data = tomllib.loads((src / "pyproject.toml").read_text())
+    except (OSError, tomllib.TOMLDecodeError, UnicodeDecodeError):
+        data = {}
+    system = data.get("build-system") or {}
+    return list(system.get("requires", ["setuptools>=40.8.0"]))
+
+
+def satisfied_here(requirements: list[str]) -> bool:
+    """Whether this interpreter already has every build requirement (so no isolated build env)."""
+    for line in requirements:
+        try:
+            req = Requirement(line)
+            if req.marker is not None and not req.marker.evaluate():
+                continue
+            have = importlib.metadata.version(req.name)
+        except (InvalidRequirement, importlib.metadata.PackageNotFoundError):
+            return False
+        if not req.specifier.contains(have, prereleases=True):
+            return False
+    return True
+
+
+def _build(target: InstallTarget, backend: Backend, python: Path, plan: InstallPlan, tmp: Path) -> Path:
+    src, out = tmp / "src", tmp / "out"
+    archive(target.source, target.revision, src)
+    out.mkdir()
+    same_python = os.path.realpath(python) == os.path.realpath(sys.executable)
+    isolated = not (same_python and satisfied_here(build_requirements(src)))
+    backend.build_wheel(src, out, python, plan, isolated=isolated)
+    wheel = cached_wheel(out, target.package)
+    if wheel is None:
+        built = ", ".join(p.name for p in out.iterdir()) or "nothing"
+        raise EnvironmentFailure(f"building {target.ref} gave {built}, not a {target.package} wheel")
+    stamp_wheel(wheel, target.revision)
+    for other in out.iterdir():
+        if other != wheel:
+            other.unlink()
+    return out
+
+
+def commit_wheel(target: InstallTarget, backend: Backend, python: Path, plan: InstallPlan, cache_dir: Path) -> Path:
+    """The stamped wheel of the commit ``target`` names; built once per SHA under a lock."""
+    sha = valid_sha(target.revision or "")
+    wheel_dir = cache_dir / "wheels" / sha
+    found = cached_wheel(wheel_dir, target.package)
+    if found:
+        return found
+    for sub in ("locks", "tmp", "wheels"):
+        (cache_dir / sub).mkdir(parents=True, exist_ok=True)
+    with FileLock(str(cache_dir / "locks" / f"wheel-{sha}.lock")):
+        found = cached_wheel(wheel_dir, target.package)
+        if found:
+            return found
+        shutil.rmtree(wheel_dir, ignore_errors=True)
+        tmp = Path(tempfile.mkdtemp(dir=cache_dir / "tmp", prefix=f"wheel-{sha[:10]}-"))
+        try:
+            os.rename(_build(target, backend, python, plan, tmp), wheel_dir)
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
+    return cached_wheel(wheel_dir, target.package)

@@ -1,0 +1,176 @@
+"""EnvManager: content-addressed candidate environments, built once, reused everywhere.
+
+``ensure`` looks the env up by fingerprint (os.stat checks and the info file only); when it
+is missing or damaged it takes ``<cache>/locks/<fingerprint>.lock`` (so two processes end
+with one env), looks again, and builds into a temp dir renamed into place.
+"""
+from __future__ import annotations
+
+import logging
+import time
+from pathlib import Path
+from typing import Optional
+
+from filelock import FileLock, Timeout
+
+from bisector.envs import builder
+from bisector.envs.backends import Backend, PipBackend, make_backend
+from bisector.envs.base import resolve_base
+from bisector.envs.environment import Environment
+from bisector.envs.gc import select_for_removal
+from bisector.envs.info import EnvInfo, InterpreterStamp, read_info, utcnow, write_info
+from bisector.envs.prefetch import Prefetcher
+from bisector.envs.recipe import Recipe, make_recipe
+from bisector.envs.spec import EnvSpec, InstallTarget
+from bisector.envs.store import State, discard, quick_check, sweep
+from bisector.errors import EnvironmentFailure
+
+log = logging.getLogger("bisector.envs")
+LOCK_TIMEOUT_S = 3 * 3600
+STALE_TMP_S = 6 * 3600
+
+
+class EnvManager:
+    """Builds and reuses candidate environments under ``cache_dir``.
+
+    ``backend`` ("uv" or "virtualenv") overrides the spec's; when uv is not usable the
+    manager falls back to virtualenv + pip and logs a warning saying so.
+    """
+
+    def __init__(self, cache_dir: Path, backend: Optional[str] = None):
+        if backend not in (None, "uv", "virtualenv"):
+            raise ValueError(f"unknown backend {backend!r}")
+        self.cache_dir = Path(cache_dir).expanduser().resolve()
+        self.backend_override = backend
+        self._backends: dict[str, Backend] = {}
+        self._prefetcher = Prefetcher(self._ensure_recipe)
+        for sub in ("envs", "locks", "tmp"):
+            (self.cache_dir / sub).mkdir(parents=True, exist_ok=True)
+
+    # -- public API -------------------------------------------------------------------
+    def ensure(self, spec: EnvSpec, target: InstallTarget) -> Environment:
+        """The ready env for ``target`` under ``spec``: reused, or built and health-checked.
+
+        Raises EnvironmentFailure (resolution, build or health failure; nothing is left
+        behind) or UsageError (contradictory spec).
+        """
+        recipe = self.recipe(spec, target)
+        self._prefetcher.claim(recipe.fingerprint)
+        return self._ensure_recipe(recipe)
+
+    def prefetch(self, spec: EnvSpec, targets: list[InstallTarget]) -> None:
+        """Build these envs in a background thread, one at a time, replacing earlier requests."""
+        recipes = [self.recipe(spec, t) for t in targets]
+        todo = [r for r in recipes if quick_check(self.env_dir(r), r.fingerprint)[0] is not State.READY]
+        self._prefetcher.submit(todo)
+
+    def wait_prefetch(self, timeout: Optional[float] = None) -> bool:
+        """Block until background builds are done (True) or ``timeout`` passes (False)."""
+        return self._prefetcher.wait_idle(timeout)
+
+    def list(self) -> list[EnvInfo]:
+        """Info of every ready env, most recently used first."""
+        infos = [i for d in sorted((self.cache_dir / "envs").iterdir()) if (i := read_info(d))]
+        return sorted(infos, key=lambda i: i.last_used, reverse=True)
+
+    def gc(self, keep_last: Optional[int] = None, max_size: Optional[int] = None) -> list[EnvInfo]:
+        """Remove least recently used envs beyond ``keep_last`` / ``max_size`` bytes; return them.
+
+        Envs locked by a build or ensure in progress are skipped. Leftover temp and trash
+        dirs, env dirs without a valid info file and overlays no env uses (after a while)
+        are removed too.
+        """
+        removed = []
+        for info in select_for_removal(self.list(), keep_last, max_size):
+            if self._remove_if_free(info.dir_name, info.fingerprint):
+                removed.append(info)
+        self._sweep()
+        return removed
+
+    # -- internals ----------------------------------------------------------------------
+    def recipe(self, spec: EnvSpec, target: InstallTarget) -> Recipe:
+        """The recipe (fingerprint, requirement set) of ``target`` under ``spec``."""
+        base = resolve_base(spec, self.cache_dir)
+        return make_recipe(spec, target, base, self.backend_override or spec.backend)
+
+    def env_dir(self, recipe: Recipe) -> Path:
+        """Where the env of ``recipe`` lives."""
+        return self.cache_dir / "envs" / recipe.dir_name
+
+    def _lock(self, fingerprint: str, timeout: float = LOCK_TIMEOUT_S) -> FileLock:
+        return FileLock(str(self.cache_dir / "locks" / f"{fingerprint}.lock"), timeout=timeout)
+
+    def _ready(self, recipe: Recipe) -> Optional[Environment]:
+        env_dir = self.env_dir(recipe)
+        state, info = quick_check(env_dir, recipe.fingerprint)
+        if state is State.STALE:
+            info = self._recheck(env_dir, recipe, info)
+        elif state is not State.READY:
+            info = None
+        if info is None:
+            return None
+        info = info.model_copy(update={"last_used": utcnow()})
+        try:
+            write_info(env_dir, info)
+        except OSError:
+            pass
+        return builder.environment(env_dir, info, recipe)
+
+    def _recheck(self, env_dir: Path, recipe: Recipe, info: EnvInfo) -> Optional[EnvInfo]:
+        """The interpreter changed: a full health check; the refreshed info, or None (rebuild)."""
+        try:
+            builder.check_health(env_dir, recipe)
+        except EnvironmentFailure as exc:
+            log.warning("env %s failed its health check (%s): rebuilding", env_dir.name, exc)
+            return None
+        return info.model_copy(update={"interpreter": InterpreterStamp.of(env_dir / "bin" / "python")})
+
+    def _ensure_recipe(self, recipe: Recipe) -> Environment:
+        env = self._ready(recipe)
+        if env is not None:
+            return env
+        try:
+            with self._lock(recipe.fingerprint):
+                env = self._ready(recipe)
+                if env is not None:
+                    return env
+                env_dir = self.env_dir(recipe)
+                discard(env_dir, self.cache_dir / "trash")
+                info = builder.build(recipe, self._backend(recipe.backend), self.cache_dir, env_dir)
+                log.info("built env %s in %.1fs", env_dir.name, info.build_seconds)
+                return builder.environment(env_dir, info, recipe)
+        except Timeout:
+            raise EnvironmentFailure(f"timed out waiting for another build of {recipe.dir_name}") from None
+
+    def _backend(self, name: str) -> Backend:
+        if name not in self._backends:
+            backend = make_backend(name)
+            problem = backend.unusable()
+            if problem and name == "uv":
+                log.warning("uv is not usable (%s): falling back to virtualenv + pip", problem)
+                backend, problem = PipBackend(), PipBackend().unusable()
+            if problem:
+                raise EnvironmentFailure(f"backend {name} is not usable: {problem}")
+            self._backends[name] = backend
+        return self._backends[name]
+
+    def _remove_if_free(self, dir_name: str, fingerprint: str) -> bool:
+        try:
+            with self._lock(fingerprint, timeout=0):
+                discard(self.cache_dir / "envs" / dir_name, self.cache_dir / "trash")
+                return True
+        except Timeout:
+            return False
+
+    def _sweep(self) -> None:
+        sweep(self.cache_dir / "trash", 0)
+        sweep(self.cache_dir / "tmp", STALE_TMP_S)
+        for env_dir in (self.cache_dir / "envs").iterdir():
+            if read_info(env_dir) is None:
+                self._remove_if_free(env_dir.name, env_dir.name.rsplit("-", 1)[-1])
+        used = {i.base_fingerprint for i in self.list()}
+        overlays = self.cache_dir / "overlays"
+        for overlay in overlays.iterdir() if overlays.is_dir() else []:
+            if overlay.name not in used and not overlay.name.startswith("."):
+                if time.time() - overlay.stat().st_mtime > STALE_TMP_S:
+                    discard(overlay, self.cache_dir / "trash")

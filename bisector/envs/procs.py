@@ -1,0 +1,64 @@
+"""Running installer and interpreter subprocesses: argument lists only, short failure reasons."""
+from __future__ import annotations
+
+import logging
+import os
+import re
+import subprocess
+from pathlib import Path
+from typing import Mapping, Optional, Sequence
+
+from bisector.errors import EnvironmentFailure
+
+log = logging.getLogger("bisector.envs")
+
+_NOISE = re.compile(
+    r"^(WARNING: Location .* is ignored|Using Python .* environment at|hint:|note:|"
+    r"\[notice\]|Looking in (indexes|links):|DEPRECATION:)",
+    re.IGNORECASE,
+)
+_DECOR = re.compile(r"^[\s×╰─▶│├└┬┴┼╭╮╯→|]+")
+REDIRECTING_VARS = ("PYTHONPATH", "PYTHONHOME", "PYTHONSTARTUP", "PYTHONUSERBASE")
+
+
+def clean_env(extra: Optional[Mapping[str, str]] = None) -> dict[str, str]:
+    """os.environ without the variables that redirect imports, plus ``extra``."""
+    env = {k: v for k, v in os.environ.items() if k not in REDIRECTING_VARS}
+    env.update(extra or {})
+    return env
+
+
+def short_reason(text: str, lines: int = 4, limit: int = 400) -> str:
+    """The last meaningful lines of an installer's output, joined into one short line."""
+    kept = []
+    for raw in text.splitlines():
+        line = _DECOR.sub("", raw).strip()
+        if line and not _NOISE.match(line):
+            kept.append(line)
+    reason = " | ".join(kept[-lines:]) or "no output"
+    return reason if len(reason) <= limit else "..." + reason[-(limit - 3):]
+
+
+def run(
+    args: Sequence[str | Path],
+    what: str,
+    *,
+    cwd: Optional[Path] = None,
+    env: Optional[Mapping[str, str]] = None,
+    timeout: float = 1800,
+) -> subprocess.CompletedProcess:
+    """Run ``args`` (a list, never a shell); EnvironmentFailure("<what>: <reason>") on failure."""
+    argv = [str(a) for a in args]
+    log.debug("run: %s", argv)
+    try:
+        proc = subprocess.run(
+            argv, cwd=cwd, env=dict(env) if env is not None else None,
+            capture_output=True, text=True, timeout=timeout, stdin=subprocess.DEVNULL,
+        )
+    except FileNotFoundError:
+        raise EnvironmentFailure(f"{what}: {argv[0]} not found") from None
+    except subprocess.TimeoutExpired:
+        raise EnvironmentFailure(f"{what}: timed out after {timeout:.0f}s") from None
+    if proc.returncode != 0:
+        raise EnvironmentFailure(f"{what}: {short_reason(proc.stdout + chr(10) + proc.stderr)}")
+    return proc

@@ -1,0 +1,104 @@
+"""From (spec, target, base) to a Recipe: the requirement set, cutoff rules and fingerprint."""
+from __future__ import annotations
+
+import datetime as dt
+import os
+from pathlib import Path
+from typing import Optional
+
+from packaging.requirements import Requirement
+from packaging.utils import canonicalize_name
+from pydantic import BaseModel, ConfigDict
+
+from bisector.envs.backends import InstallPlan
+from bisector.envs.base import BaseInfo
+from bisector.envs.fingerprint import dir_name, env_fingerprint
+from bisector.envs.spec import EnvSpec, InstallTarget
+from bisector.errors import UsageError
+
+
+class Recipe(BaseModel):
+    """Everything needed to build (or find) one candidate environment."""
+
+    model_config = ConfigDict(arbitrary_types_allowed=True)
+
+    spec: EnvSpec
+    target: InstallTarget
+    base: BaseInfo
+    backend: str
+    fingerprint: str
+    dir_name: str
+    extra_requirements: list[str]      # companions + spec requirements
+    lifted: list[str]                  # pinned names: installed even if newer than as_of
+    constraints: dict[str, str]        # torch's constraints on closure packages not named by the user
+    index_url: Optional[str] = None
+    extra_index_urls: list[str] = []
+
+    @property
+    def python(self) -> Path:
+        """The interpreter candidate venvs are made from (the base's)."""
+        return Path(self.base.python)
+
+    def plan(self, target_requirement: str, fix: Optional[dict[str, str]] = None) -> InstallPlan:
+        """The install plan. ``fix``: torch constraints to enforce, those names freed from the cutoff.
+
+        The first install uses no torch constraints at all (a constraint that no dated
+        version meets makes resolvers backtrack to ancient releases); names whose dated
+        version misses torch's requirement are then re-resolved through ``fix``.
+        """
+        fix = dict(fix or {})
+        return InstallPlan(
+            requirements=[target_requirement, *self.extra_requirements],
+            constraints=fix, provided=self.base.provided,
+            cutoff=self.target.as_of, lifted=sorted(set(self.lifted) | set(fix)),
+            index_url=self.index_url, extra_index_urls=self.extra_index_urls,
+        )
+
+
+def _named(requirements: list[str]) -> set[str]:
+    return {canonicalize_name(Requirement(r).name) for r in requirements}
+
+
+def _check_names(target: InstallTarget, spec: EnvSpec, extra: list[str], base: BaseInfo) -> None:
+    names = _named(extra)
+    if target.canonical_name in names:
+        raise UsageError(f"env spec {spec.name}: {target.package} is the package under test; "
+                         "remove it from companions/requirements")
+    if target.canonical_name in base.provided:
+        raise UsageError(f"{target.package} is provided by the base ({spec.base}); it cannot be a candidate")
+    clash = sorted(names & set(base.provided))
+    if clash:
+        raise UsageError(f"env spec {spec.name}: {clash[0]} comes from the base; "
+                         "remove it from companions/requirements")
+
+
+def _inputs(spec: EnvSpec, target: InstallTarget, base: BaseInfo, backend: str, extra: list[str],
+            lifted: list[str], index_url: Optional[str]) -> dict:
+    return {
+        "python": [os.path.realpath(base.python), base.python_version],
+        "base": base.fingerprint,
+        "target": [target.canonical_name, target.version, target.revision],
+        "requirements": sorted(extra),
+        "lifted": sorted(lifted),
+        "as_of": target.as_of.astimezone(dt.timezone.utc).isoformat() if target.as_of else None,
+        "index": [index_url, list(spec.extra_index_urls)],
+        "backend": backend,
+    }
+
+
+def make_recipe(spec: EnvSpec, target: InstallTarget, base: BaseInfo, backend: str) -> Recipe:
+    """The recipe for ``target`` under ``spec``; UsageError on contradictory names."""
+    companions = spec.companion_requirements()
+    extra = [req for req, _ in companions] + list(spec.requirements)
+    _check_names(target, spec, extra, base)
+    lifted = [target.canonical_name] + sorted(_named([req for req, pinned in companions if pinned]))
+    named = _named(extra) | {target.canonical_name}
+    constraints = {n: s for n, s in base.constraints.items() if n not in named}
+    index_url = target.index_url or spec.index_url
+    fp = env_fingerprint(_inputs(spec, target, base, backend, extra, lifted, index_url))
+    return Recipe(
+        spec=spec, target=target, base=base, backend=backend, fingerprint=fp,
+        dir_name=dir_name(target.canonical_name, target.ref, fp), extra_requirements=extra,
+        lifted=lifted, constraints=constraints, index_url=index_url,
+        extra_index_urls=list(spec.extra_index_urls),
+    )

@@ -1,0 +1,74 @@
+"""Base venvs for ``base = "torch==X.Y.Z"``: built once with pip, cached, shared by all candidates.
+
+pip (not uv) installs torch here on purpose: pip reads the machine's pip configuration
+(find-links, local wheel dirs, constraints), which is where a pre-downloaded torch lives.
+"""
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+import sys
+from pathlib import Path
+from typing import Optional
+
+from filelock import FileLock
+
+from bisector.envs.info import utcnow, write_atomic
+from bisector.envs.procs import clean_env, log, run
+
+MARKER = "bisector-base.json"
+
+
+def resolve_interpreter(request: Optional[str]) -> Path:
+    """A python executable for ``request``: None -> this interpreter, a path, or "3.11"."""
+    from bisector.errors import UsageError
+
+    if request is None:
+        return Path(sys.executable)
+    expanded = os.path.expanduser(request)
+    if os.sep in request or os.path.exists(expanded):
+        if not os.path.exists(expanded):
+            raise UsageError(f"python {request!r} does not exist")
+        return Path(expanded)
+    found = shutil.which(f"python{request}")
+    if not found:
+        raise UsageError(f"no python{request} on PATH for the torch base")
+    return Path(found)
+
+
+def _index_args(index_url: Optional[str], extra: list[str]) -> list[str]:
+    args = ["--index-url", index_url] if index_url else []
+    for url in extra:
+        args += ["--extra-index-url", url]
+    return args
+
+
+def ensure_torch_base(
+    version: str, python: Path, cache_dir: Path,
+    index_url: Optional[str] = None, extra_index_urls: Optional[list[str]] = None,
+) -> Path:
+    """The prefix of a venv holding ``torch==version`` for ``python``; built once under a lock."""
+    extra = list(extra_index_urls or [])
+    key = hashlib.sha256(
+        "\0".join([version, os.path.realpath(python), index_url or "", *extra]).encode()
+    ).hexdigest()[:12]
+    dest = cache_dir / "bases" / f"torch-{version}-{key}"
+    if (dest / MARKER).exists():
+        return dest
+    (cache_dir / "locks").mkdir(parents=True, exist_ok=True)
+    with FileLock(str(cache_dir / "locks" / f"base-{key}.lock")):
+        if (dest / MARKER).exists():
+            return dest
+        shutil.rmtree(dest, ignore_errors=True)
+        log.warning("building base venv with torch==%s (once; cached in %s)", version, dest)
+        try:
+            run([python, "-m", "venv", dest], "creating the torch base venv", env=clean_env())
+            run([dest / "bin" / "python", "-m", "pip", "install", "--disable-pip-version-check",
+                 "--no-input", f"torch=={version}", *_index_args(index_url, extra)],
+                f"installing torch=={version} into the base", env=clean_env(), timeout=3600)
+        except BaseException:
+            shutil.rmtree(dest, ignore_errors=True)
+            raise
+        write_atomic(dest / MARKER, f'{{"torch": "{version}", "created": "{utcnow().isoformat()}"}}\n')
+    return dest

@@ -1,0 +1,459 @@
+"""Tests for bisector.envs: real environments, real uv, a loopback index, no PyPI.
+
+Fast unit tests first; the ones that build environments are marked slow (they run in CI).
+"""
+from __future__ import annotations
+
+import datetime as dt
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+import urllib.request
+import zipfile
+from pathlib import Path
+
+import pytest
+
+from bisector.envs import EnvInfo, EnvManager, EnvSpec, InstallTarget, load_env_spec
+from bisector.envs import backends as backends_mod
+from bisector.envs import builder as builder_mod
+from bisector.envs.commits import REVISION_FILE, stamp_wheel
+from bisector.envs.environment import Environment
+from bisector.envs.gc import select_for_removal
+from bisector.envs.info import InterpreterStamp
+from bisector.envs.overlay import choose
+from bisector.envs.procs import short_reason
+from bisector.envs.spec import companion_requirement
+from bisector.errors import EnvironmentFailure, UsageError
+from tests.support import LocalIndex, build_wheel
+from tests.support.gitrepo import commit, init_repo, package_files
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def utc(*args: int) -> dt.datetime:
+    return dt.datetime(*args, tzinfo=dt.timezone.utc)
+
+
+def run_in(env: Environment, code: str) -> subprocess.CompletedProcess:
+    return subprocess.run([str(env.python), "-c", code], env=env.run_env(), capture_output=True, text=True)
+
+
+# ---------------------------------------------------------------- spec loading (fast)
+
+def test_default_spec_loads():
+    spec = load_env_spec("default", ROOT / "envs")
+    assert spec.base == "current" and spec.companions == {"transformers": "as-of-candidate"}
+    assert "setuptools" in spec.requirements and spec.backend == "uv"
+
+
+@pytest.mark.parametrize("body, key", [
+    ('base = "current"\nbogus = 1\n', "bogus"),
+    ('companions = {transformers = "not a version!"}\n', "companions.transformers"),
+    ('requirements = ["numpy >>> 1"]\n', "requirements.0"),
+    ('base = "torch==not.a.version"\n', "base"),
+    ('env_vars = {PYTHONPATH = "/x"}\n', "env_vars"),
+    ('backend = "conda"\n', "backend"),
+    ('index_url = "ftp://host/simple"\n', "index_url"),
+])
+def test_spec_errors_name_file_and_key(tmp_path, body, key):
+    path = tmp_path / "bad.toml"
+    path.write_text(body)
+    with pytest.raises(UsageError) as err:
+        load_env_spec("bad", tmp_path)
+    message = str(err.value)
+    assert str(path) in message and f"'{key}'" in message and "\n" not in message
+
+
+def test_spec_missing_and_invalid_toml(tmp_path):
+    with pytest.raises(UsageError, match="not found"):
+        load_env_spec("nope", tmp_path)
+    (tmp_path / "broken.toml").write_text("base = \n")
+    with pytest.raises(UsageError, match="not valid TOML"):
+        load_env_spec(str(tmp_path / "broken.toml"), tmp_path)
+
+
+def test_spec_relative_base_path_and_torch_base(tmp_path):
+    (tmp_path / "mybase").mkdir()
+    (tmp_path / "a.toml").write_text('base = "mybase"\n')
+    assert load_env_spec("a", tmp_path).base == str((tmp_path / "mybase").resolve())
+    spec = EnvSpec(name="t", base="torch == 2.13.0")
+    assert spec.base == "torch==2.13.0" and spec.torch_base_version == "2.13.0"
+
+
+def test_companion_values():
+    assert companion_requirement("transformers", "as-of-candidate") == ("transformers", False)
+    assert companion_requirement("transformers", "4.32.1") == ("transformers==4.32.1", True)
+    assert companion_requirement("transformers", "==4.32.1") == ("transformers==4.32.1", True)
+    assert companion_requirement("transformers", ">=4.30,<4.35")[1] is False
+    with pytest.raises(ValueError):
+        companion_requirement("bad name!", "1.0")
+
+
+def test_install_target_validation(tmp_path):
+    InstallTarget(package="accelerate", version="0.22.0")
+    InstallTarget(package="accelerate", source=tmp_path, revision="a" * 40)
+    for bad in [dict(package="x;rm", version="1"), dict(package="x", version="1", source=tmp_path),
+                dict(package="x", source=tmp_path, revision="abc"), dict(package="x"),
+                dict(package="x", version="not-a-version")]:
+        with pytest.raises(ValueError):
+            InstallTarget(**bad)
+    naive = InstallTarget(package="x", version="1", as_of=dt.datetime(2023, 1, 1))
+    assert naive.as_of.tzinfo is not None
+
+
+# ---------------------------------------------------------------- pure helpers (fast)
+
+def _info(name: str, used: int, size: int) -> EnvInfo:
+    stamp = InterpreterStamp(realpath="/p", size=1, mtime_ns=1)
+    moment = utc(2024, 1, 1) + dt.timedelta(hours=used)
+    return EnvInfo(fingerprint=name, dir_name=name, spec_name="s",
+                   target=InstallTarget(package="p", version="1"), installed_version="1",
+                   dist_info="d", resolved=[], base="current", base_fingerprint="b", python_version="3",
+                   interpreter=stamp, backend="uv", created=moment, last_used=moment, size_bytes=size)
+
+
+def test_gc_selection():
+    infos = [_info("a", 1, 10), _info("b", 3, 10), _info("c", 2, 10)]
+    assert [i.fingerprint for i in select_for_removal(infos, keep_last=1)] == ["a", "c"]
+    assert [i.fingerprint for i in select_for_removal(infos, max_size=25)] == ["a"]
+    assert [i.fingerprint for i in select_for_removal(infos, keep_last=2, max_size=5)] == ["a", "c", "b"]
+    assert select_for_removal(infos) == []
+
+
+def test_overlay_choose_links_whole_or_recurses_into_shared_dirs():
+    items = [
+        (("torch", "__init__.py"), "torch"), (("torch", "lib", "x.so"), "torch"),
+        (("nvidia", "cublas", "lib.so"), "nvidia-cublas"), (("nvidia", "other", "lib.so"), "not-closure"),
+        (("leaky", "__init__.py"), "leaky"), (("te.py",), "typing-extensions"),
+    ]
+    closure = {"torch", "nvidia-cublas", "typing-extensions"}
+    assert choose((), items, closure) == [("nvidia", "cublas"), ("te.py",), ("torch",)]
+
+
+def test_short_reason_keeps_last_meaningful_lines():
+    text = "Using Python 3.11 environment at: x\n  × No solution found\n  ╰─▶ Because a==1 was not found\n\n"
+    assert short_reason(text) == "No solution found | Because a==1 was not found"
+
+
+def test_run_env_drops_redirecting_variables(monkeypatch, tmp_path):
+    for var in ("PYTHONPATH", "PYTHONHOME", "PYTHONSTARTUP", "PYTHONUSERBASE"):
+        monkeypatch.setenv(var, "/elsewhere")
+    env = Environment(path=tmp_path, python=tmp_path / "bin" / "python", fingerprint="f",
+                      info=_info("f", 0, 0), env_vars={"CUDA_VISIBLE_DEVICES": ""}).run_env()
+    assert not {"PYTHONPATH", "PYTHONHOME", "PYTHONSTARTUP", "PYTHONUSERBASE"} & set(env)
+    assert env["PATH"].split(os.pathsep)[0] == str(tmp_path / "bin")
+    assert env["VIRTUAL_ENV"] == str(tmp_path) and env["PYTHONNOUSERSITE"] == "1"
+    assert env["CUDA_VISIBLE_DEVICES"] == ""
+
+
+def test_stamp_wheel_adds_revision_to_record(tmp_path):
+    wheel = build_wheel(tmp_path, "tinypkg", "1.0")
+    stamp_wheel(wheel, "b" * 40)
+    with zipfile.ZipFile(wheel) as zf:
+        assert zf.read(f"tinypkg-1.0.dist-info/{REVISION_FILE}").decode().strip() == "b" * 40
+        assert f"tinypkg-1.0.dist-info/{REVISION_FILE},sha256=" in zf.read("tinypkg-1.0.dist-info/RECORD").decode()
+
+
+def test_local_index_serves_pep691_json_and_html(tmp_path):
+    idx = LocalIndex(tmp_path / "idx")
+    idx.add(build_wheel(tmp_path / "w", "Tiny_Pkg", "1.0"), utc(2021, 1, 1))
+    idx.add(build_wheel(tmp_path / "w", "Tiny_Pkg", "1.1"), utc(2021, 2, 1), yanked="broken")
+    with idx.serve() as url:
+        assert url.startswith("http://127.0.0.1:") and url.endswith("/simple/")
+        req = urllib.request.Request(url + "tiny-pkg/", headers={"Accept": "application/vnd.pypi.simple.v1+json"})
+        with urllib.request.urlopen(req) as resp:
+            doc = json.load(resp)
+        assert doc["meta"]["api-version"] == "1.1" and doc["versions"] == ["1.0", "1.1"]
+        files = {f["filename"]: f for f in doc["files"]}
+        assert files["tiny_pkg-1.0-py3-none-any.whl"]["upload-time"] == "2021-01-01T00:00:00.000000Z"
+        assert files["tiny_pkg-1.1-py3-none-any.whl"]["yanked"] == "broken"
+        with urllib.request.urlopen(url + "tiny-pkg/") as resp:
+            assert 'data-yanked="broken"' in resp.read().decode()
+        with urllib.request.urlopen(url.replace("simple/", "files/") + "tiny_pkg-1.0-py3-none-any.whl") as resp:
+            assert resp.read()[:2] == b"PK"
+
+
+# ---------------------------------------------------------------- real environments (slow)
+
+@pytest.fixture(scope="module")
+def uv_cache(tmp_path_factory):
+    """A private uv cache on the same filesystem as the env caches (hard links work)."""
+    path = tmp_path_factory.mktemp("uv-cache")
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("UV_CACHE_DIR", str(path))
+        yield path
+
+
+@pytest.fixture(scope="module")
+def index(tmp_path_factory, uv_cache):
+    """A loopback index: depy 2.0 (2022) drops the API tinypkg 1.0/1.1 (2021) use."""
+    root = tmp_path_factory.mktemp("index")
+    wheels, idx = root / "wheels", LocalIndex(root / "idx")
+    add = lambda wheel, when: idx.add(wheel, when)  # noqa: E731
+    add(build_wheel(wheels, "depy", "1.0", module_source="def old_api():\n    return 1\n"), utc(2020, 1, 1))
+    add(build_wheel(wheels, "depy", "2.0", module_source="def new_api():\n    return 2\n"), utc(2022, 1, 1))
+    use_depy = "from depy import old_api\n"
+    add(build_wheel(wheels, "tinypkg", "1.0", dependencies=["depy"], module_source=use_depy), utc(2021, 1, 1))
+    add(build_wheel(wheels, "tinypkg", "1.1", dependencies=["depy"], module_source=use_depy), utc(2021, 6, 1))
+    liar = '__version__ = "1.1"  # the wheel says 1.2, the code says 1.1\n'
+    add(build_wheel(wheels, "tinypkg", "1.2", module_source=liar), utc(2021, 7, 1))
+    add(build_wheel(wheels, "helper", "3.0"), utc(2023, 1, 1))
+    add(build_wheel(wheels, "needsnewtorch", "1.0", dependencies=["torch>=99"]), utc(2021, 1, 1))
+    # a fake torch for fake bases: needs fakedep>=2 (2022) and a fake CUDA lib
+    add(build_wheel(wheels, "torch", "1.0", dependencies=["fakedep>=2", "nvidia-fake"]), utc(2020, 1, 1))
+    add(build_wheel(wheels, "fakedep", "1.0"), utc(2020, 1, 1))
+    add(build_wheel(wheels, "fakedep", "2.0"), utc(2022, 1, 1))
+    add(build_wheel(wheels, "nvidia-fake", "1.0"), utc(2020, 1, 1))
+    add(build_wheel(wheels, "leaky", "1.0"), utc(2020, 1, 1))
+    add(build_wheel(wheels, "usesdep", "1.0", dependencies=["fakedep", "torch>=0.5"]), utc(2021, 1, 1))
+    with idx.serve() as url:
+        yield url
+
+
+@pytest.fixture
+def manager(tmp_path, uv_cache):
+    return EnvManager(tmp_path / "cache")
+
+
+MID_2021 = utc(2021, 7, 15)
+
+
+def release(url: str, version: str = "1.0", as_of: dt.datetime = MID_2021) -> InstallTarget:
+    return InstallTarget(package="tinypkg", version=version, as_of=as_of, index_url=url)
+
+
+SPEC = EnvSpec(name="test")
+NO_LEAK = """
+import importlib.util as u, tinypkg, depy, torch
+print(tinypkg.__version__, depy.__version__, torch.__version__)
+print([m for m in ("pydantic", "hypothesis", "uv", "leaky") if u.find_spec(m)])
+"""
+
+
+def _leftovers(manager: EnvManager) -> list[str]:
+    tmp = manager.cache_dir / "tmp"
+    return sorted(os.listdir(tmp)) if tmp.exists() else []
+
+
+@pytest.mark.slow
+def test_release_env_shares_torch_without_leaks_and_is_reused(manager, index):
+    env = manager.ensure(SPEC, release(index, "1.0"))
+    assert env.info.installed_version == "1.0" and "depy==1.0" in env.info.resolved
+    assert not any(r.startswith("torch==") for r in env.info.resolved)   # torch comes from the base
+    out = run_in(env, NO_LEAK)
+    assert out.returncode == 0, out.stderr
+    lines = out.stdout.split("\n")
+    assert lines[0].startswith("1.0 1.0 ") and lines[1] == "[]"              # nothing else from the base
+    start = time.perf_counter()
+    again = manager.ensure(SPEC, release(index, "1.0"))
+    assert time.perf_counter() - start < 0.5
+    assert (again.path, again.fingerprint) == (env.path, env.fingerprint)
+    assert again.info.last_used >= env.info.last_used
+    assert [i.fingerprint for i in manager.list()] == [env.fingerprint]
+    info = json.loads((env.path / "bisector-env.json").read_text())
+    assert info["fingerprint"] == env.fingerprint and info["resolved"] == env.info.resolved
+
+
+@pytest.mark.slow
+def test_dependencies_resolved_as_of_candidate_date(manager, index):
+    """depy 2.0 (2022) breaks tinypkg 1.0: as of 2021 the env gets depy 1.0 and works."""
+    env = manager.ensure(SPEC, release(index, "1.0", as_of=utc(2021, 2, 1)))
+    assert "depy==1.0" in env.info.resolved
+    with pytest.raises(EnvironmentFailure) as err:
+        manager.ensure(SPEC, release(index, "1.0", as_of=utc(2022, 6, 1)))
+    assert "health check failed" in str(err.value) and "old_api" in str(err.value)
+    assert len(os.listdir(manager.cache_dir / "envs")) == 1 and _leftovers(manager) == []
+
+
+@pytest.mark.slow
+def test_pinned_companion_installs_even_if_newer_than_as_of(manager, index):
+    spec = EnvSpec(name="pinned", companions={"helper": "3.0"})
+    env = manager.ensure(spec, release(index, "1.0", as_of=utc(2021, 2, 1)))
+    assert "helper==3.0" in env.info.resolved and "helper" in env.info.lifted
+    loose = EnvSpec(name="loose", companions={"helper": "as-of-candidate"})
+    with pytest.raises(EnvironmentFailure, match="helper"):
+        manager.ensure(loose, release(index, "1.0", as_of=utc(2021, 2, 1)))
+
+
+@pytest.mark.slow
+def test_health_check_catches_version_mismatch(manager, index):
+    with pytest.raises(EnvironmentFailure, match=r"__version__ is 1\.1"):
+        manager.ensure(SPEC, release(index, "1.2"))
+    assert os.listdir(manager.cache_dir / "envs") == [] and _leftovers(manager) == []
+
+
+@pytest.mark.slow
+def test_resolution_failure_is_environment_failure(manager, index):
+    with pytest.raises(EnvironmentFailure) as err:
+        manager.ensure(SPEC, release(index, "9.9"))
+    assert "tinypkg" in str(err.value) and len(str(err.value)) < 500
+    with pytest.raises(EnvironmentFailure, match="base does not fit"):
+        manager.ensure(SPEC, InstallTarget(package="needsnewtorch", version="1.0", index_url=index))
+    assert os.listdir(manager.cache_dir / "envs") == [] and _leftovers(manager) == []
+
+
+@pytest.mark.slow
+def test_commit_env_is_exactly_that_commit(manager, index, tmp_path):
+    repo = init_repo(tmp_path / "repo")
+    files = package_files("tinypkg", "1.1.dev0", dependencies=["depy"], module_source="MARK = 'one'\n")
+    sha1 = commit(repo, files, "one", utc(2021, 3, 1))
+    sha2 = commit(repo, {"tinypkg/__init__.py": '__version__ = "1.1.dev0"\nMARK = "two"\n'}, "two", utc(2021, 4, 1))
+    (repo / "tinypkg" / "__init__.py").write_text("raise ImportError('uncommitted work must not be used')\n")
+    envs = {}
+    for sha in (sha1, sha2):
+        target = InstallTarget(package="tinypkg", source=repo, revision=sha, as_of=utc(2021, 5, 1), index_url=index)
+        envs[sha] = env = manager.ensure(SPEC, target)
+        assert env.info.installed_revision == sha and env.info.installed_version == "1.1.dev0"
+    assert run_in(envs[sha1], "import tinypkg; print(tinypkg.MARK)").stdout.strip() == "one"
+    assert run_in(envs[sha2], "import tinypkg; print(tinypkg.MARK)").stdout.strip() == "two"
+    wheel = next((manager.cache_dir / "wheels" / sha1).glob("*.whl"))
+    mtime = wheel.stat().st_mtime_ns
+    later = InstallTarget(package="tinypkg", source=repo, revision=sha1, as_of=utc(2021, 5, 2), index_url=index)
+    assert manager.ensure(SPEC, later).fingerprint != envs[sha1].fingerprint
+    assert wheel.stat().st_mtime_ns == mtime                                  # built once per SHA
+    with pytest.raises(EnvironmentFailure, match="not in"):
+        manager.ensure(SPEC, InstallTarget(package="tinypkg", source=repo, revision="c" * 40, index_url=index))
+
+
+CONCURRENT = """
+import datetime as dt, json, sys
+from pathlib import Path
+from bisector.envs import EnvManager, EnvSpec, InstallTarget
+target = InstallTarget(package="tinypkg", version="1.1", index_url=sys.argv[2],
+                       as_of=dt.datetime(2021, 7, 15, tzinfo=dt.timezone.utc))
+env = EnvManager(Path(sys.argv[1])).ensure(EnvSpec(name="test"), target)
+print(json.dumps({"path": str(env.path), "created": env.info.created.isoformat()}))
+"""
+
+
+@pytest.mark.slow
+def test_two_processes_end_with_one_env(tmp_path, index):
+    cache = tmp_path / "shared"
+    procs = [subprocess.Popen([sys.executable, "-c", CONCURRENT, str(cache), index], cwd=ROOT,
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for _ in range(2)]
+    outs = [p.communicate(timeout=300) for p in procs]
+    assert all(p.returncode == 0 for p in procs), [o[1][-2000:] for o in outs]
+    results = [json.loads(o[0].strip().splitlines()[-1]) for o in outs]
+    assert results[0] == results[1]                                           # same dir, built once
+    assert len(os.listdir(cache / "envs")) == 1 and os.listdir(cache / "tmp") == []
+
+
+@pytest.mark.slow
+def test_damaged_envs_are_rebuilt(manager, index):
+    env = manager.ensure(SPEC, release(index, "1.1"))
+    shutil.rmtree(env.path / env.info.dist_info.rsplit("/", 1)[0] / "tinypkg")   # half-deleted
+    rebuilt = manager.ensure(SPEC, release(index, "1.1"))
+    assert rebuilt.info.created > env.info.created and run_in(rebuilt, "import tinypkg").returncode == 0
+    python = rebuilt.path / "bin" / "python"
+    python.unlink()
+    python.write_text("#!/bin/sh\nexit 1\n")                                  # interpreter no longer runs
+    python.chmod(0o755)
+    again = manager.ensure(SPEC, release(index, "1.1"))
+    assert again.info.created > rebuilt.info.created and run_in(again, "import tinypkg").returncode == 0
+    (again.path / "bisector-env.json").unlink()                                # interrupted / no info
+    last = manager.ensure(SPEC, release(index, "1.1"))
+    assert last.info.created > again.info.created
+    stale = last.info.model_copy(update={"interpreter": last.info.interpreter.model_copy(update={"mtime_ns": 1})})
+    (last.path / "bisector-env.json").write_text(stale.model_dump_json())     # interpreter changed: recheck
+    kept = manager.ensure(SPEC, release(index, "1.1"))
+    assert kept.info.created == last.info.created and kept.info.interpreter == last.info.interpreter
+
+
+@pytest.mark.slow
+def test_gc_keep_last_and_max_size(manager, index):
+    envs = [manager.ensure(SPEC, release(index, "1.0", as_of=utc(2021, 2, d))) for d in (1, 2, 3)]
+    manager.ensure(SPEC, release(index, "1.0", as_of=utc(2021, 2, 1)))        # most recently used now
+    removed = manager.gc(keep_last=2)
+    assert [i.fingerprint for i in removed] == [envs[1].fingerprint]
+    assert not envs[1].path.exists() and envs[0].path.exists() and envs[2].path.exists()
+    keep = manager.list()[0]
+    removed = manager.gc(max_size=keep.size_bytes)
+    assert [i.fingerprint for i in removed] == [envs[2].fingerprint]
+    assert [i.fingerprint for i in manager.list()] == [envs[0].fingerprint]
+    assert manager.gc(max_size=0)[0].fingerprint == envs[0].fingerprint and manager.list() == []
+
+
+@pytest.mark.slow
+def test_prefetch_builds_in_background_without_duplicates(manager, index, monkeypatch):
+    calls: list[str] = []
+    real_build = builder_mod.build
+
+    def counting_build(recipe, *args):
+        calls.append(recipe.fingerprint)
+        return real_build(recipe, *args)
+
+    monkeypatch.setattr(builder_mod, "build", counting_build)
+    targets = [release(index, "1.0", as_of=utc(2021, 3, 1)), release(index, "1.1", as_of=utc(2021, 7, 1))]
+    manager.prefetch(SPEC, targets)
+    first = manager.ensure(SPEC, targets[0])
+    assert manager.wait_prefetch(timeout=120)
+    second = manager.ensure(SPEC, targets[1])
+    assert sorted(calls) == sorted({first.fingerprint, second.fingerprint})   # each built exactly once
+
+
+@pytest.mark.slow
+def test_falls_back_to_virtualenv_pip_when_uv_is_unusable(tmp_path, index, uv_cache, monkeypatch, caplog):
+    monkeypatch.setattr(backends_mod.UvBackend, "unusable", lambda self: "uv not found (test)")
+    manager = EnvManager(tmp_path / "cache")
+    spec = EnvSpec(name="pip", companions={"helper": "3.0"})
+    env = manager.ensure(spec, release(index, "1.0", as_of=utc(2021, 2, 1)))
+    assert env.info.backend == "virtualenv" and "depy==1.0" in env.info.resolved and "helper==3.0" in env.info.resolved
+    assert not any(r.startswith("torch==") for r in env.info.resolved)
+    out = run_in(env, NO_LEAK)
+    assert out.returncode == 0 and out.stdout.split("\n")[1] == "[]", out.stderr
+    assert "falling back to virtualenv + pip" in caplog.text
+
+
+@pytest.fixture(scope="module")
+def fake_base(tmp_path_factory, index):
+    """A base venv with a fake torch (needs fakedep>=2 and nvidia-fake) plus an unrelated 'leaky'."""
+    prefix = tmp_path_factory.mktemp("fakebase") / "venv"
+    subprocess.run([sys.executable, "-m", "uv", "venv", "-q", "--python", sys.executable, str(prefix)], check=True)
+    subprocess.run([sys.executable, "-m", "uv", "pip", "install", "-q", "--python", str(prefix / "bin" / "python"),
+                    "--default-index", index, "torch==1.0", "leaky"], check=True)
+    return prefix
+
+
+@pytest.mark.slow
+def test_path_base_overlay_and_torch_constraints(tmp_path, index, fake_base):
+    """The candidate sees the base's torch closure only; a dated fakedep 1.0 that misses
+    torch's fakedep>=2 is re-resolved to a newer release."""
+    manager = EnvManager(tmp_path / "cache")
+    spec = EnvSpec(name="fake", base=str(fake_base))
+    target = InstallTarget(package="usesdep", version="1.0", as_of=utc(2021, 2, 1), index_url=index)
+    env = manager.ensure(spec, target)
+    assert env.info.provided == {"nvidia-fake": "1.0", "torch": "1.0"}
+    assert "fakedep==2.0" in env.info.resolved and "fakedep" in env.info.lifted
+    code = ("import importlib.util as u, importlib.metadata as md, torch, nvidia_fake, fakedep\n"
+            "print(md.version('torch'), fakedep.__file__.split('/')[-3], u.find_spec('leaky'))")
+    out = run_in(env, code)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split() == ["1.0", "site-packages", "None"]
+
+
+@pytest.mark.slow
+def test_torch_version_base_is_built_once_with_pip(tmp_path, index):
+    manager = EnvManager(tmp_path / "cache")
+    spec = EnvSpec(name="tb", base="torch==1.0", index_url=index)
+    env = manager.ensure(spec, InstallTarget(package="usesdep", version="1.0", as_of=utc(2021, 2, 1)))
+    assert env.info.provided["torch"] == "1.0"
+    bases = [p for p in (tmp_path / "cache" / "bases").iterdir() if p.is_dir()]
+    assert len(bases) == 1 and (bases[0] / "bisector-base.json").exists()
+    assert run_in(env, "import torch, usesdep").returncode == 0
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(os.environ.get("BISECTOR_NETWORK_TESTS") != "1", reason="needs the real package index")
+def test_default_spec_builds_old_accelerate(tmp_path):
+    """accelerate 0.20.3 as of its upload, transformers as of then, torch from the base."""
+    manager = EnvManager(tmp_path / "cache")
+    spec = load_env_spec("default", ROOT / "envs")
+    target = InstallTarget(package="accelerate", version="0.20.3", as_of=utc(2023, 6, 8, 16, 16, 34))
+    env = manager.ensure(spec, target)
+    out = run_in(env, "import accelerate, transformers, torch, pkg_resources; print(transformers.GPTNeoXConfig)")
+    assert out.returncode == 0, out.stderr
+    assert any(r.startswith("transformers==4.30") for r in env.info.resolved)
