@@ -7,6 +7,7 @@ from __future__ import annotations
 import datetime as dt
 import json
 import sqlite3
+import threading
 from pathlib import Path
 from typing import Any, Iterator, Optional
 
@@ -91,6 +92,7 @@ class Store:
     def __init__(self, path: Path):
         self.path = Path(path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._lock = threading.RLock()  # one connection shared by the k-way worker threads
         try:
             self._db = sqlite3.connect(str(self.path), timeout=60, isolation_level=None,
                                        check_same_thread=False)
@@ -111,15 +113,19 @@ class Store:
                 raise sqlite3.DatabaseError(f"store version {row[0]}, expected {STORE_VERSION}")
 
     def _tx(self):
-        return _Transaction(self._db)
+        return _Transaction(self._db, self._lock)
+
+    def _query(self, sql: str, args=()) -> list[tuple]:
+        with self._lock:
+            return self._db.execute(sql, args).fetchall()
 
     def close(self) -> None:
         self._db.close()
 
     # measurements -------------------------------------------------------------------------
     def get_measurement(self, key: str) -> Optional[Measurement]:
-        row = self._db.execute("SELECT * FROM measurements WHERE key=?", (key,)).fetchone()
-        return _measurement(row) if row else None
+        rows = self._query("SELECT * FROM measurements WHERE key=?", (key,))
+        return _measurement(rows[0]) if rows else None
 
     def put_measurement(self, m: Measurement) -> None:
         m = m.model_copy(update={"created": m.created or now()})
@@ -134,7 +140,7 @@ class Store:
         sql, args = "SELECT * FROM measurements WHERE package=?", [package]
         if probe_fingerprint:
             sql, args = sql + " AND probe_fingerprint=?", args + [probe_fingerprint]
-        return [_measurement(r) for r in self._db.execute(sql + " ORDER BY created", args)]
+        return [_measurement(r) for r in self._query(sql + " ORDER BY created", args)]
 
     # runs and steps -----------------------------------------------------------------------
     def put_run(self, run: RunRow) -> None:
@@ -146,16 +152,17 @@ class Store:
 
     def get_run(self, run_id: Optional[str] = None) -> Optional[RunRow]:
         if run_id is None:
-            row = self._db.execute("SELECT * FROM runs ORDER BY updated DESC, rowid DESC LIMIT 1").fetchone()
+            rows = self._query("SELECT * FROM runs ORDER BY updated DESC, rowid DESC LIMIT 1")
+            row = rows[0] if rows else None
         else:
-            row = self._db.execute("SELECT * FROM runs WHERE id=?", (run_id,)).fetchone()
-            if row is None:
-                rows = self._db.execute("SELECT * FROM runs WHERE id LIKE ?", (run_id + "%",)).fetchall()
-                row = rows[0] if len(rows) == 1 else None
+            rows = self._query("SELECT * FROM runs WHERE id=?", (run_id,))
+            if not rows:
+                rows = self._query("SELECT * FROM runs WHERE id LIKE ?", (run_id + "%",))
+            row = rows[0] if len(rows) == 1 else None
         return _run(row) if row else None
 
     def list_runs(self) -> list[RunRow]:
-        return [_run(r) for r in self._db.execute("SELECT * FROM runs ORDER BY created")]
+        return [_run(r) for r in self._query("SELECT * FROM runs ORDER BY created")]
 
     def add_step(self, step: StepRow) -> None:
         step = step.model_copy(update={"created": step.created or now()})
@@ -165,7 +172,7 @@ class Store:
                         step.seconds, json.dumps(step.measurements), step.created))
 
     def steps(self, run_id: str) -> list[StepRow]:
-        rows = self._db.execute("SELECT * FROM steps WHERE run_id=? ORDER BY seq", (run_id,))
+        rows = self._query("SELECT * FROM steps WHERE run_id=? ORDER BY seq", (run_id,))
         return [StepRow(run_id=r[0], seq=r[1], candidate=r[2], verdict=r[3], value=r[4], reason=r[5],
                         seconds=r[6], measurements=json.loads(r[7]), created=r[8]) for r in rows]
 
@@ -177,15 +184,23 @@ class Store:
 class _Transaction:
     """BEGIN IMMEDIATE ... COMMIT, rolled back on any exception (a kill never leaves a half row)."""
 
-    def __init__(self, db: sqlite3.Connection):
-        self.db = db
+    def __init__(self, db: sqlite3.Connection, lock: threading.RLock):
+        self.db, self.lock = db, lock
 
     def __enter__(self) -> sqlite3.Connection:
-        self.db.execute("BEGIN IMMEDIATE")
+        self.lock.acquire()
+        try:
+            self.db.execute("BEGIN IMMEDIATE")
+        except BaseException:
+            self.lock.release()
+            raise
         return self.db
 
     def __exit__(self, exc_type, exc, tb) -> None:
-        self.db.execute("ROLLBACK" if exc_type else "COMMIT")
+        try:
+            self.db.execute("ROLLBACK" if exc_type else "COMMIT")
+        finally:
+            self.lock.release()
 
 
 def _measurement(row: tuple) -> Measurement:
