@@ -123,13 +123,18 @@ def merge(base: dict, overrides: dict) -> dict:
     return out
 
 
+EXCLUSIVE = {"probe": ("name", "path", "cmd"), "criterion": ("threshold", "max_increase", "auto")}
+
+
 def build_config(raw: dict, overrides: dict, source: str) -> JobConfig:
     """Validate the merged config; errors name the source, the key and the problem."""
     data = merge(raw, overrides)
-    probe = data.get("probe")
-    if isinstance(probe, dict) and any(overrides.get("probe", {}).get(k) for k in ("name", "path", "cmd")):
-        given = overrides["probe"]
-        data["probe"] = {k: v for k, v in probe.items() if k not in ("name", "path", "cmd") or given.get(k)}
+    for section, keys in EXCLUSIVE.items():
+        given = overrides.get(section) or {}
+        table = data.get(section)
+        if isinstance(table, dict) and any(given.get(k) is not None for k in keys):
+            # a choice made on the command line replaces the file's choice, not joins it
+            data[section] = {k: v for k, v in table.items() if k not in keys or given.get(k) is not None}
     try:
         return JobConfig.model_validate(data)
     except ValidationError as exc:

@@ -31,3 +31,10 @@ def isolated(monkeypatch, tmp_path):
     """Keep the user's real cache and store out of a test."""
     monkeypatch.setenv("BISECTOR_CACHE_DIR", str(tmp_path / "user-cache"))
     return tmp_path
+
+
+@pytest.fixture(autouse=True)
+def _run_outside_the_repo(tmp_path_factory, monkeypatch):
+    """Run every test (and the bisector processes it starts) from an empty directory, so the
+    repository's own bisect.toml is never picked up by accident."""
+    monkeypatch.chdir(tmp_path_factory.mktemp("cwd"))
