@@ -85,7 +85,12 @@ def cmd_probe(args) -> int:
     return probe_command(args)
 
 
-COMMANDS = {"run": cmd_run, "log": cmd_log, "runs": cmd_runs, "report": cmd_report, "envs": cmd_envs,
+def cmd_matrix(args) -> int:
+    from .matrix_cli import matrix_command
+    return matrix_command(args)
+
+
+COMMANDS = {"matrix": cmd_matrix, "run": cmd_run, "log": cmd_log, "runs": cmd_runs, "report": cmd_report, "envs": cmd_envs,
             "probe": cmd_probe}
 
 
@@ -96,9 +101,12 @@ def main(argv: Optional[list[str]] = None) -> int:
         argv = ["run", *argv]
     if argv == ["--debug"]:
         argv = ["--debug", "run"]
-    args = parser.parse_args(argv)
-    if args.command is None:
-        args = parser.parse_args([*argv, "run"])
+    try:
+        args = parser.parse_args(argv)
+        if args.command is None:
+            args = parser.parse_args([*argv, "run"])
+    except SystemExit as exc:  # --help, or a usage error already printed as one line
+        return int(exc.code or 0)
     signal.signal(signal.SIGTERM, _on_signal)
     signal.signal(signal.SIGINT, _on_signal)
     try:

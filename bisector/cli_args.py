@@ -95,6 +95,8 @@ def build_parser() -> argparse.ArgumentParser:
         q.add_argument("--store", type=Path)
         if name == "report":
             q.add_argument("--format", choices=["markdown", "json", "text"], default="markdown")
+    from .matrix_cli import add_matrix_parser
+    add_matrix_parser(sub)
     q = sub.add_parser("runs", help="list stored runs")
     q.add_argument("--store", type=Path)
     q = sub.add_parser("envs", help="list or garbage-collect cached environments")
