@@ -17,6 +17,7 @@ from .phase import Phase, PhaseResult
 from .plan import Plan, commit_plan, older_releases, release_plan
 from .judge import judge
 from .widen import walk_back
+from .commandline import with_flags
 from .result import BisectResult, Point, Step
 from .search import Outcome
 from .store import RunRow, StepRow, Store, now
@@ -68,8 +69,8 @@ class Bisector:
     # -- recording --------------------------------------------------------------------------
     def _on_step(self, phase: str, c: Candidate, j: Judgement) -> None:
         reused = all(m.key in self._measurers[-1].reused_keys for m in j.measurements)
-        step = Step(seq=len(self.steps), phase=phase, candidate=c.short, verdict=j.verdict.value, value=j.value,
-                    metric=self.config.criterion.metric,
+        step = Step(seq=len(self.steps), phase=phase, candidate=c.short, date=c.date, verdict=j.verdict.value,
+                    value=j.value, metric=self.config.criterion.metric,
                     metrics=j.metrics, repeats=len(j.measurements), seconds=round(j.seconds, 3),
                     reason=j.reason, reused=reused)
         self.steps.append(step)
@@ -152,7 +153,7 @@ class Bisector:
         job = self.config.job
         good, bad = plan.candidates[res.search.last_good].ref, plan.candidates[res.search.first_bad].ref
         repo = job.repo
-        refine = shlex.join([*self.command, "--mode", "commits", "--good", good, "--bad", bad, "--repo", "<REPO>"])
+        refine = with_flags(self.command, {"--mode": "commits", "--good": good, "--bad": bad, "--repo": "<REPO>"})
         if not repo:
             released.refine_command = refine
             self._note(f"no --repo given: the answer stops at releases; refine with: {refine}")
@@ -177,18 +178,25 @@ class Bisector:
         return Point.of(phase.candidates[index], j.value if j else None, j.metrics if j else None)
 
     def _result(self, plan: Plan, phase: PhaseResult) -> BisectResult:
+        import re
+        from .explain import point_details
+        from .report import describe_rule, log_line
         s = phase.search
-        status, reason = s.outcome.value, s.reason
+        # the search names candidates by index (#5); the report names them by version or SHA
+        status, reason = s.outcome.value, re.sub(r"#(\d+)", lambda m: plan.candidates[int(m[1])].short, s.reason)
         if phase.confirmed is False:
             status, reason = "undecided", "re-measuring the boundary pair gave different verdicts: " + reason
         first, last = self._point(phase, s.first_bad), self._point(phase, s.last_good)
+        for point, index in ((first, s.first_bad), (last, s.last_good)):
+            if point is not None and index in phase.judgements:
+                point.details = point_details(phase.judgements[index].measurements)
         compare = None
         if first and last and first.sha and plan.repo_url:
             compare = f"{plan.repo_url}/compare/{last.sha}...{first.sha}"
         widen = None
         if s.outcome is Outcome.PREDATES_RANGE:
-            widen = shlex.join([*self.command, "--widen"]) if plan.candidates[0].kind.value == "release" \
-                else shlex.join([*self.command, "--good", "<OLDER-GOOD>"])
+            widen = with_flags(self.command, {"--widen": None} if plan.candidates[0].kind.value == "release"
+                               else {"--good": "<OLDER-GOOD>"})
             reason += f"; try an older good, e.g.: {widen}"
         return BisectResult(
             run_id=self.run_id, package=self.config.job.package, mode=plan.candidates[0].kind.value,
@@ -197,9 +205,9 @@ class Bisector:
             probes_run=sum(m.probes_run for m in self._measurers),
             measurements_reused=sum(len(m.reused_keys) for m in self._measurers),
             steps=list(self.steps), notes=list(self.notes), compare_link=compare, widen_command=widen,
-            command=shlex.join(self.command), probe=self._probe_facts(phase), environment=self._env_facts(phase),
-            log=[f"{st.verdict} {st.phase} {st.candidate}" + (f" value={st.value:.6g}" if st.value is not None else "")
-                 + (f" # {st.reason}" if st.reason else "") for st in self.steps])
+            command=shlex.join(self.command), decision_rule=describe_rule(self.config.criterion, self.config.probe),
+            probe=self._probe_facts(phase), environment=self._env_facts(phase),
+            log=[log_line(st) for st in self.steps])
 
     def _result_details(self, phase: PhaseResult) -> dict:
         for j in phase.judgements.values():
@@ -209,17 +217,32 @@ class Bisector:
         return {}
 
     def _probe_facts(self, phase: PhaseResult) -> dict:
+        """Which probe ran: name or path or command, its version, config (hash and values), arguments."""
         probe = self.config.probe
-        facts = {"probe": probe.label(), "args": " ".join(probe.args) or None, "fingerprint": probe.fingerprint()}
+        kind = "command" if probe.cmd else "built-in" if probe.name else "script"
+        facts = {"probe": probe.label(), "kind": kind, "args": shlex.join(probe.args) or None,
+                 "timeout": probe.timeout, "fingerprint": probe.fingerprint()}
         info = self._result_details(phase).get("probe") or {}
-        facts.update({k: info.get(k) for k in ("version", "config_hash") if info.get(k)})
+        facts.update({k: info.get(k) for k in ("name", "version", "config_hash", "config") if info.get(k)})
         return facts
 
     def _env_facts(self, phase: PhaseResult) -> dict:
-        details = self._result_details(phase)
-        facts = {"os": platform.platform(), "python": platform.python_version(), "env spec": self.spec.name}
-        facts.update({k: v for k, v in (details.get("versions") or {}).items() if k != "python"})
-        facts.update({f"device {k}": v for k, v in (details.get("device") or {}).items()})
-        if details.get("meter"):
-            facts["meter"] = details["meter"]
-        return facts
+        """OS, Python, torch, CUDA, GPU, driver, meter and companions: from the probe's result where it
+        reports them, else from the environment's info file; for last good and first bad (shown once
+        when equal, side by side when a companion differs)."""
+        from .envs.info import read_info
+        from .report import environment_facts, merge_sides
+        s = phase.search
+        indices = [i for i in (s.last_good, s.first_bad) if i in phase.judgements] or list(phase.judgements)[:1]
+        sides = []
+        for index in indices:
+            ms = phase.judgements[index].measurements
+            ok = [m for m in ms if m.status == "ok" and m.details.get("result")]
+            details = ok[-1].details["result"] if ok else self._result_details(phase)
+            paths = [m.details.get("env_path") for m in ms if m.details.get("env_path")]
+            info = next((i for p in paths for i in [read_info(Path(p))] if i is not None), None)
+            env = {"python": info.python_version, **dict(r.split("==", 1) for r in info.resolved if "==" in r),
+                   **info.provided} if info else {}
+            sides.append(environment_facts(details, env, self.config.job.package))
+        facts = merge_sides(*sides) if len(sides) == 2 else (sides[0] if sides else {})
+        return {"os": platform.platform(), **facts, "env spec": self.spec.name, "env base": self.spec.base}

@@ -1,11 +1,12 @@
 """Verdicts for candidates: repeats, the noise rule, failure classes, exit-code probes."""
 from __future__ import annotations
 
+import statistics
 from dataclasses import dataclass, field
 from typing import Optional
 
 from .candidate import Candidate
-from .criterion import Calibrated, exit_code_verdict, failure_verdict, metric_value
+from .criterion import Calibrated, Criterion, exit_code_verdict, failure_verdict, metric_value
 from .measure import Measurer
 from .store import Measurement
 from .verdict import Verdict
@@ -26,8 +27,10 @@ class Judgement:
 
     @property
     def metrics(self) -> dict[str, float]:
+        """Each metric's median over the successful repeats (so ``metrics[metric] == value``)."""
         ok = [m for m in self.measurements if m.status == "ok"]
-        return dict(ok[-1].metrics) if ok else {}
+        names = dict.fromkeys(k for m in ok for k in m.metrics)
+        return {k: statistics.median(m.metrics[k] for m in ok if k in m.metrics) for k in names}
 
 
 def _side(calibrated: Calibrated, values: list[float]) -> Optional[bool]:
@@ -37,15 +40,18 @@ def _side(calibrated: Calibrated, values: list[float]) -> Optional[bool]:
 
 
 def _in_band(calibrated: Calibrated, value: float) -> bool:
-    return abs(value - calibrated.threshold) <= calibrated.criterion.noise
+    """Within the noise band around the threshold (no band without a noise level)."""
+    noise = calibrated.criterion.noise
+    return noise > 0 and abs(value - calibrated.threshold) <= noise
 
 
 def judge(measurer: Measurer, calibrated: Calibrated, c: Candidate, first_repeat: int = 0) -> Judgement:
     """Measure ``repeats`` times; near the threshold measure again up to ``max_repeats``.
 
     Decision rule (stated in reports): BAD when every repeat is beyond the threshold, GOOD when
-    none is; repeats that straddle it, or a median within the noise band after max_repeats,
-    give SKIP ("unknown") with the reason.
+    none is, provided the median is outside the noise band; while the repeats straddle the
+    threshold or their median is within the band, measure again. Still so after max_repeats:
+    SKIP ("unknown") with the reason. With ``noise`` 0 there is no band.
     """
     crit = calibrated.criterion
     ms = [measurer.measure(c, first_repeat + i) for i in range(crit.repeats)]
@@ -53,37 +59,39 @@ def judge(measurer: Measurer, calibrated: Calibrated, c: Candidate, first_repeat
         verdict, reason = exit_code_verdict(ms[-1])
         return Judgement(verdict, reason, None, ms)
     if not crit.metric:
-        return _metric_free(ms)
+        return _metric_free(ms, crit)
     while True:
         value = metric_value(ms, crit.metric)
         if value is None:
             return _no_value(ms, crit)
         values = [m.metrics[crit.metric] for m in ms if m.status == "ok" and crit.metric in m.metrics]
         side = _side(calibrated, values)
-        settled = side is not None and not (_in_band(calibrated, value) and len(ms) < crit.max_repeats)
-        if settled:
+        if side is not None and not _in_band(calibrated, value):
             verdict = Verdict.BAD if side else Verdict.GOOD
             return Judgement(verdict, f"{crit.metric}={value:.6g} vs {calibrated.threshold:.6g}", value, ms)
         if len(ms) >= crit.max_repeats:
-            return Judgement(Verdict.SKIP, f"unknown: {len(values)} repeats of {crit.metric} straddle or sit "
-                             f"within noise of {calibrated.threshold:.6g} (median {value:.6g})", value, ms)
+            return Judgement(Verdict.SKIP, _unknown(calibrated, values, value), value, ms)
         ms.append(measurer.measure(c, first_repeat + len(ms)))
 
 
-def _metric_free(ms: list[Measurement]) -> Judgement:
+def _unknown(calibrated: Calibrated, values: list[float], value: float) -> str:
+    crit = calibrated.criterion
+    how = "straddle" if _side(calibrated, values) is None else f"have their median within ±{crit.noise:.6g} of"
+    return (f"unknown: {len(values)} repeats of {crit.metric} {how} the threshold {calibrated.threshold:.6g} "
+            f"(median {value:.6g}, range {min(values):.6g}..{max(values):.6g})")
+
+
+def _metric_free(ms: list[Measurement], crit: Criterion) -> Judgement:
     """No metric criterion: a probe that succeeds is GOOD; failures follow their class."""
     m = ms[-1]
     if m.status == "ok":
         return Judgement(Verdict.GOOD, "probe succeeded", None, ms)
-    return _no_value(ms, None)
+    return _no_value(ms, crit)
 
 
-def _no_value(ms: list[Measurement], crit) -> Judgement:
+def _no_value(ms: list[Measurement], crit: Criterion) -> Judgement:
     failed = [m for m in ms if m.status != "ok"]
     if not failed:
         return Judgement(Verdict.SKIP, f"metric {crit.metric} missing from the probe result", None, ms)
-    if crit is None:
-        from .criterion import Criterion
-        crit = Criterion()
     verdict, reason = failure_verdict(failed[-1], crit)
     return Judgement(verdict, f"{failed[-1].status}: {reason}", None, ms)

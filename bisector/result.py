@@ -23,6 +23,7 @@ class Point(BaseModel):
     pr_link: Optional[str] = None
     value: Optional[float] = None
     metrics: dict[str, float] = {}
+    details: dict[str, Any] = {}     # compact probe facts behind the value: per-cell peaks, peak phases
 
     @classmethod
     def of(cls, c: Candidate, value: Optional[float] = None, metrics: Optional[dict] = None) -> "Point":
@@ -42,6 +43,7 @@ class Step(BaseModel):
     seq: int
     phase: str
     candidate: str
+    date: Optional[dt.datetime] = None
     verdict: str
     metric: Optional[str] = None
     value: Optional[float] = None
@@ -72,6 +74,7 @@ class BisectResult(BaseModel):
     refine_command: Optional[str] = None
     widen_command: Optional[str] = None
     command: Optional[str] = None
+    decision_rule: Optional[str] = None
     probe: dict[str, Any] = {}
     environment: dict[str, Any] = {}
     log: list[str] = []

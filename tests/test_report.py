@@ -1,0 +1,308 @@
+"""Reports of fixed, hand-made results: golden markdown and JSON, the markdown rendered to HTML
+(links, step table, nothing injected), the explanation of a move, and the report / log / runs
+commands over a stored run. UPDATE_GOLDEN=1 rewrites the golden files."""
+from __future__ import annotations
+
+import datetime as dt
+import json
+import os
+from html.parser import HTMLParser
+from pathlib import Path
+
+import markdown as pymd
+import pytest
+
+from bisector import cli
+from bisector.explain import explain, metric_label
+from bisector.report import (REPORT_SCHEMA, merge_sides, render_json, render_markdown, render_text,
+                             reproduce_command)
+from bisector.result import BisectResult, Point, Step
+from bisector.store import RunRow, StepRow, Store, now
+
+GOLDEN = Path(__file__).resolve().parent / "golden"
+REPO = "https://github.com/huggingface/accelerate"
+T0 = dt.datetime(2024, 3, 1, 12, 0, tzinfo=dt.timezone.utc)
+NASTY = ("Speed up GA | fix <script>alert('x')</script> `oops` [docs](javascript:alert(1)) "
+         "<img src=x onerror=alert(1)> @maintainer (#1234)")
+SHA = {i: f"{i:x}" * 40 for i in range(1, 10)}
+
+
+def _commit(i: int, subject: str, value=None, pr=None, metrics=None) -> Point:
+    return Point(ref=SHA[i][:12], kind="commit", sha=SHA[i], date=T0 + dt.timedelta(days=i), subject=subject,
+                 author="Dev One", pr=pr, link=f"{REPO}/commit/{SHA[i]}",
+                 pr_link=f"{REPO}/pull/{pr}" if pr else None, value=value, metrics=metrics or {})
+
+
+def _step(seq, candidate, verdict, value=None, day=0, phase="commits", metric="peak_bytes", **kw) -> Step:
+    return Step(seq=seq, phase=phase, candidate=candidate, date=T0 + dt.timedelta(days=day), verdict=verdict,
+                metric=metric, value=value, repeats=kw.pop("repeats", 1), seconds=kw.pop("seconds", 7.5), **kw)
+
+
+def _log(steps: list[Step]) -> list[str]:
+    from bisector.report import log_line
+    return [log_line(s) for s in steps]
+
+
+def found_commit() -> BisectResult:
+    mib = 1 << 20
+    steps = [_step(0, SHA[1][:10], "good", 100 * mib, 1), _step(1, SHA[9][:10], "bad", 180 * mib, 9),
+             _step(2, SHA[5][:10], "skip", None, 5, reason="crashed: probe exited 1: <b>x</b> | `y` (#77)"),
+             _step(3, SHA[6][:10], "bad", 180 * mib, 6), _step(4, SHA[4][:10], "good", 100 * mib, 4, reused=True),
+             _step(5, SHA[5][:10], "bad", 181 * mib, 5, phase="commits:confirm", repeats=3)]
+    return BisectResult(
+        run_id="a1b2c3d4e5f6", package="accelerate", mode="commit", status="found",
+        reason=f"{SHA[5][:10]} is the first bad candidate and {SHA[4][:10]} the last good one",
+        criterion="peak_bytes > 1.47e+08", first_bad=_commit(5, NASTY, 181 * mib, 1234, {"peak_bytes": 181 * mib}),
+        last_good=_commit(4, "Refactor the loop (#1200)", 100 * mib, 1200, {"peak_bytes": 100 * mib}),
+        probes_run=5, measurements_reused=1, steps=steps, compare_link=f"{REPO}/compare/{SHA[4]}...{SHA[5]}",
+        command="bisector run --package accelerate --mode commits --repo https://github.com/huggingface/accelerate"
+                " --good v0.21.0 --bad v0.22.0 --probe my_probe.py --metric peak_bytes --threshold 147000000"
+                " --index-url https://user:s3cret@pypi.example/simple --store /home/me/s.db --json",
+        decision_rule="one measurement per candidate, BAD when it is beyond the threshold, else GOOD",
+        probe={"probe": "my_probe.py", "kind": "script", "fingerprint": "0123456789abcdef", "timeout": 1800.0},
+        environment={"os": "Linux-6.8-x86_64", "python": "3.11.7", "torch": "2.3.1+cu121", "cuda": "12.1",
+                     "gpu": "NVIDIA A100-SXM4-80GB", "driver": "550.54.15", "env spec": "default"},
+        notes=["v0.21.0 is not an ancestor of v0.22.0: bisecting from their merge-base 0123456789ab"],
+        log=_log(steps))
+
+
+# ga_memory: peak = slope * n_params + fixed per (precision, GA); the first bad's bf16 GA=1 peak fell.
+N_PARAMS = {64: 120_000, 128: 400_000, 256: 1_450_000}
+GOOD_SLOPES = {("fp32", 1): 16.0, ("fp32", 2): 16.375, ("bf16", 1): 14.0, ("bf16", 2): 14.375}
+BAD_SLOPES = {**GOOD_SLOPES, ("bf16", 1): 12.4375}
+
+
+def ga_side(slopes: dict, bf16_ga1_phase: str) -> tuple[dict, dict]:
+    metrics, cells = {f"n_params.h{h}": float(n) for h, n in N_PARAMS.items()}, []
+    for h, n in N_PARAMS.items():
+        for (prec, ga), a in slopes.items():
+            peak = a * n + 1_048_576 * ga
+            metrics[f"peak_bytes.{prec}.ga{ga}.h{h}"] = peak
+            phase = bf16_ga1_phase if (prec, ga) == ("bf16", 1) else f"m{ga - 1}.backward"
+            cells.append({"hidden": h, "precision": prec, "ga": ga, "n_params": n, "peak_bytes": peak,
+                          "peak_phase": phase, "phases": {"m0.forward": peak / 2, phase: peak}})
+    s = slopes
+    metrics.update({"ga_cost_bytes_per_param": s[("bf16", 2)] - s[("bf16", 1)],
+                    "fp32_ga_cost_bytes_per_param": s[("fp32", 2)] - s[("fp32", 1)],
+                    "mixed_cost_bytes_per_param": s[("bf16", 1)] - s[("fp32", 1)],
+                    "ga_excess_bytes_per_param": s[("bf16", 2)] - s[("bf16", 1)] - s[("fp32", 2)] + s[("fp32", 1)],
+                    "fit_r2_min": 1.0})
+    return metrics, {"cells": cells}
+
+
+def release_ga() -> BisectResult:
+    metric = "ga_cost_bytes_per_param"
+    (gm, gd), (bm, bd) = ga_side(GOOD_SLOPES, "m0.backward"), ga_side(BAD_SLOPES, "m0.step")
+    versions = ["0.19.0", "0.23.0", "0.21.0", "0.22.0", "0.20.0"]
+    values = [0.375, 1.9375, 0.375, 1.9375, 0.375]
+    steps = [Step(seq=i, phase="releases", candidate=v, date=T0 + dt.timedelta(days=30 * i), verdict=verdict,
+                  metric=metric, value=x, repeats=3, seconds=95.25 + i)
+             for i, (v, x, verdict) in enumerate(zip(versions, values, ["good", "bad", "good", "bad", "good"]))]
+    point = dict(kind="release", pr=None)
+    return BisectResult(
+        run_id="0f1e2d3c4b5a", package="accelerate", mode="release", status="found",
+        reason="0.22.0 is the first bad candidate and 0.21.0 the last good one", criterion=f"{metric} > 1.15625",
+        first_bad=Point(ref="0.22.0", date=T0 + dt.timedelta(days=90), value=1.9375, metrics=bm, details=bd, **point),
+        last_good=Point(ref="0.21.0", date=T0 + dt.timedelta(days=60), value=0.375, metrics=gm, details=gd, **point),
+        probes_run=15, steps=steps, refine_command="bisector run --package accelerate --mode commits --good 0.21.0"
+        " --bad 0.22.0 --repo <REPO>", command="bisector run --package accelerate --good 0.19.0 --bad 0.23.0"
+        " --probe ga_memory --metric ga_cost_bytes_per_param --auto --repeats 3",
+        decision_rule="3 measurements per candidate, up to 5 while they straddle the threshold; BAD when all are"
+                      " beyond the threshold, GOOD when none is, otherwise SKIP (unknown)",
+        probe={"probe": "ga_memory", "kind": "built-in", "fingerprint": "fedcba9876543210", "name": "ga_memory",
+               "version": "1.0.0", "config_hash": "c0ffee12", "config": {"sizes": [64, 128, 256], "ga": [1, 2],
+                                                                         "precisions": ["fp32", "bf16"]}},
+        environment={"os": "Linux-6.8-x86_64", "python": "3.11.7", "torch": "2.3.1+cu121", "cuda": "12.1",
+                     "gpu": "NVIDIA H100 80GB HBM3", "driver": "550.54.15", "meter": "cuda",
+                     "transformers": "4.44.0", "env spec": "default"},
+        log=_log(steps))
+
+
+def undecided() -> BisectResult:
+    steps = [_step(0, SHA[1][:10], "good", None, 1, metric=None), _step(1, SHA[9][:10], "bad", None, 9, metric=None),
+             _step(2, SHA[5][:10], "skip", None, 5, metric=None, reason="timeout: probe timed out after 60s"),
+             _step(3, SHA[6][:10], "skip", None, 6, metric=None, reason="env-failed: build failed"),
+             _step(4, SHA[4][:10], "good", None, 4, metric=None), _step(5, SHA[7][:10], "bad", None, 7, metric=None)]
+    return BisectResult(
+        run_id="777777777777", package="transformers", mode="commit", status="undecided",
+        reason=f"all 2 candidates between {SHA[4][:10]} and {SHA[7][:10]} were skipped, so the first bad one is "
+               f"any of {SHA[5][:10]}..{SHA[7][:10]}", criterion="probe exit code (0 good, 125 skip, 1-127 bad)",
+        first_bad=_commit(7, "Bump deps"), last_good=_commit(4, "Docs"),
+        ambiguous=[SHA[5][:10], SHA[6][:10], SHA[7][:10]], probes_run=6, steps=steps,
+        command="bisector run --package transformers --mode commits --probe-cmd 'python repro.py'",
+        probe={"probe": "cmd: python repro.py", "kind": "command"}, log=_log(steps))
+
+
+def predates() -> BisectResult:
+    steps = [_step(0, "1.4.0", "bad", 400.0, 0, phase="releases", metric="buffer_kib"),
+             _step(1, "1.6.0", "bad", 400.0, 2, phase="releases", metric="buffer_kib")]
+    widen = "bisector run --package tinypkg --good 1.4 --bad 1.6 --metric buffer_kib --threshold 200 --widen"
+    return BisectResult(
+        run_id="999999999999", package="tinypkg", mode="release", status="predates-range",
+        reason=f"the good endpoint 1.4.0 already measured bad: the regression predates the range; "
+               f"try an older good, e.g.: {widen}", criterion="buffer_kib > 200",
+        first_bad=Point(ref="1.4.0", kind="release", value=400.0), probes_run=2, steps=steps, widen_command=widen,
+        command=widen.removesuffix(" --widen"), log=_log(steps))
+
+
+CASES = {"found_commit": found_commit, "release_ga": release_ga, "undecided": undecided, "predates": predates}
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+@pytest.mark.parametrize("fmt,render", [("md", render_markdown), ("json", render_json)])
+def test_golden(name, fmt, render):
+    text = render(CASES[name]())
+    path = GOLDEN / f"report_{name}.{fmt}"
+    if os.environ.get("UPDATE_GOLDEN") or os.environ.get("BISECTOR_UPDATE_GOLDEN"):
+        path.write_text(text)
+    assert text == path.read_text(), f"{path.name} differs (UPDATE_GOLDEN=1 rewrites it)"
+
+
+class _Html(HTMLParser):
+    """Collects links, tags, table rows and text of rendered markdown."""
+
+    def __init__(self):
+        super().__init__()
+        self.hrefs, self.tags, self.tables, self.text = [], [], [], []
+        self._row = self._cell = None
+
+    def handle_starttag(self, tag, attrs):
+        self.tags.append((tag, dict(attrs)))
+        if tag == "a":
+            self.hrefs.append(dict(attrs).get("href"))
+        elif tag == "table":
+            self.tables.append([])
+        elif tag == "tr":
+            self._row = []
+            self.tables[-1].append(self._row)
+        elif tag in ("td", "th"):
+            self._cell = []
+
+    def handle_endtag(self, tag):
+        if tag in ("td", "th"):
+            self._row.append("".join(self._cell).strip())
+            self._cell = None
+
+    def handle_data(self, data):
+        self.text.append(data)
+        if self._cell is not None:
+            self._cell.append(data)
+
+
+def _html(result: BisectResult) -> _Html:
+    parser = _Html()
+    parser.feed(pymd.markdown(render_markdown(result), extensions=["tables"]))
+    return parser
+
+
+def test_markdown_renders_links_table_and_nothing_injected():
+    r = found_commit()
+    page = _html(r)
+    commit, pr = f"{REPO}/commit/", f"{REPO}/pull/"
+    assert page.hrefs == [commit + SHA[5], pr + "1234", commit + SHA[4], pr + "1200", commit + SHA[5],
+                          pr + "1234", f"{REPO}/compare/{SHA[4]}...{SHA[5]}"]
+    points, steps = page.tables
+    assert [row[0] for row in points[1:]] == ["last good", "first bad"]
+    assert len(steps) - 1 == len(r.steps)
+    assert steps[0] == ["#", "phase", "candidate", "date", "peak_bytes", "verdict", "repeats", "seconds", "note"]
+    assert steps[1] == ["1", "commits", SHA[1][:10], "2024-03-02", "100.00 MiB", "GOOD", "1", "7.5", ""]
+    assert steps[3][-1].replace("\u200b", "") == "crashed: probe exited 1: <b>x</b> | `y` (#77)"
+    assert steps[5][-1] == "(stored)" and steps[6][:2] == ["6", "commits:confirm"]
+    assert not [t for t, _ in page.tags if t in ("script", "img", "b")]
+    assert not [a for _, attrs in page.tags for a in attrs.values() if a and "javascript:" in a.lower()]
+    text = "".join(page.text).replace("\u200b", "")
+    assert NASTY in text          # shown verbatim, as text
+    assert "s3cret" not in render_markdown(r) and "--store" not in render_markdown(r)
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_every_report_renders_to_html(name):
+    page = _html(CASES[name]())
+    assert page.tables and not [t for t, _ in page.tags if t == "script"]
+    assert all(h.startswith("https://") for h in page.hrefs)
+
+
+def test_json_report_is_versioned_with_headline_and_explanation():
+    data = json.loads(render_json(release_ga()))
+    assert data["schema"] == REPORT_SCHEMA == "bisector.report/1"
+    assert data["headline"] == ("First bad: accelerate 0.22.0 — GA cost rose from 0.375 B/param to 1.938 B/param "
+                                "(last good: 0.21.0)")
+    assert data["explanation"][0].startswith("GA cost rose by 1.562 B/param because the bf16 GA=1 peak fell by "
+                                             "1.562 B/param")
+    assert data["explanation"][0].endswith("; the bf16 GA=2 peak did not change.")
+    assert BisectResult.model_validate(data).first_bad.details["cells"]
+    assert json.loads(render_json(predates()))["explanation"] == []
+
+
+def test_old_stored_results_still_load_and_render():
+    data = json.loads(found_commit().model_dump_json())
+    for step in data["steps"]:
+        del step["date"]
+    for side in ("first_bad", "last_good"):
+        del data[side]["details"]
+    del data["decision_rule"]
+    old = BisectResult.model_validate(data)
+    assert "**First bad: accelerate" in render_markdown(old) and render_text(old).startswith("First bad:")
+
+
+def test_explanation_names_phases_and_unchanged_peaks():
+    (gm, gd), (bm, bd) = ga_side(GOOD_SLOPES, "m0.backward"), ga_side(BAD_SLOPES, "m0.step")
+    lines = explain(gm, bm, "ga_cost_bytes_per_param", gd, bd)
+    assert "Other peaks: the fp32 GA=1 and fp32 GA=2 peaks did not change." in lines
+    assert any(s.startswith("The bf16 GA=1 step at h256 peaks in m0.backward on the last good") and
+               "but in m0.step on the first bad" in s for s in lines)
+    assert any(s.startswith("The bf16 GA=2 step at h256 peaks in m1.backward on both sides") for s in lines)
+    excess = explain(gm, bm, "ga_excess_bytes_per_param")
+    assert excess[0].endswith("the bf16 GA=2, fp32 GA=1 and fp32 GA=2 peaks did not change.")
+    assert metric_label("peak_bytes.bf16.ga2.h256") == "bf16 GA=2 peak at h256"
+    assert metric_label("fp32_ga_cost_fixed_bytes") == "fp32 GA cost (fixed part)"
+
+
+def test_explanation_generic_ranks_by_relative_change():
+    good = {"peak": 100.0, "a": 10.0, "b": 1.0, "c": 5.0, "d": 7.0}
+    bad = {"peak": 300.0, "a": 11.0, "b": 4.0, "c": 5.0, "d": 7.0}
+    assert explain(good, bad, "peak") == ["Moved with it: b 1 → 4, +300%; a 10 → 11, +10%.",
+                                          "c and d did not change."]
+    assert explain(good, bad, "peak", {"peak_phase": "backward"}, {"peak_phase": "step"})[-1] == \
+        "The peak moved from phase backward (last good) to phase step (first bad)."
+    assert explain({}, bad, "peak") == []
+
+
+def test_environment_sides_merge_and_differences_show():
+    assert merge_sides({"torch": "2.3", "transformers": "4.30.2"}, {"torch": "2.3", "transformers": "4.31.0"}) == \
+        {"torch": "2.3", "transformers": "4.30.2 (last good) / 4.31.0 (first bad)"}
+
+
+def test_reproduce_command_drops_local_flags_and_credentials():
+    cmd = "bisector run --store=/x/s.db --cache-dir /c --json --index-url https://u:p@h/simple --good 1"
+    assert reproduce_command(cmd) == "bisector run --index-url 'https://***@h/simple' --good 1"
+
+
+@pytest.fixture
+def stored(tmp_path):
+    store = Store(tmp_path / "s.db")
+    for r in (found_commit(), undecided()):
+        store.put_run(RunRow(id=r.run_id, created=now(), updated=now(), kind="bisect", command=["bisector", "run"],
+                             config={"job": {"package": r.package, "good": "g", "bad": "b"}}, status=r.status,
+                             result=r.model_dump(mode="json")))
+        for s in r.steps:
+            store.add_step(StepRow(run_id=r.run_id, seq=s.seq, candidate=f"{s.phase} {s.candidate}",
+                                   verdict=s.verdict, value=s.value, reason=s.reason, seconds=s.seconds,
+                                   measurements=["k"] * s.repeats))
+    return str(tmp_path / "s.db")
+
+
+def test_report_log_and_runs_commands(stored, capsys):
+    assert cli.main(["runs", "--store", stored]) == 0
+    listing = capsys.readouterr().out.splitlines()
+    assert [line.split()[0] for line in listing] == ["a1b2c3d4e5f6", "777777777777"]
+    assert cli.main(["log", "a1b2", "--store", stored]) == 0
+    log = capsys.readouterr().out
+    assert f"skip commits {SHA[5][:10]} (7.5s) # crashed: probe exited 1" in log
+    assert f"bad commits:confirm {SHA[5][:10]} value=1.89792e+08 repeats=3 (7.5s)" in log
+    assert cli.main(["report", "7777", "--format", "json", "--store", stored]) == 0
+    assert json.loads(capsys.readouterr().out)["ambiguous"] == [SHA[5][:10], SHA[6][:10], SHA[7][:10]]
+    assert cli.main(["report", "--format", "text", "--store", stored]) == 0
+    assert capsys.readouterr().out.startswith("Undecided for transformers")
+    assert cli.main(["report", "a1b2c3d4e5f6", "--store", stored]) == 0
+    assert capsys.readouterr().out.startswith("**First bad: accelerate [`5555555555`]")
