@@ -105,3 +105,25 @@ def test_credentials_in_repo_url_are_redacted(tmp_path, plain_spec):
     done = subprocess.run(argv, capture_output=True, text=True)
     assert done.returncode != 0 and "s3cret" not in done.stderr and "***" in done.stderr, done.stderr
     assert len(done.stderr.strip().splitlines()) == 1
+
+
+def test_sigterm_during_environment_build_leaves_nothing_half_done(repo8, tmp_path, plain_spec):
+    repo, shas = repo8
+    store, cache = tmp_path / "s.db", tmp_path / "fresh-cache"
+    argv = _args(repo, shas, store, cache, plain_spec)
+    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    building = cache / "envs" / "tmp"
+    end = time.monotonic() + 120
+    while not (building.is_dir() and any(building.iterdir())):
+        assert proc.poll() is None and time.monotonic() < end, "no environment build was seen"
+        time.sleep(0.01)
+    start = time.monotonic()
+    proc.send_signal(signal.SIGTERM)
+    _, err = proc.communicate(timeout=30)
+    assert time.monotonic() - start < 5 and proc.returncode == 130, err
+    assert "resume" in err
+    assert not any(building.iterdir()), "a half-built environment was left behind"
+    assert _count(store) == 0
+    assert EnvManager(cache / "envs").list() == []
+    done = subprocess.run(argv, capture_output=True, text=True)
+    assert json.loads(done.stdout)["first_bad"]["sha"] == shas[5]

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Mapping, Optional, Sequence
 
 from bisector.errors import EnvironmentFailure
+from bisector.procs import run_bounded
 
 log = logging.getLogger("bisector.envs")
 
@@ -47,18 +48,16 @@ def run(
     env: Optional[Mapping[str, str]] = None,
     timeout: float = 1800,
 ) -> subprocess.CompletedProcess:
-    """Run ``args`` (a list, never a shell); EnvironmentFailure("<what>: <reason>") on failure."""
+    """Run ``args`` (a list, never a shell) in its own process group; EnvironmentFailure
+    ("<what>: <reason>") on failure. Ctrl-C / SIGTERM stop the whole group (bisector.procs)."""
     argv = [str(a) for a in args]
     log.debug("run: %s", argv)
     try:
-        proc = subprocess.run(
-            argv, cwd=cwd, env=dict(env) if env is not None else None,
-            capture_output=True, text=True, timeout=timeout, stdin=subprocess.DEVNULL,
-        )
+        done = run_bounded(argv, dict(env) if env is not None else None, cwd=cwd, timeout=timeout)
     except FileNotFoundError:
         raise EnvironmentFailure(f"{what}: {argv[0]} not found") from None
-    except subprocess.TimeoutExpired:
-        raise EnvironmentFailure(f"{what}: timed out after {timeout:.0f}s") from None
-    if proc.returncode != 0:
-        raise EnvironmentFailure(f"{what}: {short_reason(proc.stdout + chr(10) + proc.stderr)}")
-    return proc
+    if done.timed_out:
+        raise EnvironmentFailure(f"{what}: timed out after {timeout:.0f}s")
+    if done.returncode != 0:
+        raise EnvironmentFailure(f"{what}: {short_reason(done.stdout_tail + chr(10) + done.stderr_tail)}")
+    return subprocess.CompletedProcess(argv, done.returncode, done.stdout_tail, done.stderr_tail)
