@@ -40,10 +40,10 @@ def cmd_run(args) -> int:
     bisector = Bisector(config, store, config.run.cache_dir or default_cache_dir(),
                         handler=PrintHandler(quiet=args.json), command=["bisector", *sys.argv[1:]])
     result = bisector.run()
-    from .report import write_reports, render_text
+    from .report import write_reports, render_json, render_text
     write_reports(store, result)
     if args.json:
-        print(result.model_dump_json(indent=2))
+        print(render_json(result))
     else:
         print(render_text(result))
     return result.exit_code
@@ -62,8 +62,10 @@ def cmd_log(args) -> int:
 def cmd_runs(args) -> int:
     store = _store(args.store)
     for run in store.list_runs():
-        job = run.config.get("job", {})
-        print(f"{run.id}  {run.updated}  {run.status:15s} {job.get('package')} {job.get('good')}..{job.get('bad')}")
+        job = run.config.get("job") or {}
+        what = (f"{job.get('package')} {job.get('good')}..{job.get('bad')}" if run.kind == "bisect"
+                else ", ".join((run.config.get("matrix") or {}).get("grid", {}) or []) or "-")
+        print(f"{run.id}  {run.updated}  {run.kind:7s} {run.status:15s} {what}")
     return 0
 
 

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import hashlib
+import os
 import platform
 import shlex
 from pathlib import Path
@@ -99,7 +100,8 @@ class Bisector:
                             index_url=self.config.job.index_url, run_id=self.run_id)
         self._measurers.append(measurer)
         run = self.config.run
-        prefetch = run.prefetch if run.prefetch is not None else True
+        # default: prefetch when a core is left over beyond the probes running at once
+        prefetch = run.prefetch if run.prefetch is not None else (os.cpu_count() or 1) > run.jobs
         phase = Phase(name, plan.candidates, measurer, self.config.criterion, self._on_step, jobs=run.jobs,
                       prefetch=prefetch, find_fix=self.config.job.find_fix,
                       confirm=self.config.criterion.should_confirm)
@@ -200,7 +202,8 @@ class Bisector:
             reason += f"; try an older good, e.g.: {widen}"
         return BisectResult(
             run_id=self.run_id, package=self.config.job.package, mode=plan.candidates[0].kind.value,
-            status=status, reason=reason, criterion=phase.calibrated.describe(), first_bad=first, last_good=last,
+            status=status, reason=reason, find_fix=self.config.job.find_fix,
+            criterion=phase.calibrated.describe(), first_bad=first, last_good=last,
             ambiguous=[plan.candidates[i].short for i in s.ambiguous],
             probes_run=sum(m.probes_run for m in self._measurers),
             measurements_reused=sum(len(m.reused_keys) for m in self._measurers),

@@ -114,7 +114,7 @@ def headline(result: BisectResult) -> str:
     r = result
     if r.status == "found" and r.first_bad:
         last = f" (last good: {_label(r.last_good, False)})" if r.last_good else ""
-        return f"First bad: {r.package} {_label(r.first_bad)} — {move_phrase(r)}{last}"
+        return f"{'First fixed' if r.find_fix else 'First bad'}: {r.package} {_label(r.first_bad)} — {move_phrase(r)}{last}"
     if r.status == "no-regression":
         return f"No regression in range for {r.package}: {r.reason}"
     if r.status == "predates-range":
@@ -255,6 +255,8 @@ def load_result(store: Store, run_id: Optional[str]) -> BisectResult:
     if run is None or not run.result:
         where = f"no finished run {run_id!r}" if run_id else "no finished runs"
         raise UsageError(f"{where} in {store.path}")
+    if run.kind != "bisect":
+        raise UsageError(f"run {run.id} is a {run.kind} run: its report is the matrix.md written to its --out dir")
     return BisectResult.model_validate(run.result)
 
 

@@ -68,7 +68,7 @@ def _indented(command: str) -> list[str]:
 def _verdict_line(r: BisectResult) -> list[str]:
     if r.status == "found" and r.first_bad:
         subject = f" '{md_escape(r.first_bad.subject)}'" if r.first_bad.subject else ""
-        return [f"**First bad: {md_escape(r.package)} {_ref(r.first_bad)}**{subject} — "
+        return [f"**{'First fixed' if r.find_fix else 'First bad'}: {md_escape(r.package)} {_ref(r.first_bad)}**{subject} — "
                 f"{md_escape(move_phrase(r))}", ""]
     return [f"**{_STATUS.get(r.status, md_escape(r.status))} for {md_escape(r.package)}:** {md_escape(r.reason)}", ""]
 

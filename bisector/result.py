@@ -62,6 +62,7 @@ class BisectResult(BaseModel):
     mode: str
     status: str
     reason: str
+    find_fix: bool = False
     criterion: str
     first_bad: Optional[Point] = None
     last_good: Optional[Point] = None

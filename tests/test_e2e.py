@@ -171,6 +171,7 @@ def test_find_fix_names_the_first_fixed_release(release_index, tmp_path, env_cac
     assert proc.returncode == 0, proc.stderr
     out = json.loads(proc.stdout)
     assert out["status"] == "found" and out["first_bad"]["ref"] == "1.4.0"
+    assert out["find_fix"] and out["headline"].startswith("First fixed: tinypkg 1.4.0")
 
 
 def test_kway_search_gives_the_same_answer(repo30, tmp_path, env_cache, plain_spec):
