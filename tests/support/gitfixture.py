@@ -5,21 +5,9 @@ import os
 import subprocess
 from pathlib import Path
 
-PYPROJECT = """[build-system]
-requires = ["setuptools>=61"]
-build-backend = "setuptools.build_meta"
-
-[project]
-name = "{name}"
-version = "{version}"
-requires-python = ">=3.8"
-
-[tool.setuptools]
-packages = ["{name}"]
-"""
+from tests.support.gitrepo import package_files
 
 MODULE = '''"""A tiny package whose step() keeps a buffer alive; its size is the planted regression."""
-__version__ = "{version}"
 BUFFER_KIB = {kib}
 
 
@@ -37,10 +25,11 @@ def git(repo: Path, *args: str, date: str = "2024-01-01T00:00:00+00:00") -> str:
 
 
 def write_package(repo: Path, name: str, version: str, kib: int) -> None:
-    (repo / "pyproject.toml").write_text(PYPROJECT.format(name=name, version=version))
-    pkg = repo / name
-    pkg.mkdir(exist_ok=True)
-    (pkg / "__init__.py").write_text(MODULE.format(version=version, kib=kib))
+    """The package's files; it builds offline with the in-tree backend of tests.support.gitrepo."""
+    for rel, text in package_files(name, version, module_source=MODULE.format(kib=kib)).items():
+        target = repo / rel
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_text(text)
 
 
 def make_repo(root: Path, name: str = "tinypkg", commits: int = 30, bad_at: int = 17,
