@@ -14,6 +14,7 @@ def _run_flags(p: argparse.ArgumentParser) -> None:
     g.add_argument("--bad", help="known bad release or git ref")
     g.add_argument("--mode", choices=["auto", "releases", "commits"])
     g.add_argument("--repo", help="git repository (local path or URL) for commit mode / refinement")
+    g.add_argument("--repo-url", help="web URL for commit/PR/compare links when --repo is a local clone")
     g.add_argument("--pre", action="store_true", default=None, help="include pre-releases and yanked releases")
     g.add_argument("--all-parents", dest="first_parent", action="store_false", default=None,
                    help="bisect all commits, not only the first-parent line")
@@ -57,7 +58,7 @@ def overrides(args: argparse.Namespace) -> dict[str, Any]:
         probe["path" if looks_like_path else "name"] = args.probe
     return {
         "job": {"package": args.package, "good": args.good, "bad": args.bad, "mode": args.mode,
-                "repo": args.repo, "pre": args.pre, "first_parent": args.first_parent,
+                "repo": args.repo, "repo_url": args.repo_url, "pre": args.pre, "first_parent": args.first_parent,
                 "find_fix": args.find_fix, "widen": args.widen, "env": args.env, "index_url": args.index_url},
         "probe": probe,
         "criterion": {"metric": args.metric, "threshold": args.threshold, "max_increase": args.max_increase,

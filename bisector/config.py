@@ -32,6 +32,7 @@ class JobSection(BaseModel):
     bad: str
     mode: Mode = Mode.AUTO
     repo: Optional[str] = None
+    repo_url: Optional[str] = None
     pre: bool = False
     first_parent: bool = True
     find_fix: bool = False
@@ -46,6 +47,13 @@ class JobSection(BaseModel):
         if not re.fullmatch(r"[A-Za-z0-9]([A-Za-z0-9._-]*[A-Za-z0-9])?", value):
             raise ValueError(f"'{value}' is not a valid package name (PEP 508)")
         return canonicalize_name(value)
+
+    @field_validator("repo_url")
+    @classmethod
+    def _https(cls, value: Optional[str]) -> Optional[str]:
+        if value is not None and not value.startswith(("https://", "http://")):
+            raise ValueError("must be an http(s) URL of the repository's web page")
+        return value
 
     @field_validator("good", "bad")
     @classmethod

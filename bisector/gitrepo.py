@@ -127,6 +127,12 @@ def web_url(repo: str) -> Optional[str]:
     return re.sub(r"\.git/?$", "", url.rstrip("/"))
 
 
+def origin_url(repo: Path) -> Optional[str]:
+    """The ``origin`` remote of a local repository, if it has one."""
+    proc = subprocess.run(["git", "config", "--get", "remote.origin.url"], cwd=repo, capture_output=True, text=True)
+    return proc.stdout.strip() or None if proc.returncode == 0 else None
+
+
 def tag_for_version(repo: Path, version: str) -> Optional[str]:
     """The tag naming a release (``v0.22.0``, ``0.22.0``, ``v0.22``), if the repository has one."""
     tags = set(_git(["tag", "--list"], cwd=repo).split())

@@ -53,8 +53,16 @@ def commit_plan(job: JobSection, repo: str, cache_dir: Path, good: Optional[str]
     shas = gitrepo.first_parent_range(path, older, newer, first_parent=job.first_parent)
     if len(shas) < 2:
         raise UsageError(f"no commits between {good_ref} and {bad_ref}")
-    url = gitrepo.web_url(repo)
+    url = _link_base(job, repo, path)
     return Plan(gitrepo.commit_candidates(path, job.package, shas, url), notes, path, url)
+
+
+def _link_base(job: JobSection, repo: str, path: Path) -> Optional[str]:
+    """Where commit/PR/compare links point: --repo-url, else the URL given, else the clone's origin."""
+    if job.repo_url:
+        return job.repo_url.rstrip("/")
+    origin = gitrepo.origin_url(path) if not gitrepo.is_url(repo) else None
+    return gitrepo.web_url(repo) or (gitrepo.web_url(origin) if origin else None)
 
 
 def older_releases(job: JobSection) -> list[Candidate]:

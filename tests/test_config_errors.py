@@ -35,6 +35,7 @@ BAD_TOMLS = {
     "zero jobs": (GOOD_TOML + "[run]\njobs=0\n", "run.jobs: must be at least 1"),
     "wrong type": (GOOD_TOML + "[run]\njobs='many'\n", "run.jobs"),
     "negative noise": (GOOD_TOML + "[criterion]\nnoise=-1\n", "noise must be"),
+    "repo url not web": (GOOD_TOML.replace('mode = "releases"', 'repo_url = "file:///x"'), "job.repo_url: must be"),
 }
 
 

@@ -118,3 +118,12 @@ def test_web_links_drop_credentials():
     assert gitrepo.web_url("https://user:tok@example.com/org/proj.git") == "https://example.com/org/proj"
     assert gitrepo.web_url("git@example.com:org/proj.git") == "https://example.com/org/proj"
     assert gitrepo.web_url("/local/path") is None
+
+
+def test_links_from_origin_or_repo_url(tmp_path):
+    repo, shas = make_repo(tmp_path, commits=3, bad_at=1)
+    git(repo, "remote", "add", "origin", "git@example.com:org/tinypkg.git")
+    job = JobSection(package="tinypkg", good=shas[0], bad=shas[-1], mode="commits")
+    assert commit_plan(job, str(repo), tmp_path / "c").repo_url == "https://example.com/org/tinypkg"
+    job = job.model_copy(update={"repo_url": "https://example.org/mirror/"})
+    assert commit_plan(job, str(repo), tmp_path / "c").repo_url == "https://example.org/mirror"
