@@ -24,8 +24,10 @@ def envs_command(args) -> int:
     manager = EnvManager((args.cache_dir or default_cache_dir()) / "envs")
     if args.action == "list":
         for info in manager.list():
-            print(f"{info.fingerprint[:16]}  {info.target.package}=={info.installed_version or '?'}  "
-                  f"{human_bytes(info.size_bytes or 0):>10}  last used {info.last_used}")
+            rev = f" @{info.installed_revision[:12]}" if info.installed_revision else ""
+            label = f"{info.target.package}=={info.installed_version or '?'}{rev}"
+            print(f"{info.fingerprint[:16]}  {label:<44} {human_bytes(info.size_bytes or 0):>10}  "
+                  f"last used {info.last_used:%Y-%m-%d %H:%M}")
         return 0
     if args.keep_last is None and args.max_size is None:
         raise UsageError("envs gc needs --keep-last N and/or --max-size SIZE")

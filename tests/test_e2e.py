@@ -186,3 +186,16 @@ def test_kway_search_gives_the_same_answer(repo30, tmp_path, env_cache, plain_sp
         assert proc.returncode == 0, proc.stderr
         answers.append(json.loads(proc.stdout)["first_bad"]["sha"])
     assert answers == [shas[17], shas[17]]
+
+
+def test_envs_list_and_gc_commands(repo30, tmp_path, plain_spec):
+    repo, shas = repo30
+    cache = tmp_path / "own-cache"
+    args = _commit_args(repo, shas[15:19], tmp_path, cache, plain_spec, "--probe-cmd",
+                        f"sh {PROBES / 'tiny_exitcode.sh'}")
+    assert cli(*args).returncode == 0
+    listed = cli("envs", "list", "--cache-dir", str(cache)).stdout.splitlines()
+    assert len(listed) >= 3 and all("tinypkg==0.1." in line and " @" in line for line in listed)
+    gc = cli("envs", "gc", "--keep-last", "1", "--cache-dir", str(cache))
+    assert gc.returncode == 0 and f"removed {len(listed) - 1} environment(s)" in gc.stdout
+    assert len(cli("envs", "list", "--cache-dir", str(cache)).stdout.splitlines()) == 1
