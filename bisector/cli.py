@@ -1,7 +1,6 @@
 """The ``bisector`` command: one clear line and an exit code for every failure, tracebacks with --debug."""
 from __future__ import annotations
 
-import json
 import signal
 import sys
 from pathlib import Path

@@ -17,6 +17,7 @@ from .measure import Measurer
 from .phase import Phase, PhaseResult
 from .plan import Plan, commit_plan, older_releases, release_plan
 from .judge import judge
+from .gpus import GpuPool, detect_gpus, effective_jobs
 from .widen import walk_back
 from .commandline import with_flags
 from .result import BisectResult, Point, Step
@@ -65,6 +66,7 @@ class Bisector:
         self.envs = EnvManager(cache_dir / "envs", backend=config.run.env_backend)
         self.spec = load_env_spec(config.job.env, ENVS_DIR)
         self.steps: list[Step] = []
+        self.gpus = GpuPool(detect_gpus())
         self.notes: list[str] = []
 
     # -- recording --------------------------------------------------------------------------
@@ -97,12 +99,13 @@ class Bisector:
             self._note(text)
         self.handler.plan(name, plan.candidates)
         measurer = Measurer(self.store, self.envs, self.spec, self.config.probe, repo_path=plan.repo_path,
-                            index_url=self.config.job.index_url, run_id=self.run_id)
+                            index_url=self.config.job.index_url, run_id=self.run_id, gpus=self.gpus)
         self._measurers.append(measurer)
         run = self.config.run
+        jobs = effective_jobs(run.jobs, self.gpus.gpus)
         # default: prefetch when a core is left over beyond the probes running at once
-        prefetch = run.prefetch if run.prefetch is not None else (os.cpu_count() or 1) > run.jobs
-        phase = Phase(name, plan.candidates, measurer, self.config.criterion, self._on_step, jobs=run.jobs,
+        prefetch = run.prefetch if run.prefetch is not None else (os.cpu_count() or 1) > jobs
+        phase = Phase(name, plan.candidates, measurer, self.config.criterion, self._on_step, jobs=jobs,
                       prefetch=prefetch, find_fix=self.config.job.find_fix,
                       confirm=self.config.criterion.should_confirm)
         return phase.run()

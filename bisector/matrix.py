@@ -8,10 +8,7 @@ fingerprints is reused, not rerun. Cells are matched with the baseline run by gr
 from __future__ import annotations
 
 import datetime as dt
-import os
 import queue
-import shutil
-import subprocess
 import threading
 import uuid
 from concurrent.futures import ThreadPoolExecutor
@@ -28,6 +25,7 @@ from .errors import BisectorError, EnvironmentFailure, UsageError
 from .index import list_releases
 from .installer_config import resolve_index_url
 from .matrix_config import Cell, MatrixConfig, build_cells, expand_axis
+
 from .measure import Measurer, install_target
 from .probe import ProbeSpec
 from .store import Measurement, RunRow, Store
@@ -134,25 +132,6 @@ class MatrixResult(BaseModel):
 
 def timestamp() -> str:
     return dt.datetime.now(dt.timezone.utc).isoformat(timespec="microseconds")
-
-
-def detect_gpus() -> list[str]:
-    """GPU ids for one probe each: CUDA_VISIBLE_DEVICES when set, else ``nvidia-smi -L``, else none."""
-    visible = os.environ.get("CUDA_VISIBLE_DEVICES")
-    if visible is not None:
-        return [g.strip() for g in visible.split(",") if g.strip() and g.strip() != "-1"]
-    if not shutil.which("nvidia-smi"):
-        return []
-    try:
-        out = subprocess.run(["nvidia-smi", "-L"], capture_output=True, text=True, timeout=30).stdout
-    except (OSError, subprocess.TimeoutExpired):
-        return []
-    return parse_gpu_list(out)
-
-
-def parse_gpu_list(text: str) -> list[str]:
-    """GPU indices from ``nvidia-smi -L`` output ("GPU 0: NVIDIA H100 (UUID: ...)")."""
-    return [ln.split(":", 1)[0].split()[1] for ln in text.splitlines() if ln.startswith("GPU ") and ":" in ln]
 
 
 # -- measuring --------------------------------------------------------------------------------

@@ -18,7 +18,8 @@ from .criterion import Criterion, Direction
 from .driver import ENVS_DIR
 from .envs import EnvManager, EnvSpec, load_env_spec
 from .errors import BisectorError, UndecidedError, UsageError
-from .matrix import (BisectAttachment, CellResult, CellRunner, MatrixResult, compare, detect_gpus, grid_history,
+from .gpus import detect_gpus
+from .matrix import (BisectAttachment, CellResult, CellRunner, MatrixResult, compare, grid_history,
                      load_baseline, match_baseline, new_run_id, plan_cells, save_run, still_bad, summarise,
                      timestamp)
 from .matrix_config import Cell, MatrixConfig, grid_id, load_matrix_config

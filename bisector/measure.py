@@ -14,6 +14,7 @@ from typing import Optional
 from .candidate import Candidate, CandidateKind
 from .envs import EnvManager, EnvSpec, InstallTarget
 from .errors import EnvironmentFailure
+from .gpus import GpuPool
 from .probe import ProbeSpec
 from .procs import SHUTDOWN, Interrupted
 from .runner import run_probe
@@ -39,10 +40,12 @@ class Measurer:
     """Runs and stores measurements for one job (package, environment spec, probe)."""
 
     def __init__(self, store: Store, envs: EnvManager, spec: EnvSpec, probe: ProbeSpec,
-                 repo_path: Optional[Path] = None, index_url: Optional[str] = None, run_id: Optional[str] = None):
+                 repo_path: Optional[Path] = None, index_url: Optional[str] = None, run_id: Optional[str] = None,
+                 gpus: Optional[GpuPool] = None):
         self.store, self.envs, self.spec, self.probe = store, envs, spec, probe
         self.repo_path, self.index_url, self.run_id = repo_path, index_url, run_id
         self.probe_fp = probe.fingerprint()
+        self.gpus = gpus or GpuPool([])
         self.probes_run = 0
         self.reused_keys: set[str] = set()
         self._lock = threading.Lock()
@@ -81,7 +84,10 @@ class Measurer:
             return m
         env_seconds = time.monotonic() - start
         probe_env = {**env.run_env(), "BISECTOR_PACKAGE": c.package, "BISECTOR_CANDIDATE": c.ref}
-        outcome = run_probe(self.probe, env.python, probe_env)
+        with self.gpus.slot() as gpu:  # one probe per GPU; environments build without holding one
+            if gpu is not None:
+                probe_env["CUDA_VISIBLE_DEVICES"] = gpu
+            outcome = run_probe(self.probe, env.python, probe_env)
         _check_shutdown()
         with self._lock:
             self.probes_run += 1

@@ -1,8 +1,6 @@
 """``bisector probe --with accelerate==0.22.0``: measure one version (build or reuse its env, run, store)."""
 from __future__ import annotations
 
-import json
-import sys
 
 from packaging.requirements import InvalidRequirement, Requirement
 

@@ -9,7 +9,7 @@ import json
 import sqlite3
 import threading
 from pathlib import Path
-from typing import Any, Iterator, Optional
+from typing import Any, Optional
 
 from pydantic import BaseModel
 

@@ -1,7 +1,6 @@
 """Shared fixtures: a session-wide environment cache (real envs are reused across tests)."""
 from __future__ import annotations
 
-import os
 import sys
 from pathlib import Path
 

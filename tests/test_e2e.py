@@ -199,3 +199,14 @@ def test_envs_list_and_gc_commands(repo30, tmp_path, plain_spec):
     gc = cli("envs", "gc", "--keep-last", "1", "--cache-dir", str(cache))
     assert gc.returncode == 0 and f"removed {len(listed) - 1} environment(s)" in gc.stdout
     assert len(cli("envs", "list", "--cache-dir", str(cache)).stdout.splitlines()) == 1
+
+
+def test_one_probe_per_gpu(repo30, tmp_path, env_cache, plain_spec):
+    """With GPUs visible, each probe of a k-way search gets exactly one of them."""
+    repo, shas = repo30
+    proc = cli(*_commit_args(repo, shas, tmp_path, env_cache, plain_spec, "--probe", str(PROBES / "gpu_seen.py"),
+                             "--metric", "gpu", "--threshold", "100", "--jobs", "2"),
+               env={"CUDA_VISIBLE_DEVICES": "0,1"})
+    assert proc.returncode == 0, proc.stderr
+    seen = {s["value"] for s in json.loads(proc.stdout)["steps"]}
+    assert seen <= {0.0, 1.0} and seen

@@ -14,7 +14,8 @@ import pytest
 from bisector.criterion import Criterion
 from bisector.errors import BisectorError, UsageError
 from bisector.index import Release
-from bisector.matrix import BaselineCell, CellResult, compare, detect_gpus, parse_gpu_list
+from bisector.gpus import detect_gpus, parse_gpu_list
+from bisector.matrix import BaselineCell, CellResult, compare
 from bisector.matrix_config import MatrixSection, build_cells, expand_axis
 from tests.support.pkgindex import LocalIndex, build_wheel
 
