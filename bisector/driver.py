@@ -20,6 +20,7 @@ from .judge import judge
 from .gpus import GpuPool, detect_gpus, effective_jobs
 from .widen import walk_back
 from .commandline import with_flags
+from .project_url import repository_url
 from .result import BisectResult, Point, Step
 from .search import Outcome
 from .store import RunRow, StepRow, Store, now
@@ -157,7 +158,7 @@ class Bisector:
         """Auto mode: bisect the commits between the adjacent last-good / first-bad releases."""
         job = self.config.job
         good, bad = plan.candidates[res.search.last_good].ref, plan.candidates[res.search.first_bad].ref
-        repo = job.repo
+        repo = job.repo or self._metadata_repo(res)
         refine = with_flags(self.command, {"--mode": "commits", "--good": good, "--bad": bad, "--repo": "<REPO>"})
         if not repo:
             released.refine_command = refine
@@ -174,6 +175,16 @@ class Bisector:
             self._note(f"cannot refine to commits ({exc}); the release answer stands")
             return released
         return self._result(commits, self._phase("commits", commits))
+
+    def _metadata_repo(self, res: PhaseResult) -> Optional[str]:
+        """The repository named in the first bad release's metadata (its environment is at hand)."""
+        for m in res.judgements[res.search.first_bad].measurements:
+            env_path = m.details.get("env_path")
+            url = repository_url(Path(env_path)) if env_path else None
+            if url:
+                self._note(f"repository from {self.config.job.package}'s metadata: {url}")
+                return url
+        return None
 
     # -- result -----------------------------------------------------------------------------
     def _point(self, phase: PhaseResult, index: Optional[int]) -> Optional[Point]:

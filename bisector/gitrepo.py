@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import datetime as dt
 import hashlib
+import os
 import re
 import subprocess
 from pathlib import Path
@@ -19,7 +20,8 @@ _SEP = "\x1f"
 def _git(args: list[str], cwd: Optional[Path] = None, timeout: float = 600) -> str:
     """Run git with an argument list (never a shell); a failure is one clear line."""
     try:
-        proc = subprocess.run(["git", *args], cwd=cwd, capture_output=True, text=True, timeout=timeout)
+        proc = subprocess.run(["git", *args], cwd=cwd, capture_output=True, text=True, timeout=timeout,
+                              env={**os.environ, "GIT_TERMINAL_PROMPT": "0"}, stdin=subprocess.DEVNULL)
     except (OSError, subprocess.TimeoutExpired) as exc:
         raise BisectorError(f"git {args[0]} failed: {exc}") from None
     if proc.returncode != 0:

@@ -210,3 +210,24 @@ def test_one_probe_per_gpu(repo30, tmp_path, env_cache, plain_spec):
     assert proc.returncode == 0, proc.stderr
     seen = {s["value"] for s in json.loads(proc.stdout)["steps"]}
     assert seen <= {0.0, 1.0} and seen
+
+
+def test_auto_mode_refines_to_the_commit_through_the_metadata_repository(tmp_path, env_cache, plain_spec):
+    """Releases first; then the repository named in the first bad release's Project-URL is cloned and
+    the commits between the two boundary release tags are bisected."""
+    repo, shas = make_repo(tmp_path / "src", commits=10, bad_at=6, tags={3: "v1.3.0", 8: "v1.4.0"})
+    idx = LocalIndex(tmp_path / "idx")
+    for i, (version, kib) in enumerate((("1.2.0", 100), ("1.3.0", 100), ("1.4.0", 400), ("1.5.0", 400))):
+        src = f"BUFFER_KIB = {kib}\n\ndef step():\n    return len(bytearray(BUFFER_KIB * 1024))\n"
+        wheel = build_wheel(tmp_path / "w", "tinypkg", version, module_source=src,
+                            project_urls=[f"Source, file://{repo}"])
+        idx.add(wheel, T0 + dt.timedelta(days=i))
+    with idx.serve() as url:
+        proc = cli("run", "--package", "tinypkg", "--good", "1.2", "--bad", "1.5", "--index-url", url, "--probe",
+                   str(PROBES / "tiny_memory.py"), "--metric", "buffer_kib", "--threshold", "200", "--env",
+                   str(plain_spec), "--store", str(tmp_path / "s.db"), "--cache-dir", str(env_cache), "--json")
+    assert proc.returncode == 0, proc.stderr
+    out = json.loads(proc.stdout)
+    assert out["mode"] == "commit" and out["first_bad"]["sha"] == shas[6] and out["last_good"]["sha"] == shas[5]
+    assert any("metadata" in n for n in out["notes"])
+    assert {s["phase"] for s in out["steps"]} == {"releases", "commits"}

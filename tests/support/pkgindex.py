@@ -37,9 +37,10 @@ def _record_hash(data: bytes) -> str:
     return "sha256=" + base64.urlsafe_b64encode(digest).rstrip(b"=").decode()
 
 
-def _metadata(name: str, version: str, dependencies: Sequence[str]) -> str:
+def _metadata(name: str, version: str, dependencies: Sequence[str], project_urls: Sequence[str] = ()) -> str:
     lines = ["Metadata-Version: 2.1", f"Name: {name}", f"Version: {version}"]
     lines += [f"Requires-Dist: {dep}" for dep in dependencies]
+    lines += [f"Project-URL: {url}" for url in project_urls]
     return "\n".join(lines) + "\n\n"
 
 
@@ -50,12 +51,13 @@ def build_wheel(
     *,
     dependencies: Sequence[str] = (),
     module_source: str | None = None,
+    project_urls: Sequence[str] = (),
 ) -> Path:
     """Write ``<name>-<version>-py3-none-any.whl`` into ``out_dir`` and return its path.
 
     The wheel holds the module ``<name>/__init__.py`` (dashes become underscores) with
     ``__version__ = "<version>"`` followed by ``module_source``, plus METADATA (with one
-    ``Requires-Dist`` per dependency), WHEEL, top_level.txt and RECORD. Deterministic.
+    ``Requires-Dist`` per dependency and one ``Project-URL`` per "Label, URL"), WHEEL, top_level.txt and RECORD. Deterministic.
     """
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -64,7 +66,7 @@ def build_wheel(
     source = f'__version__ = "{version}"\n' + (module_source or "")
     files = {
         f"{module}/__init__.py": source.encode(),
-        f"{dist}.dist-info/METADATA": _metadata(name, version, dependencies).encode(),
+        f"{dist}.dist-info/METADATA": _metadata(name, version, dependencies, project_urls).encode(),
         f"{dist}.dist-info/WHEEL": (
             "Wheel-Version: 1.0\nGenerator: tests.support\nRoot-Is-Purelib: true\n"
             "Tag: py3-none-any\n\n"
