@@ -31,13 +31,17 @@ def cmd_run(args) -> int:
     config_path = args.config
     if config_path is None and Path("bisect.toml").is_file():
         config_path = Path("bisect.toml")
-    config = load_config(config_path, overrides(args))
+    command = ["bisector", *sys.argv[1:]]
+    if args.resume is not None:
+        config, command = _resumed(args)
+    else:
+        config = load_config(config_path, overrides(args))
     config.probe.script()  # an unknown probe is a usage error before any work
     from .driver import Bisector
     from .progress import PrintHandler
     store = _store(config.run.store)
     bisector = Bisector(config, store, config.run.cache_dir or default_cache_dir(),
-                        handler=PrintHandler(quiet=args.json), command=["bisector", *sys.argv[1:]])
+                        handler=PrintHandler(quiet=args.json), command=command)
     result = bisector.run()
     from .report import write_reports, render_json, render_text
     write_reports(store, result)
@@ -46,6 +50,17 @@ def cmd_run(args) -> int:
     else:
         print(render_text(result))
     return result.exit_code
+
+
+def _resumed(args):
+    """The configuration and command of a stored run, for --resume [RUN]."""
+    from .config import JobConfig
+    store = _store(args.store)
+    run = store.get_run(args.resume or None)
+    if run is None or run.kind != "bisect":
+        raise UsageError(f"no bisect run {args.resume!r} to resume in {store.path}")
+    print(f"resuming run {run.id}: {' '.join(run.command)}", file=sys.stderr)
+    return JobConfig.model_validate(run.config), run.command
 
 
 def cmd_log(args) -> int:

@@ -48,6 +48,8 @@ def _run_flags(p: argparse.ArgumentParser) -> None:
     g.add_argument("--cache-dir", type=Path, help="environment and repository cache")
     g.add_argument("--env-backend", choices=["uv", "virtualenv"])
     g.add_argument("--json", action="store_true", help="print the result as JSON")
+    g.add_argument("--resume", nargs="?", const="", metavar="RUN",
+                   help="resume a stored run (default: the latest) with its own configuration")
 
 
 def overrides(args: argparse.Namespace) -> dict[str, Any]:

@@ -147,6 +147,9 @@ def test_killed_run_resumes_with_exactly_the_missing_steps(repo30, tmp_path, env
     assert resumed["probes_run"] == total - 3
     assert resumed["measurements_reused"] == 3
     assert resumed["first_bad"]["sha"] == reference["first_bad"]["sha"] == shas[17]
+    by_id = cli("run", "--resume", "--store", str(tmp_path / "store.db"), "--json")
+    assert by_id.returncode == 0 and "resuming run" in by_id.stderr
+    assert json.loads(by_id.stdout)["probes_run"] == 0
 
 
 def _release_args(release_index, tmp_path, env_cache, plain_spec, *extra):
