@@ -1,64 +1,80 @@
-"""Where one bisect step spends its time, and the tool's own overhead as a share of it.
+"""Where a bisect step spends its time, and the tool's own overhead as a share of it.
 
-Runs `bisector probe --with accelerate==<version>` (the default job's step: environment, probe,
-store, report) twice against a fresh store: the first builds or reuses the environment (warming
-it), the second is the warm step that a bisect repeats. The split of the warm step:
+Runs a warm bisect of accelerate (default 0.27.0 .. 0.28.0 with the built-in ga_memory probe and
+its --timings): a first run builds (or reuses) the environments, the measured run uses a fresh
+store with that warm environment cache, as a user's second bisect would. From the stored
+measurements it splits the steps into
 
-  environment ready          ensure() of the cached environment
-  probe: interpreter + imports, model build, steps, rest   (from the probe's --timings)
-  tool: CLI start, index lookup, store and report          (wall minus environment and probe)
+  environment ready             ensure() of the cached environment
+  probe process                 interpreter start + imports, model build, measured steps, rest
+  tool                          everything else: CLI start, index lookup, search, store, report
 
-Overhead = everything except the probe process, as a share of the step. Target: under 10%.
-Usage: python bench/step.py [--version 0.22.0] [--cache-dir DIR]
+and prints the tool's overhead (everything except the probe processes) as a share of the run.
+Target: under 10%. Usage: python bench/step.py [--good 0.27.0] [--bad 0.28.0] [--cache-dir DIR]
 """
 from __future__ import annotations
 
 import argparse
-import json
 import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
 
-def step(version: str, cache: Path, store: Path) -> tuple[float, dict]:
-    argv = [sys.executable, "-m", "bisector", "probe", "--with", f"accelerate=={version}", "--probe-arg=--timings",
-            "--cache-dir", str(cache), "--store", str(store), "--json"]
+from bisector.store import Store  # noqa: E402
+
+
+def bisect(good: str, bad: str, cache: Path, store: Path) -> float:
+    argv = [sys.executable, "-m", "bisector", "run", "--package", "accelerate", "--mode", "releases", "--good", good,
+            "--bad", bad, "--probe", "ga_memory", "--probe-arg=--timings", "--metric", "ga_excess_bytes_per_param",
+            "--threshold", "0.5", "--cache-dir", str(cache), "--store", str(store), "--no-prefetch"]
     start = time.monotonic()
-    done = subprocess.run(argv, capture_output=True, text=True)
-    wall = time.monotonic() - start
-    if done.returncode != 0:
-        raise SystemExit(f"bisector probe failed: {done.stderr[-1500:]}")
-    return wall, json.loads(done.stdout)
+    done = subprocess.run(argv, capture_output=True, text=True, cwd=tempfile.gettempdir())
+    if done.returncode not in (0, 3):
+        raise SystemExit(f"bisector failed: {done.stderr[-1500:]}")
+    return time.monotonic() - start
+
+
+def split(store: Path) -> dict[str, float]:
+    parts = dict.fromkeys(("environment ready", "probe: interpreter start", "probe: imports", "probe: model build",
+                           "probe: measured steps", "probe: rest (setup, fit, result, exit)"), 0.0)
+    measurements = Store(store).measurements_for("accelerate")
+    for m in measurements:
+        env_s = m.details.get("env_seconds", 0.0)
+        t = (m.details.get("result") or {}).get("timings") or {}
+        inside = [t.get(k, 0.0) for k in ("interpreter_start_s", "imports_s", "model_build_s", "steps_s")]
+        parts["environment ready"] += env_s
+        for name, value in zip(list(parts)[1:5], inside):
+            parts[name] += value
+        parts["probe: rest (setup, fit, result, exit)"] += m.seconds - env_s - sum(inside)
+    parts["steps"] = len(measurements)
+    return parts
 
 
 def main() -> int:
     parser = argparse.ArgumentParser()
-    parser.add_argument("--version", default="0.22.0")
+    parser.add_argument("--good", default="0.27.0")
+    parser.add_argument("--bad", default="0.28.0")
     parser.add_argument("--cache-dir", type=Path, default=None)
     args = parser.parse_args()
     tmp = Path(tempfile.mkdtemp(prefix="bisector-bench-step-"))
     cache = args.cache_dir or tmp / "cache"
-    step(args.version, cache, tmp / "warmup.db")            # build (or reuse) the environment
-    wall, m = step(args.version, cache, tmp / "fresh.db")   # the warm step
-    env_s = m["details"]["env_seconds"]
-    probe_s = m["seconds"] - env_s
-    t = m["details"]["result"].get("timings", {})
-    inside = {k: t.get(k, 0.0) for k in ("interpreter_start_s", "imports_s", "model_build_s", "steps_s")}
-    rows = [("environment ready (cached)", env_s),
-            ("probe: interpreter start", inside["interpreter_start_s"]),
-            ("probe: imports", inside["imports_s"]),
-            ("probe: model build", inside["model_build_s"]),
-            ("probe: measured steps", inside["steps_s"]),
-            ("probe: rest (setup, fit, result, exit)", probe_s - sum(inside.values())),
-            ("tool: CLI start, index lookup, store, report", wall - m["seconds"])]
-    print(f"{'part of one warm step':<48} {'seconds':>8} {'share':>7}")
-    for name, seconds in rows:
-        print(f"{name:<48} {seconds:8.2f} {seconds / wall:7.1%}")
-    overhead = wall - probe_s
-    print(f"{'total':<48} {wall:8.2f}")
-    print(f"tool overhead (everything but the probe process): {overhead:.2f} s = {overhead / wall:.1%} of the step")
+    bisect(args.good, args.bad, cache, tmp / "warmup.db")
+    wall = bisect(args.good, args.bad, cache, tmp / "measured.db")
+    parts = split(tmp / "measured.db")
+    steps = int(parts.pop("steps"))
+    probe = sum(v for k, v in parts.items() if k.startswith("probe"))
+    parts["tool: CLI, index, search, store, report"] = wall - probe - parts["environment ready"]
+    print(f"warm bisect of accelerate {args.good}..{args.bad}: {steps} steps, {wall:.1f} s")
+    print(f"{'part':<44} {'s/step':>7} {'share':>7}")
+    for name, seconds in parts.items():
+        print(f"{name:<44} {seconds / steps:7.2f} {seconds / wall:7.1%}")
+    overhead = wall - probe
+    print(f"tool overhead (everything but the probe processes): {overhead / steps:.2f} s/step = "
+          f"{overhead / wall:.1%} of the run (target < 10%)")
     return 0
 
 

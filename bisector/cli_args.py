@@ -6,6 +6,17 @@ from pathlib import Path
 from typing import Any
 
 
+def add_env_and_probe_flags(p: argparse.ArgumentParser, g) -> None:
+    """--env and --index-url (into group ``g``) and the probe group, shared by ``run`` and ``matrix``."""
+    g.add_argument("--env", help="environment spec: a name in envs/ or a path to a .toml")
+    g.add_argument("--index-url", help="package index (default: the installers' configuration)")
+    g = p.add_argument_group("probe")
+    g.add_argument("--probe", help="built-in probe name, or a path to a probe script")
+    g.add_argument("--probe-cmd", help="command run in the environment: exit 0 good, 125 skip, 1-127 bad")
+    g.add_argument("--probe-arg", action="append", dest="probe_args", help="argument passed to the probe")
+    g.add_argument("--timeout", type=float, help="seconds before a probe run is stopped (SKIP)")
+
+
 def _run_flags(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group("job")
     g.add_argument("--config", type=Path, help="job file (default: ./bisect.toml when present)")
@@ -21,13 +32,7 @@ def _run_flags(p: argparse.ArgumentParser) -> None:
     g.add_argument("--find-fix", action="store_true", default=None, help="search the first GOOD after BAD")
     g.add_argument("--widen", action="store_true", default=None,
                    help="when good is already BAD, walk back through older releases until one is GOOD")
-    g.add_argument("--env", help="environment spec: a name in envs/ or a path to a .toml")
-    g.add_argument("--index-url", help="package index (default: the installers' configuration)")
-    g = p.add_argument_group("probe")
-    g.add_argument("--probe", help="built-in probe name, or a path to a probe script")
-    g.add_argument("--probe-cmd", help="command run in the environment: exit 0 good, 125 skip, 1-127 bad")
-    g.add_argument("--probe-arg", action="append", dest="probe_args", help="argument passed to the probe")
-    g.add_argument("--timeout", type=float, help="seconds before a probe run is stopped (SKIP)")
+    add_env_and_probe_flags(p, g)
     g = p.add_argument_group("verdicts")
     g.add_argument("--metric", help="metric the criterion reads")
     g.add_argument("--threshold", type=float, help="BAD when the metric is beyond this value")

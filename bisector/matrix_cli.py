@@ -13,6 +13,7 @@ from typing import Any, Optional
 
 from packaging.version import Version
 
+from .cli_args import add_env_and_probe_flags
 from .config import JobConfig, JobSection, Mode
 from .criterion import Criterion, Direction
 from .driver import ENVS_DIR
@@ -42,13 +43,7 @@ def add_matrix_parser(sub) -> None:
                    "(default: the previous run of the same grid and probe)")
     g.add_argument("--bisect-on-regression", action="store_true",
                    help="bisect each confirmed regression between the versions that bound it")
-    g.add_argument("--env", help="environment spec: a name in envs/ or a path to a .toml")
-    g.add_argument("--index-url", help="package index (default: the installers' configuration)")
-    g = p.add_argument_group("probe")
-    g.add_argument("--probe", help="built-in probe name, or a path to a probe script")
-    g.add_argument("--probe-cmd", help="command run in the environment: exit 0 good, 125 skip, 1-127 bad")
-    g.add_argument("--probe-arg", action="append", dest="probe_args", help="argument passed to the probe")
-    g.add_argument("--timeout", type=float, help="seconds before a probe run is stopped")
+    add_env_and_probe_flags(p, g)
     _verdict_and_run_flags(p)
 
 
