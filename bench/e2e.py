@@ -6,7 +6,8 @@ commit. The baseline is what a user writes by hand: `git bisect run` around a fr
 `pip install . torch==<this torch>` and the probe. Both must name the same commit.
 
 Prints one table: wall seconds, steps, and the ratio baseline / bisector for a cold run (empty caches)
-and a warm run (empty store, warm environment cache). Usage: python bench/e2e.py [--commits 200]
+and a warm run (empty store, warm environment cache), plus what prefetching the next midpoints'
+environments saves on a cold run (--prefetch vs --no-prefetch, each with its own empty cache). Usage: python bench/e2e.py [--commits 200]
 """
 from __future__ import annotations
 
@@ -101,7 +102,7 @@ def baseline(repo: Path, work: Path, good: str, bad: str) -> tuple[float, str, i
     return seconds, first_bad, len((work / "steps").read_text().split())
 
 
-def ours(repo: Path, work: Path, cache: Path, good: str, bad: str) -> tuple[float, str, int]:
+def ours(repo: Path, work: Path, cache: Path, good: str, bad: str, *extra: str) -> tuple[float, str, int]:
     probe = work / "probe.py"
     probe.write_text(PROBE)
     spec = work / "spec.toml"
@@ -109,7 +110,7 @@ def ours(repo: Path, work: Path, cache: Path, good: str, bad: str) -> tuple[floa
     argv = [sys.executable, "-m", "bisector", "run", "--package", "torchpkg", "--mode", "commits", "--repo",
             str(repo), "--good", good, "--bad", bad, "--probe", str(probe), "--metric", "step_bytes",
             "--threshold", str(300 * 1024), "--env", str(spec), "--store", str(work / "store.db"),
-            "--cache-dir", str(cache), "--json"]
+            "--cache-dir", str(cache), "--json", *extra]
     start = time.monotonic()
     done = subprocess.run(argv, capture_output=True, text=True)
     seconds = time.monotonic() - start
@@ -133,9 +134,12 @@ def main() -> int:
         if not args.skip_baseline:
             (tmp / "base").mkdir()
             rows.append(("baseline: git bisect run + venv + pip", *baseline(repo, tmp / "base", shas[0], shas[-1])))
+        (tmp / "noprefetch").mkdir()
+        rows.append(("bisector cold, --no-prefetch", *ours(repo, tmp / "noprefetch", tmp / "cache-np", shas[0],
+                                                            shas[-1], "--no-prefetch")))
         for name in ("cold", "warm"):
             (tmp / name).mkdir()
-            rows.append((f"bisector {name}", *ours(repo, tmp / name, cache, shas[0], shas[-1])))
+            rows.append((f"bisector {name}", *ours(repo, tmp / name, cache, shas[0], shas[-1], "--prefetch")))
         print(f"{'run':<40} {'seconds':>9} {'steps':>6}  first bad")
         for name, seconds, sha, steps in rows:
             print(f"{name:<40} {seconds:9.1f} {steps:>6}  {sha[:12]}")
@@ -143,6 +147,9 @@ def main() -> int:
             base = rows[0][1]
             for name, seconds, _, _ in rows[1:]:
                 print(f"ratio baseline / {name:<22} {base / seconds:9.1f}x")
+        cold_np = next(r[1] for r in rows if r[0].endswith("--no-prefetch"))
+        cold = next(r[1] for r in rows if r[0] == "bisector cold")
+        print(f"prefetch saved {cold_np - cold:.1f} s on the cold bisect ({(cold_np - cold) / cold_np:.0%})")
         same = len({r[2] for r in rows}) == 1 and rows[0][2] == shas[args.bad_at]
         print(f"all name the planted commit {shas[args.bad_at][:12]}: {'yes' if same else 'NO'}")
         return 0 if same else 1
