@@ -234,3 +234,19 @@ def test_auto_mode_refines_to_the_commit_through_the_metadata_repository(tmp_pat
     assert out["mode"] == "commit" and out["first_bad"]["sha"] == shas[6] and out["last_good"]["sha"] == shas[5]
     assert any("metadata" in n for n in out["notes"])
     assert {s["phase"] for s in out["steps"]} == {"releases", "commits"}
+
+
+def test_probe_one_version(release_index, tmp_path, env_cache, plain_spec):
+    """`bisector probe --with PKG==X` measures one version, stores it, and reuses it the next time."""
+    args = ["probe", "--with", "tinypkg==1.4.0", "--index-url", release_index, "--probe",
+            str(PROBES / "tiny_memory.py"), "--env", str(plain_spec), "--store", str(tmp_path / "s.db"),
+            "--cache-dir", str(env_cache)]
+    first = cli(*args)
+    assert first.returncode == 0, first.stderr
+    assert "tinypkg==1.4.0: ok" in first.stdout and "buffer_kib" in first.stdout and "400" in first.stdout
+    again = cli(*args, "--json")
+    assert json.loads(again.stdout)["metrics"]["buffer_kib"] == 400.0
+    assert "(from the store)" in cli(*args).stdout
+    missing = cli("probe", "--with", "tinypkg==9.9", "--index-url", release_index, "--env", str(plain_spec),
+                  "--store", str(tmp_path / "s.db"), "--cache-dir", str(env_cache))
+    assert missing.returncode == 2 and "does not exist" in missing.stderr
