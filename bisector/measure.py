@@ -57,31 +57,44 @@ class Measurer:
         raw = "\0".join([c.package, c.kind.value, c.ref, env_fp, self.probe_fp, str(repeat)])
         return hashlib.sha256(raw.encode()).hexdigest()[:32]
 
+    def _address(self, c: Candidate, repeat: int) -> tuple[InstallTarget, str, str]:
+        """The install target, environment fingerprint and store key of one measurement."""
+        target = self.target(c)
+        env_fp = self.envs.recipe(self.spec, target).fingerprint
+        return target, env_fp, self.key(c, env_fp, repeat)
+
     def stored(self, c: Candidate, repeat: int) -> Optional[Measurement]:
         """The stored measurement for this candidate and repeat, if one can be reused."""
-        env_fp = self.envs.recipe(self.spec, self.target(c)).fingerprint
-        found = self.store.get_measurement(self.key(c, env_fp, repeat))
+        return self._reusable(self._address(c, repeat)[2])
+
+    def _reusable(self, key: str) -> Optional[Measurement]:
+        found = self.store.get_measurement(key)
         return found if found and found.status not in RETRIED_ON_RERUN else None
 
     def measure(self, c: Candidate, repeat: int = 0) -> Measurement:
         """Reuse the stored measurement or take a new one (environment failures become a stored SKIP)."""
-        found = self.stored(c, repeat)
+        target, env_fp, key = self._address(c, repeat)
+        found = self._reusable(key)
         if found is not None:
             with self._lock:
                 self.reused_keys.add(found.key)
             return found
-        target = self.target(c)
-        env_fp = self.envs.recipe(self.spec, target).fingerprint
+        base = Measurement(key=key, package=c.package, candidate=c.ref, env_fingerprint=env_fp,
+                           probe_fingerprint=self.probe_fp, repeat=repeat, run_id=self.run_id,
+                           status="running", seconds=0.0)
+        m = self._take(c, target, base)
+        self.store.put_measurement(m)
+        return m
+
+    def _take(self, c: Candidate, target: InstallTarget, base: Measurement) -> Measurement:
+        """Build (or reuse) the environment and run the probe; nothing is returned if interrupted."""
         start = time.monotonic()
-        base = dict(key=self.key(c, env_fp, repeat), package=c.package, candidate=c.ref, env_fingerprint=env_fp,
-                    probe_fingerprint=self.probe_fp, repeat=repeat, run_id=self.run_id)
         try:
             env = self.envs.ensure(self.spec, target)
         except EnvironmentFailure as exc:
             _check_shutdown()
-            m = Measurement(**base, status="env-failed", reason=str(exc), seconds=time.monotonic() - start)
-            self.store.put_measurement(m)
-            return m
+            return base.model_copy(update={"status": "env-failed", "reason": str(exc),
+                                           "seconds": time.monotonic() - start})
         env_seconds = time.monotonic() - start
         probe_env = {**env.run_env(), "BISECTOR_PACKAGE": c.package, "BISECTOR_CANDIDATE": c.ref}
         with self.gpus.slot() as gpu:  # one probe per GPU; environments build without holding one
@@ -92,10 +105,9 @@ class Measurer:
         with self._lock:
             self.probes_run += 1
         details = {**outcome.details(), "env_seconds": round(env_seconds, 3), "env_path": str(env.path)}
-        m = Measurement(**base, status=outcome.status, metrics=outcome.metrics, exit_code=outcome.exit_code,
-                        reason=outcome.reason, seconds=time.monotonic() - start, details=details)
-        self.store.put_measurement(m)
-        return m
+        return base.model_copy(update={"status": outcome.status, "metrics": outcome.metrics, "details": details,
+                                       "exit_code": outcome.exit_code, "reason": outcome.reason,
+                                       "seconds": time.monotonic() - start})
 
     def prefetch(self, candidates: list[Candidate]) -> None:
         """Build the environments of candidates that may be probed next, in the background."""
