@@ -45,24 +45,36 @@ def _run_flags(p: argparse.ArgumentParser) -> None:
     g.add_argument("--crash-is-bad", action="store_true", default=None, help="a crashing probe counts as BAD")
     g.add_argument("--confirm", action=argparse.BooleanOptionalAction, default=None,
                    help="re-measure the boundary pair at the end")
-    g = p.add_argument_group("execution")
-    g.add_argument("--jobs", type=int, help="candidates probed at once (k-way search)")
-    g.add_argument("--prefetch", action=argparse.BooleanOptionalAction, default=None,
-                   help="build the next midpoints' environments while a probe runs")
-    g.add_argument("--store", type=Path, help="SQLite store (default: in the user cache dir)")
-    g.add_argument("--cache-dir", type=Path, help="environment and repository cache")
-    g.add_argument("--env-backend", choices=["uv", "virtualenv"])
-    g.add_argument("--json", action="store_true", help="print the result as JSON")
+    g = add_execution_flags(p, "candidates probed at once (k-way search)",
+                            "build the next midpoints' environments while a probe runs")
     g.add_argument("--resume", nargs="?", const="", metavar="RUN",
                    help="resume a stored run (default: the latest) with its own configuration")
 
 
-def overrides(args: argparse.Namespace) -> dict[str, Any]:
-    """CLI flags as a partial config (None = not given)."""
+def add_execution_flags(p: argparse.ArgumentParser, jobs_help: str, prefetch_help: str):
+    """The execution group shared by ``run`` and ``matrix``; returns it for command-specific flags."""
+    g = p.add_argument_group("execution")
+    g.add_argument("--jobs", type=int, help=jobs_help)
+    g.add_argument("--prefetch", action=argparse.BooleanOptionalAction, default=None, help=prefetch_help)
+    g.add_argument("--store", type=Path, help="SQLite store (default: in the user cache dir)")
+    g.add_argument("--cache-dir", type=Path, help="environment and repository cache")
+    g.add_argument("--env-backend", choices=["uv", "virtualenv"])
+    g.add_argument("--json", action="store_true", help="print the result as JSON")
+    return g
+
+
+def probe_overrides(args: argparse.Namespace) -> dict[str, Any]:
+    """--probe (a built-in name or a script path), --probe-cmd, --probe-arg, --timeout as a [probe] table."""
     probe: dict[str, Any] = {"cmd": args.probe_cmd, "args": args.probe_args, "timeout": args.timeout}
     if args.probe:
         looks_like_path = args.probe.endswith(".py") or "/" in args.probe or Path(args.probe).is_file()
         probe["path" if looks_like_path else "name"] = args.probe
+    return probe
+
+
+def overrides(args: argparse.Namespace) -> dict[str, Any]:
+    """CLI flags as a partial config (None = not given)."""
+    probe = probe_overrides(args)
     return {
         "job": {"package": args.package, "good": args.good, "bad": args.bad, "mode": args.mode,
                 "repo": args.repo, "repo_url": args.repo_url, "pre": args.pre, "first_parent": args.first_parent,

@@ -13,7 +13,7 @@ from typing import Any, Optional
 
 from packaging.version import Version
 
-from .cli_args import add_env_and_probe_flags
+from .cli_args import add_env_and_probe_flags, add_execution_flags, probe_overrides
 from .config import JobConfig, JobSection, Mode
 from .criterion import Criterion, Direction
 from .driver import ENVS_DIR
@@ -56,22 +56,12 @@ def _verdict_and_run_flags(p: argparse.ArgumentParser) -> None:
     g.add_argument("--direction", choices=["increase", "decrease"], help="which way a regression moves the metric")
     g.add_argument("--repeats", type=int, help="measurements per cell (median)")
     g.add_argument("--noise", type=float, help="noise band around the threshold (metric units)")
-    g = p.add_argument_group("execution")
-    g.add_argument("--jobs", type=int, help="cells measured at once (one probe per GPU when GPUs are present)")
-    g.add_argument("--prefetch", action=argparse.BooleanOptionalAction, default=None,
-                   help="build the next cells' environments while probes run")
-    g.add_argument("--store", type=Path, help="SQLite store (default: in the user cache dir)")
-    g.add_argument("--cache-dir", type=Path, help="environment cache")
-    g.add_argument("--env-backend", choices=["uv", "virtualenv"])
-    g.add_argument("--json", action="store_true", help="print the result as JSON")
+    add_execution_flags(p, "cells measured at once (one probe per GPU when GPUs are present)",
+                        "build the next cells' environments while probes run")
 
 
 def _overrides(args: argparse.Namespace) -> dict[str, Any]:
-    probe: dict[str, Any] = {"cmd": args.probe_cmd, "args": args.probe_args, "timeout": args.timeout}
-    if args.probe:
-        looks_like_path = args.probe.endswith(".py") or "/" in args.probe or Path(args.probe).is_file()
-        probe["path" if looks_like_path else "name"] = args.probe
-    return {"matrix": {"env": args.env, "index_url": args.index_url}, "probe": probe,
+    return {"matrix": {"env": args.env, "index_url": args.index_url}, "probe": probe_overrides(args),
             "criterion": {"metric": args.metric, "threshold": args.threshold, "max_increase": args.max_increase,
                           "direction": args.direction, "repeats": args.repeats, "noise": args.noise},
             "run": {"jobs": args.jobs, "prefetch": args.prefetch, "store": args.store,
