@@ -11,6 +11,7 @@ import threading
 from pathlib import Path
 from typing import Any, Optional
 
+from filelock import FileLock, Timeout
 from pydantic import BaseModel
 
 from .errors import BisectorError
@@ -94,15 +95,23 @@ class Store:
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self._lock = threading.RLock()  # one connection shared by the k-way worker threads
         try:
-            self._db = sqlite3.connect(str(self.path), timeout=60, isolation_level=None,
-                                       check_same_thread=False)
-            self._db.execute("PRAGMA busy_timeout = 60000")
-            self._db.execute("PRAGMA journal_mode = WAL")
-            self._db.executescript(SCHEMA)
-            self._check_version()
+            # Switching to WAL needs the database to itself and SQLite does not wait for that,
+            # so processes opening one store at the same moment take turns at setting it up.
+            with FileLock(str(self.path) + ".init.lock", timeout=120):
+                self._db = sqlite3.connect(str(self.path), timeout=60, isolation_level=None,
+                                           check_same_thread=False)
+                self._db.execute("PRAGMA busy_timeout = 60000")
+                self._db.execute("PRAGMA journal_mode = WAL")
+                self._db.executescript(SCHEMA)
+                self._check_version()
         except sqlite3.DatabaseError as exc:
             raise BisectorError(f"store {self.path} is not a usable bisector store ({exc}); "
                                 "move it away or pass --store to use another file") from None
+        except Timeout:
+            raise BisectorError(f"store {self.path} stayed locked by another process for 120 s "
+                                f"(lock file {self.path}.init.lock)") from None
+        except OSError as exc:
+            raise BisectorError(f"store {self.path} cannot be opened: {exc.strerror or exc}") from None
 
     def _check_version(self) -> None:
         with self._tx() as db:

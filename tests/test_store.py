@@ -1,6 +1,7 @@
 """The SQLite store: round trips, runs and steps, damaged or foreign files, concurrent writers."""
 from __future__ import annotations
 
+import multiprocessing
 import sqlite3
 import subprocess
 import sys
@@ -72,3 +73,27 @@ def test_two_processes_write_concurrently(tmp_path):
     procs = [subprocess.Popen([sys.executable, "-c", code, tag]) for tag in ("a", "b")]
     assert [p.wait(timeout=120) for p in procs] == [0, 0]
     assert len(Store(path).measurements_for("p")) == 400
+
+
+def _open_at_once(path: str, barrier, results) -> None:
+    barrier.wait()
+    try:
+        Store(path).close()
+        results.put("ok")
+    except BisectorError as exc:
+        results.put(str(exc))
+
+
+def test_processes_creating_one_store_at_the_same_moment_all_succeed(tmp_path):
+    """Two `bisector run`s started together on a fresh store must both get it (setting WAL races)."""
+    ctx = multiprocessing.get_context("fork")
+    for i in range(25):
+        barrier, results = ctx.Barrier(4), ctx.Queue()
+        procs = [ctx.Process(target=_open_at_once, args=(str(tmp_path / f"{i}.db"), barrier, results))
+                 for _ in range(4)]
+        for p in procs:
+            p.start()
+        outcomes = [results.get(timeout=60) for _ in procs]
+        for p in procs:
+            p.join(timeout=60)
+        assert outcomes == ["ok"] * 4, outcomes
