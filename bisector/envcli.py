@@ -26,13 +26,16 @@ def envs_command(args) -> int:
         for info in manager.list():
             rev = f" @{info.installed_revision[:12]}" if info.installed_revision else ""
             label = f"{info.target.package}=={info.installed_version or '?'}{rev}"
+            busy = "  in use" if manager.in_use(info.fingerprint) else ""
             print(f"{info.fingerprint[:16]}  {label:<44} {human_bytes(info.size_bytes or 0):>10}  "
-                  f"last used {info.last_used:%Y-%m-%d %H:%M}")
+                  f"last used {info.last_used:%Y-%m-%d %H:%M}{busy}")
         return 0
     if args.keep_last is None and args.max_size is None:
         raise UsageError("envs gc needs --keep-last N and/or --max-size SIZE")
     if args.keep_last is not None and args.keep_last < 0:
         raise UsageError("--keep-last must be >= 0")
     removed = manager.gc(keep_last=args.keep_last, max_size=parse_size(args.max_size) if args.max_size else None)
-    print(f"removed {len(removed)} environment(s)")
+    busy = sum(manager.in_use(info.fingerprint) for info in manager.list())
+    kept = f"; kept {busy} in use by a running probe" if busy else ""
+    print(f"removed {len(removed)} environment(s){kept}")
     return 0

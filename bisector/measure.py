@@ -5,6 +5,7 @@ fingerprint, repeat) is reused and no probe runs: this is what makes reruns free
 """
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import threading
 import time
@@ -12,12 +13,12 @@ from pathlib import Path
 from typing import Optional
 
 from .candidate import Candidate, CandidateKind
-from .envs import EnvManager, EnvSpec, InstallTarget
+from .envs import Environment, EnvManager, EnvSpec, InstallTarget
 from .errors import EnvironmentFailure
 from .gpus import GpuPool
 from .probe import ProbeSpec
 from .procs import SHUTDOWN, Interrupted
-from .runner import run_probe
+from .runner import ProbeOutcome, run_probe
 from .store import Measurement, Store
 
 RETRIED_ON_RERUN = {"env-failed", "interrupted"}
@@ -89,25 +90,30 @@ class Measurer:
     def _take(self, c: Candidate, target: InstallTarget, base: Measurement) -> Measurement:
         """Build (or reuse) the environment and run the probe; nothing is returned if interrupted."""
         start = time.monotonic()
-        try:
-            env = self.envs.ensure(self.spec, target)
-        except EnvironmentFailure as exc:
-            _check_shutdown()
-            return base.model_copy(update={"status": "env-failed", "reason": str(exc),
-                                           "seconds": time.monotonic() - start})
-        env_seconds = time.monotonic() - start
-        probe_env = {**env.run_env(), "BISECTOR_PACKAGE": c.package, "BISECTOR_CANDIDATE": c.ref}
-        with self.gpus.slot() as gpu:  # one probe per GPU; environments build without holding one
-            if gpu is not None:
-                probe_env["CUDA_VISIBLE_DEVICES"] = gpu
-            outcome = run_probe(self.probe, env.python, probe_env)
-        _check_shutdown()
+        with contextlib.ExitStack() as held:
+            try:  # held in use until the probe ends, so `envs gc` elsewhere cannot remove it
+                env = held.enter_context(self.envs.using(self.spec, target))
+            except EnvironmentFailure as exc:
+                _check_shutdown()
+                return base.model_copy(update={"status": "env-failed", "reason": str(exc),
+                                               "seconds": time.monotonic() - start})
+            env_seconds = time.monotonic() - start
+            outcome = self._run_probe(c, env)
         with self._lock:
             self.probes_run += 1
         details = {**outcome.details(), "env_seconds": round(env_seconds, 3), "env_path": str(env.path)}
         return base.model_copy(update={"status": outcome.status, "metrics": outcome.metrics, "details": details,
                                        "exit_code": outcome.exit_code, "reason": outcome.reason,
                                        "seconds": time.monotonic() - start})
+
+    def _run_probe(self, c: Candidate, env: Environment) -> ProbeOutcome:
+        probe_env = {**env.run_env(), "BISECTOR_PACKAGE": c.package, "BISECTOR_CANDIDATE": c.ref}
+        with self.gpus.slot() as gpu:  # one probe per GPU; environments build without holding one
+            if gpu is not None:
+                probe_env["CUDA_VISIBLE_DEVICES"] = gpu
+            outcome = run_probe(self.probe, env.python, probe_env)
+        _check_shutdown()
+        return outcome
 
     def prefetch(self, candidates: list[Candidate]) -> None:
         """Build the environments of candidates that may be probed next, in the background."""

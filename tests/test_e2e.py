@@ -7,6 +7,7 @@ import os
 import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -203,6 +204,39 @@ def test_envs_list_and_gc_commands(repo30, tmp_path, plain_spec):
     assert gc.returncode == 0 and f"removed {len(listed) - 1} environment(s)" in gc.stdout
     assert len(cli("envs", "list", "--cache-dir", str(cache)).stdout.splitlines()) == 1
 
+
+
+def test_envs_gc_keeps_the_environment_a_running_probe_uses(repo30, tmp_path, plain_spec):
+    """`envs gc` from another process while a probe runs: that environment stays, the run ends well."""
+    repo, shas = repo30
+    cache, started, go = tmp_path / "own-cache", tmp_path / "started", tmp_path / "go"
+    probe = tmp_path / "waiting_probe.sh"
+    probe.write_text(f'touch "{started}"\nwhile [ ! -e "{go}" ]; do sleep 0.05; done\n'
+                     f'exec sh "{PROBES / "tiny_exitcode.sh"}"\n')
+    args = _commit_args(repo, shas[15:19], tmp_path, cache, plain_spec, "--probe-cmd", f"sh {probe}")
+    run = subprocess.Popen([sys.executable, "-m", "bisector", *args], stdout=subprocess.PIPE,
+                           stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 300
+        while not started.exists():
+            assert run.poll() is None and time.monotonic() < deadline, run.communicate()
+            time.sleep(0.05)
+        busy = [line.split()[0] for line in cli("envs", "list", "--cache-dir", str(cache)).stdout.splitlines()
+                if line.endswith("in use")]
+        assert len(busy) == 1
+        gc = cli("envs", "gc", "--keep-last", "0", "--cache-dir", str(cache))  # prefetched ones may go
+        assert gc.returncode == 0 and "; kept 1 in use by a running probe" in gc.stdout, gc.stdout
+        assert cli("envs", "list", "--cache-dir", str(cache)).stdout.startswith(busy[0])
+        go.touch()
+        out, err = run.communicate(timeout=300)
+    finally:
+        go.touch()
+        run.kill() if run.poll() is None else None
+    assert run.returncode == 0 and json.loads(out)["status"] == "found", err
+    assert all(s["verdict"] in ("good", "bad") for s in json.loads(out)["steps"])
+    gc = cli("envs", "gc", "--keep-last", "0", "--cache-dir", str(cache))
+    assert gc.stdout.startswith("removed ") and "in use" not in gc.stdout
+    assert cli("envs", "list", "--cache-dir", str(cache)).stdout == ""
 
 def test_one_probe_per_gpu(repo30, tmp_path, env_cache, plain_spec):
     """With GPUs visible, each probe of a k-way search gets exactly one of them."""

@@ -1,7 +1,7 @@
 """Candidate environments: one Python env per release or commit, sharing a heavy torch base.
 
 Public API: :class:`EnvSpec` / :func:`load_env_spec` (envs/<name>.toml), :class:`InstallTarget`
-(the candidate), :class:`EnvManager` (``ensure``, ``prefetch``, ``list``, ``gc``),
+(the candidate), :class:`EnvManager` (``ensure``, ``using``, ``prefetch``, ``list``, ``gc``),
 :class:`Environment` (a ready env and its ``run_env()``) and :class:`EnvInfo` (its info file).
 """
 from __future__ import annotations

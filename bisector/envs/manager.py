@@ -6,10 +6,11 @@ with one env), looks again, and builds into a temp dir renamed into place.
 """
 from __future__ import annotations
 
+import contextlib
 import logging
 import time
 from pathlib import Path
-from typing import Optional
+from typing import Iterator, Optional
 
 from filelock import FileLock, Timeout
 
@@ -18,6 +19,7 @@ from bisector.envs.backends import Backend, PipBackend, make_backend
 from bisector.envs.base import resolve_base
 from bisector.envs.environment import Environment
 from bisector.envs.gc import select_for_removal
+from bisector.envs.inuse import in_use, is_in_use, unused
 from bisector.envs.info import EnvInfo, InterpreterStamp, read_info, utcnow, write_info
 from bisector.envs.prefetch import Prefetcher
 from bisector.envs.recipe import Recipe, make_recipe
@@ -58,6 +60,18 @@ class EnvManager:
         self._prefetcher.claim(recipe.fingerprint)
         return self._ensure_recipe(recipe)
 
+    @contextlib.contextmanager
+    def using(self, spec: EnvSpec, target: InstallTarget) -> Iterator[Environment]:
+        """``ensure``, and keep the environment from ``gc`` (in any process) until the block ends."""
+        recipe = self.recipe(spec, target)
+        with in_use(self._use_lock_path(recipe.fingerprint)):
+            self._prefetcher.claim(recipe.fingerprint)
+            yield self._ensure_recipe(recipe)
+
+    def in_use(self, fingerprint: str) -> bool:
+        """Whether a process is using the environment with this fingerprint right now."""
+        return is_in_use(self._use_lock_path(fingerprint))
+
     def prefetch(self, spec: EnvSpec, targets: list[InstallTarget]) -> None:
         """Build these envs in a background thread, one at a time, replacing earlier requests."""
         recipes = [self.recipe(spec, t) for t in targets]
@@ -76,7 +90,7 @@ class EnvManager:
     def gc(self, keep_last: Optional[int] = None, max_size: Optional[int] = None) -> list[EnvInfo]:
         """Remove least recently used envs beyond ``keep_last`` / ``max_size`` bytes; return them.
 
-        Envs locked by a build or ensure in progress are skipped. Leftover temp and trash
+        Envs being built, or used by a probe (see ``using``), in any process are skipped. Leftover temp and trash
         dirs, env dirs without a valid info file and overlays no env uses (after a while)
         are removed too.
         """
@@ -96,6 +110,9 @@ class EnvManager:
     def env_dir(self, recipe: Recipe) -> Path:
         """Where the env of ``recipe`` lives."""
         return self.cache_dir / "envs" / recipe.dir_name
+
+    def _use_lock_path(self, fingerprint: str) -> Path:
+        return self.cache_dir / "locks" / f"{fingerprint}.use"
 
     def _lock(self, fingerprint: str, timeout: float = LOCK_TIMEOUT_S) -> FileLock:
         return FileLock(str(self.cache_dir / "locks" / f"{fingerprint}.lock"), timeout=timeout)
@@ -156,9 +173,10 @@ class EnvManager:
 
     def _remove_if_free(self, dir_name: str, fingerprint: str) -> bool:
         try:
-            with self._lock(fingerprint, timeout=0):
-                discard(self.cache_dir / "envs" / dir_name, self.cache_dir / "trash")
-                return True
+            with self._lock(fingerprint, timeout=0), unused(self._use_lock_path(fingerprint)) as free:
+                if free:
+                    discard(self.cache_dir / "envs" / dir_name, self.cache_dir / "trash")
+                return free
         except Timeout:
             return False
 
