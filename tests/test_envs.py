@@ -21,6 +21,7 @@ from bisector.envs import EnvInfo, EnvManager, EnvSpec, InstallTarget, load_env_
 from bisector.envs import backends as backends_mod
 from bisector.envs import builder as builder_mod
 from bisector.envs.commits import REVISION_FILE, stamp_wheel
+from bisector.envs.scm_version import commit_version, pretend_version_env
 from bisector.envs.environment import Environment
 from bisector.envs.gc import select_for_removal
 from bisector.envs.info import InterpreterStamp
@@ -457,3 +458,51 @@ def test_default_spec_builds_old_accelerate(tmp_path):
     out = run_in(env, "import accelerate, transformers, torch, pkg_resources; print(transformers.GPTNeoXConfig)")
     assert out.returncode == 0, out.stderr
     assert any(r.startswith("transformers==4.30") for r in env.info.resolved)
+
+
+# ---------------------------------------------------------------- git-versioned packages
+
+def test_commit_version_follows_the_nearest_version_tag(tmp_path):
+    repo = init_repo(tmp_path / "repo")
+    shas = [commit(repo, {"f.txt": str(i)}, f"c{i}", utc(2021, 1, 1 + i)) for i in range(6)]
+    assert commit_version(repo, shas[0]) == f"0.1.dev0+g{shas[0][:12]}"   # no tag yet
+    subprocess.run(["git", "-C", str(repo), "tag", "v1.4.0", shas[1]], check=True)
+    subprocess.run(["git", "-C", str(repo), "tag", "nightly", shas[2]], check=True)  # not a version: ignored
+    subprocess.run(["git", "-C", str(repo), "tag", "2.0rc1", shas[4]], check=True)
+    assert commit_version(repo, shas[1]) == "1.4.0"
+    assert commit_version(repo, shas[3]) == f"1.4.1.dev2+g{shas[3][:12]}"
+    assert commit_version(repo, shas[5]) == f"2.0rc2.dev1+g{shas[5][:12]}"
+    env = pretend_version_env("My.Pkg", "1.0")
+    assert env["SETUPTOOLS_SCM_PRETEND_VERSION_FOR_MY_PKG"] == "1.0" == env["SETUPTOOLS_SCM_PRETEND_VERSION"]
+
+
+SCM_PYPROJECT = """
+[build-system]
+requires = ["setuptools>=64", "setuptools-scm>=8"]
+build-backend = "setuptools.build_meta"
+
+[project]
+name = "scmpkg"
+dynamic = ["version"]
+
+[tool.setuptools_scm]
+
+[tool.setuptools.packages.find]
+include = ["scmpkg*"]
+"""
+
+
+@pytest.mark.slow
+def test_commit_of_a_setuptools_scm_package_builds_with_its_git_version(manager, index, tmp_path):
+    """`git archive` has no .git; the build still gets the version git gives that commit."""
+    repo = init_repo(tmp_path / "repo")
+    files = {"pyproject.toml": SCM_PYPROJECT, "scmpkg/__init__.py": "MARK = 'one'\n"}
+    tagged = commit(repo, files, "one", utc(2021, 3, 1))
+    subprocess.run(["git", "-C", str(repo), "tag", "v1.4.0"], check=True)
+    commit(repo, {"scmpkg/__init__.py": "MARK = 'two'\n"}, "two", utc(2021, 3, 2))
+    later = commit(repo, {"scmpkg/__init__.py": "MARK = 'three'\n"}, "three", utc(2021, 3, 3))
+    for sha, version, mark in ((tagged, "1.4.0", "one"), (later, f"1.4.1.dev2+g{later[:12]}", "three")):
+        target = InstallTarget(package="scmpkg", source=repo, revision=sha, as_of=utc(2021, 5, 1), index_url=index)
+        env = manager.ensure(SPEC, target)
+        assert env.info.installed_revision == sha and env.info.installed_version == version
+        assert run_in(env, "import scmpkg; print(scmpkg.MARK)").stdout.strip() == mark

@@ -78,7 +78,8 @@ class Backend:
     def install(self, env_dir: Path, plan: InstallPlan, workdir: Path) -> None:
         raise NotImplementedError
 
-    def build_wheel(self, src: Path, out_dir: Path, python: Path, plan: InstallPlan, isolated: bool = True) -> None:
+    def build_wheel(self, src: Path, out_dir: Path, python: Path, plan: InstallPlan, isolated: bool = True,
+                    env_vars: Optional[dict[str, str]] = None) -> None:
         raise NotImplementedError
 
 
@@ -144,10 +145,11 @@ class UvBackend(Backend):
                 args += ["--exclude-newer-package", f"{name}={FAR_FUTURE}"]
         run(args + self._index_args(plan), "resolving/installing", cwd=workdir, env=clean_env())
 
-    def build_wheel(self, src: Path, out_dir: Path, python: Path, plan: InstallPlan, isolated: bool = True) -> None:
+    def build_wheel(self, src: Path, out_dir: Path, python: Path, plan: InstallPlan, isolated: bool = True,
+                    env_vars: Optional[dict[str, str]] = None) -> None:
         flags = [] if isolated else ["--no-build-isolation"]
         run([self.binary, "build", "--wheel", "--no-build-logs", *flags, "--python", python, "--out-dir", out_dir,
-             *self._index_args(plan), src], "building the commit's wheel", cwd=src, env=clean_env())
+             *self._index_args(plan), src], "building the commit's wheel", cwd=src, env=clean_env(env_vars))
 
 
 class PipBackend(Backend):
@@ -190,10 +192,11 @@ class PipBackend(Backend):
             for stub in stubs:
                 shutil.rmtree(stub, ignore_errors=True)
 
-    def build_wheel(self, src: Path, out_dir: Path, python: Path, plan: InstallPlan, isolated: bool = True) -> None:
+    def build_wheel(self, src: Path, out_dir: Path, python: Path, plan: InstallPlan, isolated: bool = True,
+                    env_vars: Optional[dict[str, str]] = None) -> None:
         flags = [] if isolated else ["--no-build-isolation"]
         run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--disable-pip-version-check", *flags, "-w", out_dir,
-             *self._index_args(plan), src], "building the commit's wheel", cwd=src, env=clean_env())
+             *self._index_args(plan), src], "building the commit's wheel", cwd=src, env=clean_env(env_vars))
 
 
 def write_stubs(site: Path, provided: dict[str, str]) -> list[Path]:

@@ -3,7 +3,8 @@
 The source comes from ``git archive <sha>`` (never the user's working copy). When the
 interpreter running bisector is the base's and already has the build requirements
 (setuptools, say), the wheel is built without an isolated build env: no index needed,
-much faster. The wheel gets
+much faster. Packages versioned from git tags (setuptools-scm, hatch-vcs, pdm) are told the
+version the repository gives the commit (see scm_version). The wheel gets
 ``<dist-info>/bisector_revision`` holding the SHA, so the health check can prove the
 installed package is that commit. Wheels are cached in ``<cache>/wheels/<sha>/``.
 """
@@ -27,6 +28,7 @@ from packaging.utils import canonicalize_name
 
 from bisector.envs.backends import Backend, InstallPlan
 from bisector.envs.procs import clean_env, run
+from bisector.envs.scm_version import commit_version, pretend_version_env
 from bisector.envs.spec import InstallTarget, tomllib, valid_sha
 from bisector.errors import EnvironmentFailure
 
@@ -121,7 +123,9 @@ def _build(target: InstallTarget, backend: Backend, python: Path, plan: InstallP
     out.mkdir()
     same_python = os.path.realpath(python) == os.path.realpath(sys.executable)
     isolated = not (same_python and satisfied_here(build_requirements(src)))
-    backend.build_wheel(src, out, python, plan, isolated=isolated)
+    version = commit_version(target.source, target.revision)  # for packages versioned by git tags
+    backend.build_wheel(src, out, python, plan, isolated=isolated,
+                        env_vars=pretend_version_env(target.package, version))
     wheel = cached_wheel(out, target.package)
     if wheel is None:
         built = ", ".join(p.name for p in out.iterdir()) or "nothing"
