@@ -8,9 +8,12 @@ import shlex
 from pathlib import Path
 from typing import Optional, Protocol
 
+from packaging.utils import canonicalize_name
+
 from .candidate import Candidate
 from .config import JobConfig, Mode
 from .envs import EnvManager, load_env_spec
+from .envs.base import ROOT as TORCH
 from .errors import BisectorError, UsageError
 from .judge import Judgement
 from .measure import Measurer
@@ -119,6 +122,7 @@ class Bisector:
         self._save_run("running")
         try:
             result = self._run_mode()
+            result.notes = list(self.notes)  # notes made after the result was built (refine, torch) too
         except BaseException:
             self._save_run("interrupted")
             raise
@@ -127,6 +131,10 @@ class Bisector:
 
     def _run_mode(self) -> BisectResult:
         job = self.config.job
+        if job.mode is Mode.COMMITS and canonicalize_name(job.package) == TORCH:
+            raise UsageError("torch is bisected by release (each one becomes the shared base); building torch "
+                             "commits from source takes hours: use --mode releases, or nightly wheels with "
+                             "--index-url and --pre")
         if job.mode is Mode.COMMITS:
             if not job.repo:
                 raise UsageError("--mode commits needs --repo (a local path or a git URL)")
@@ -138,6 +146,10 @@ class Bisector:
             plan, res = self._widen(plan, res)
         result = self._result(plan, res)
         if job.mode is Mode.AUTO and result.status == "found":
+            if canonicalize_name(job.package) == TORCH:
+                self._note("torch stops at releases (its commits are not built per candidate); nightly wheels "
+                           "between the two releases can be bisected with --index-url and --pre")
+                return result
             return self._refine(plan, res, result)
         return result
 

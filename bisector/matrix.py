@@ -20,6 +20,7 @@ from pydantic import BaseModel
 
 from .candidate import Candidate, CandidateKind
 from .criterion import Criterion, calibrate, exit_code_verdict, failure_verdict, metric_value
+from .envs.base import ROOT as TORCH
 from .envs import EnvManager, EnvSpec
 from .errors import BisectorError, EnvironmentFailure, UsageError
 from .index import list_releases
@@ -156,13 +157,20 @@ class CellRunner:
         self.reused: set[str] = set()
 
     def spec_for(self, cell: Cell, candidate: Optional[str] = None) -> EnvSpec:
-        """The env spec of a cell: every grid package but ``candidate`` pinned exactly, plus the pins."""
+        """The env spec of a cell: every grid package but ``candidate`` pinned exactly, plus the pins.
+
+        torch is never a companion: a torch version in the cell (or the pins) becomes the base."""
         candidate = candidate or self.packages[0]
         named = set(self.packages) | set(self.pins)
         companions = {k: v for k, v in self.spec.companions.items() if canonicalize_name(k) not in named}
         companions.update(self.pins)
         companions.update({p: f"=={s.version}" for p, s in zip(self.packages, cell.slots) if p != candidate})
-        return self.spec.model_copy(update={"companions": companions})
+        update: dict = {"companions": companions}
+        torch_pin = companions.pop(TORCH, None)
+        if torch_pin is not None:
+            update.update(base=f"torch=={torch_pin.strip().lstrip('=').strip()}",
+                          index_url=self.spec.index_url or self.index_url)
+        return self.spec.model_copy(update=update)
 
     def candidate(self, cell: Cell) -> Candidate:
         slot = cell.slots[0]

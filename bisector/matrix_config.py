@@ -46,6 +46,14 @@ def _check_entry(text: str) -> str:
     return text
 
 
+def _is_version(text: str) -> bool:
+    try:
+        Version(text.strip())
+        return True
+    except InvalidVersion:
+        return False
+
+
 def _specifier(text: str) -> SpecifierSet:
     """A version ("4.32.1" means ==4.32.1) or a specifier set (">=4.40,<4.42")."""
     try:
@@ -113,6 +121,9 @@ class MatrixSection(BaseModel):
         both = sorted(set(self.pins) & set(self.grid))
         if both:
             raise ValueError(f"{both[0]} is both in the grid and pinned")
+        torch_pin = self.pins.get("torch", "==0")
+        if not torch_pin.startswith("==") and not _is_version(torch_pin) or any(c in torch_pin for c in "<>!~*,"):
+            raise ValueError(f"torch is the shared base of every environment: pin it to one version, not {torch_pin!r}")
         for entry in self.exclude:
             unknown = sorted(set(entry) - set(self.grid))
             if unknown:

@@ -58,11 +58,17 @@ class Measurer:
         raw = "\0".join([c.package, c.kind.value, c.ref, env_fp, self.probe_fp, str(repeat)])
         return hashlib.sha256(raw.encode()).hexdigest()[:32]
 
-    def _address(self, c: Candidate, repeat: int) -> tuple[InstallTarget, str, str]:
-        """The install target, environment fingerprint and store key of one measurement."""
+    def _address(self, c: Candidate, repeat: int) -> tuple[InstallTarget, str, str, Optional[str]]:
+        """The install target, environment fingerprint, store key and, when the environment cannot
+        even be described (a torch candidate whose base does not build), why."""
         target = self.target(c)
-        env_fp = self.envs.recipe(self.spec, target).fingerprint
-        return target, env_fp, self.key(c, env_fp, repeat)
+        try:
+            env_fp, problem = self.envs.recipe(self.spec, target).fingerprint, None
+        except EnvironmentFailure as exc:
+            _check_shutdown()
+            digest = hashlib.sha256(target.model_dump_json().encode()).hexdigest()[:16]
+            env_fp, problem = f"unbuilt-{digest}", str(exc)
+        return target, env_fp, self.key(c, env_fp, repeat), problem
 
     def stored(self, c: Candidate, repeat: int) -> Optional[Measurement]:
         """The stored measurement for this candidate and repeat, if one can be reused."""
@@ -74,7 +80,7 @@ class Measurer:
 
     def measure(self, c: Candidate, repeat: int = 0) -> Measurement:
         """Reuse the stored measurement or take a new one (environment failures become a stored SKIP)."""
-        target, env_fp, key = self._address(c, repeat)
+        target, env_fp, key, problem = self._address(c, repeat)
         found = self._reusable(key)
         if found is not None:
             with self._lock:
@@ -83,7 +89,10 @@ class Measurer:
         base = Measurement(key=key, package=c.package, candidate=c.ref, env_fingerprint=env_fp,
                            probe_fingerprint=self.probe_fp, repeat=repeat, run_id=self.run_id,
                            status="running", seconds=0.0)
-        m = self._take(c, target, base)
+        if problem is not None:
+            m = base.model_copy(update={"status": "env-failed", "reason": problem})
+        else:
+            m = self._take(c, target, base)
         self.store.put_measurement(m)
         return m
 

@@ -21,6 +21,7 @@ from typing import Optional
 from packaging.requirements import InvalidRequirement, Requirement
 from packaging.specifiers import SpecifierSet
 from packaging.utils import canonicalize_name
+from packaging.version import InvalidVersion, Version
 from pydantic import BaseModel, ValidationError
 
 from bisector.envs import _pyinfo
@@ -60,6 +61,15 @@ class BaseInfo(BaseModel):
     def torch_version(self) -> Optional[str]:
         """The base's torch version, if it has torch."""
         return self.provided.get(ROOT)
+
+
+def same_version(installed: str, wanted: str) -> bool:
+    """PEP 440 ``==``: equal versions; a local label (``+cpu``) counts only when ``wanted`` has one."""
+    try:
+        have, want = Version(installed), Version(wanted)
+    except InvalidVersion:
+        return installed == wanted
+    return have == want if want.local else have.public == want.public
 
 
 def installed_dists(site_dirs: list[str]) -> dict[str, tuple[PathDistribution, str, Path]]:
@@ -188,6 +198,15 @@ def check_python(spec: EnvSpec, info: BaseInfo) -> None:
             f"env spec {spec.name}: python {want!r} does not match the base's python "
             f"{info.python_version} ({info.python})"
         )
+
+
+def torch_base_ready(spec: EnvSpec, cache_dir: Path) -> bool:
+    """For a ``torch==X`` base: whether its venv is built already."""
+    from bisector.envs import torchbase
+
+    python = torchbase.resolve_interpreter(spec.python)
+    return torchbase.torch_base_ready(spec.torch_base_version, python, cache_dir, spec.index_url,
+                                      list(spec.extra_index_urls))
 
 
 def resolve_base(spec: EnvSpec, cache_dir: Path) -> BaseInfo:

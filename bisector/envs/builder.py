@@ -13,6 +13,7 @@ import shutil
 import tempfile
 import time
 from pathlib import Path
+from typing import Optional
 
 from packaging.specifiers import SpecifierSet
 
@@ -56,8 +57,10 @@ def constraint_misses(site: Path, constraints: dict[str, str]) -> dict[str, str]
     return misses
 
 
-def _install(backend: Backend, env_dir: Path, recipe: Recipe, requirement: str, work: Path) -> list[str]:
+def _install(backend: Backend, env_dir: Path, recipe: Recipe, requirement: Optional[str], work: Path) -> list[str]:
     plan = recipe.plan(requirement)
+    if not plan.requirements:  # a torch candidate with nothing else in the spec: the base is all
+        return []
     backend.install(env_dir, plan, work)
     misses = constraint_misses(site_packages(env_dir), recipe.constraints)
     if not misses:
@@ -72,8 +75,10 @@ def _install(backend: Backend, env_dir: Path, recipe: Recipe, requirement: str, 
     return plan.lifted
 
 
-def _requirement(recipe: Recipe, backend: Backend, cache_dir: Path) -> str:
+def _requirement(recipe: Recipe, backend: Backend, cache_dir: Path) -> Optional[str]:
     target = recipe.target
+    if recipe.target_in_base:
+        return None
     if not target.is_commit:
         return f"{target.package}=={target.version}"
     wheel = commit_wheel(target, backend, recipe.python, recipe.plan(target.package), cache_dir)
@@ -94,14 +99,17 @@ def _info(recipe: Recipe, env_dir: Path, report: HealthReport, lifted: list[str]
           timing: tuple[float, float]) -> EnvInfo:
     site = site_packages(env_dir)
     dists = installed_dists([str(site)])
-    target = dists[recipe.target.canonical_name]
+    homes = recipe.base.site_dirs if recipe.target_in_base else [str(site)]
+    target = installed_dists(homes)[recipe.target.canonical_name]
     now = utcnow()
-    paths = [os.path.relpath(m["file"], env_dir) for m in report.modules.values() if m.get("file")]
+    # env-relative (the env is built elsewhere and renamed); absolute for a candidate in the base
+    where = (lambda p: p) if recipe.target_in_base else (lambda p: os.path.relpath(p, env_dir))  # noqa: E731
+    paths = [where(m["file"]) for m in report.modules.values() if m.get("file")]
     extra, apparent = disk_usage(env_dir)
     return EnvInfo(
         fingerprint=recipe.fingerprint, dir_name=recipe.dir_name, spec_name=recipe.spec.name,
         target=recipe.target, installed_version=report.version, installed_revision=report.revision,
-        import_paths=paths, dist_info=os.path.relpath(target[2], env_dir),
+        import_paths=paths, dist_info=where(str(target[2])),
         resolved=[f"{n}=={d.version}" for n, (d, _, _) in sorted(dists.items())],
         lifted=lifted, base=recipe.spec.base, base_fingerprint=recipe.base.fingerprint,
         overlay=str(overlay) if overlay else None, provided=recipe.base.provided,

@@ -15,10 +15,10 @@ from typing import Mapping, Optional
 
 from packaging.specifiers import SpecifierSet
 from packaging.utils import canonicalize_name
-from packaging.version import InvalidVersion, Version
+from packaging.version import Version
 from pydantic import BaseModel
 
-from bisector.envs.base import BaseInfo, installed_dists, requirements_of
+from bisector.envs.base import BaseInfo, installed_dists, requirements_of, same_version
 from bisector.envs.procs import run, short_reason
 from bisector.envs.spec import InstallTarget
 from bisector.errors import EnvironmentFailure
@@ -76,30 +76,28 @@ def probe(python: Path, package: str, want_torch: bool, env: Mapping[str, str], 
     return HealthReport.model_validate(json.loads(lines[-1][len(MARK):]))
 
 
-def _same_version(a: str, b: str) -> bool:
-    try:
-        return Version(a) == Version(b)
-    except InvalidVersion:
-        return a == b
-
-
 def _under(path: Optional[str], roots: list[str]) -> bool:
     real = os.path.realpath(path) if path else ""
     return any(real.startswith(os.path.realpath(r) + os.sep) for r in roots)
 
 
 def problems(report: HealthReport, target: InstallTarget, site: Path, base: BaseInfo) -> list[str]:
-    """Differences between what the env imports and what was asked for (empty when healthy)."""
+    """Differences between what the env imports and what was asked for (empty when healthy).
+
+    The candidate's modules must come from the env's site-packages, or from the base's when
+    the candidate is the base's torch."""
     found, pkg = [], target.package
-    if target.version and not _same_version(report.version, target.version):
+    if target.version and not same_version(report.version, target.version):
         found.append(f"asked for {pkg} {target.version}, metadata says {report.version}")
     if target.revision and report.revision != target.revision:
         found.append(f"asked for {pkg} at {target.ref}, installed revision is {report.revision}")
+    home = base.site_dirs if target.canonical_name in base.provided else [str(site)]
     for name, mod in report.modules.items():
-        if not _under(mod.get("file"), [str(site)]):
-            found.append(f"{name} imports from {mod.get('file')}, outside the env")
+        if not _under(mod.get("file"), home):
+            where = "the base" if home is base.site_dirs else "the env"
+            found.append(f"{name} imports from {mod.get('file')}, outside {where}")
         version = mod.get("version")
-        if target.version and version and not _same_version(version, target.version):
+        if target.version and version and not same_version(version, target.version):
             found.append(f"asked for {pkg} {target.version}, {name}.__version__ is {version}")
     if base.torch_version:
         torch = report.torch or {}

@@ -16,13 +16,13 @@ from filelock import FileLock, Timeout
 
 from bisector.envs import builder
 from bisector.envs.backends import Backend, PipBackend, make_backend
-from bisector.envs.base import resolve_base
+from bisector.envs.base import resolve_base, torch_base_ready
 from bisector.envs.environment import Environment
 from bisector.envs.gc import select_for_removal
 from bisector.envs.inuse import in_use, is_in_use, unused
 from bisector.envs.info import EnvInfo, InterpreterStamp, read_info, utcnow, write_info
 from bisector.envs.prefetch import Prefetcher
-from bisector.envs.recipe import Recipe, make_recipe
+from bisector.envs.recipe import Recipe, make_recipe, spec_for_target
 from bisector.envs.spec import EnvSpec, InstallTarget
 from bisector.envs.store import State, discard, quick_check, sweep
 from bisector.errors import EnvironmentFailure
@@ -73,8 +73,11 @@ class EnvManager:
         return is_in_use(self._use_lock_path(fingerprint))
 
     def prefetch(self, spec: EnvSpec, targets: list[InstallTarget]) -> None:
-        """Build these envs in a background thread, one at a time, replacing earlier requests."""
-        recipes = [self.recipe(spec, t) for t in targets]
+        """Build these envs in a background thread, one at a time, replacing earlier requests.
+
+        Targets whose torch base is not built yet are left to ``ensure`` (a base is a large
+        download, not worth guessing ahead for)."""
+        recipes = [self.recipe(spec, t) for t in targets if self.recipe_is_cheap(spec, t)]
         todo = [r for r in recipes if quick_check(self.env_dir(r), r.fingerprint)[0] is not State.READY]
         self._prefetcher.submit(todo)
 
@@ -103,9 +106,19 @@ class EnvManager:
 
     # -- internals ----------------------------------------------------------------------
     def recipe(self, spec: EnvSpec, target: InstallTarget) -> Recipe:
-        """The recipe (fingerprint, requirement set) of ``target`` under ``spec``."""
+        """The recipe (fingerprint, requirement set) of ``target`` under ``spec``.
+
+        A torch candidate is a base: its environment is ``spec`` over a ``torch==<candidate>``
+        base (built once per version), so building a recipe may build that base.
+        """
+        spec = spec_for_target(spec, target)
         base = resolve_base(spec, self.cache_dir)
         return make_recipe(spec, target, base, self.backend_override or spec.backend)
+
+    def recipe_is_cheap(self, spec: EnvSpec, target: InstallTarget) -> bool:
+        """Whether ``recipe`` needs no base to be built first (what prefetch may compute inline)."""
+        spec = spec_for_target(spec, target)
+        return spec.torch_base_version is None or torch_base_ready(spec, self.cache_dir)
 
     def env_dir(self, recipe: Recipe) -> Path:
         """Where the env of ``recipe`` lives."""

@@ -11,7 +11,8 @@ from packaging.utils import canonicalize_name
 from pydantic import BaseModel, ConfigDict
 
 from bisector.envs.backends import InstallPlan
-from bisector.envs.base import BaseInfo
+from bisector.envs.base import ROOT as TORCH
+from bisector.envs.base import BaseInfo, same_version
 from bisector.envs.fingerprint import dir_name, env_fingerprint
 from bisector.envs.spec import EnvSpec, InstallTarget
 from bisector.errors import UsageError
@@ -39,7 +40,12 @@ class Recipe(BaseModel):
         """The interpreter candidate venvs are made from (the base's)."""
         return Path(self.base.python)
 
-    def plan(self, target_requirement: str, fix: Optional[dict[str, str]] = None) -> InstallPlan:
+    @property
+    def target_in_base(self) -> bool:
+        """The candidate is the base's torch: the environment installs only the rest of the spec."""
+        return self.target.canonical_name in self.base.provided
+
+    def plan(self, target_requirement: Optional[str], fix: Optional[dict[str, str]] = None) -> InstallPlan:
         """The install plan. ``fix``: torch constraints to enforce, those names freed from the cutoff.
 
         The first install uses no torch constraints at all (a constraint that no dated
@@ -48,11 +54,22 @@ class Recipe(BaseModel):
         """
         fix = dict(fix or {})
         return InstallPlan(
-            requirements=[target_requirement, *self.extra_requirements],
+            requirements=[r for r in (target_requirement, *self.extra_requirements) if r],
             constraints=fix, provided=self.base.provided,
             cutoff=self.target.as_of, lifted=sorted(set(self.lifted) | set(fix)),
             index_url=self.index_url, extra_index_urls=self.extra_index_urls,
         )
+
+
+def spec_for_target(spec: EnvSpec, target: InstallTarget) -> EnvSpec:
+    """The spec a candidate is built under: a torch candidate becomes the base (``torch==<version>``)."""
+    if target.canonical_name != TORCH:
+        return spec
+    if target.is_commit or not target.version:
+        raise UsageError("torch candidates are releases: a torch commit would need a source build of torch "
+                         "(hours); bisect releases, or nightly wheels through --index-url and --pre")
+    return spec.model_copy(update={"base": f"torch=={target.version}",
+                                   "index_url": target.index_url or spec.index_url})
 
 
 def _named(requirements: list[str]) -> set[str]:
@@ -64,8 +81,10 @@ def _check_names(target: InstallTarget, spec: EnvSpec, extra: list[str], base: B
     if target.canonical_name in names:
         raise UsageError(f"env spec {spec.name}: {target.package} is the package under test; "
                          "remove it from companions/requirements")
-    if target.canonical_name in base.provided:
-        raise UsageError(f"{target.package} is provided by the base ({spec.base}); it cannot be a candidate")
+    if target.canonical_name in base.provided and not same_version(base.provided[target.canonical_name],
+                                                                   target.version or ""):
+        raise UsageError(f"{target.package} is provided by the base ({spec.base}); only torch can be a "
+                         "candidate among the base's packages")
     clash = sorted(names & set(base.provided))
     if clash:
         raise UsageError(f"env spec {spec.name}: {clash[0]} comes from the base; "

@@ -44,16 +44,29 @@ def _index_args(index_url: Optional[str], extra: list[str]) -> list[str]:
     return args
 
 
+def torch_base_prefix(version: str, python: Path, cache_dir: Path, index_url: Optional[str],
+                      extra_index_urls: list[str]) -> Path:
+    """Where the base venv with ``torch==version`` for ``python`` lives (built or not)."""
+    key = hashlib.sha256(
+        "\0".join([version, os.path.realpath(python), index_url or "", *extra_index_urls]).encode()
+    ).hexdigest()[:12]
+    return cache_dir / "bases" / f"torch-{version}-{key}"
+
+
+def torch_base_ready(version: str, python: Path, cache_dir: Path, index_url: Optional[str],
+                     extra_index_urls: list[str]) -> bool:
+    """Whether that base venv is built."""
+    return (torch_base_prefix(version, python, cache_dir, index_url, extra_index_urls) / MARKER).exists()
+
+
 def ensure_torch_base(
     version: str, python: Path, cache_dir: Path,
     index_url: Optional[str] = None, extra_index_urls: Optional[list[str]] = None,
 ) -> Path:
     """The prefix of a venv holding ``torch==version`` for ``python``; built once under a lock."""
     extra = list(extra_index_urls or [])
-    key = hashlib.sha256(
-        "\0".join([version, os.path.realpath(python), index_url or "", *extra]).encode()
-    ).hexdigest()[:12]
-    dest = cache_dir / "bases" / f"torch-{version}-{key}"
+    dest = torch_base_prefix(version, python, cache_dir, index_url, extra)
+    key = dest.name.rsplit("-", 1)[-1]
     if (dest / MARKER).exists():
         return dest
     (cache_dir / "locks").mkdir(parents=True, exist_ok=True)

@@ -1,0 +1,111 @@
+"""torch as the package under test: each torch release becomes the shared base of its
+environment (a venv with that torch, built once with pip), the spec's companions are resolved
+over it as of that release's date, and the bisect names the release. The "torch" here is a tiny
+pure-Python package published under that name on a loopback index (no multi-GB download)."""
+from __future__ import annotations
+
+import datetime as dt
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.support.pkgindex import LocalIndex, build_wheel
+
+pytestmark = pytest.mark.slow
+T0 = dt.datetime(2024, 3, 1, tzinfo=dt.timezone.utc)
+TORCH_VERSIONS = ["2.0.0", "2.1.0", "2.2.0", "2.3.0", "2.4.0"]   # 2.3.0 plants the step
+PROBE = """
+import json, os, torch, helperpkg
+metrics = {"buffer_kib": float(torch.BUFFER_KIB), "helper_major": float(helperpkg.__version__.split(".")[0]),
+           "torch_from_a_base": float(os.sep + "bases" + os.sep in os.path.realpath(torch.__file__))}
+with open(os.environ["BISECTOR_RESULT"], "w") as fh:
+    json.dump({"metrics": metrics}, fh)
+"""
+
+
+def cli(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "bisector", *args], capture_output=True, text=True,
+                          timeout=900, env=os.environ.copy())
+
+
+@pytest.fixture(scope="module")
+def torch_index(tmp_path_factory):
+    root = tmp_path_factory.mktemp("torchindex")
+    idx = LocalIndex(root / "idx")
+    for i, version in enumerate(TORCH_VERSIONS):
+        kib = 400 if version >= "2.3.0" else 100
+        idx.add(build_wheel(root / "w", "torch", version, module_source=f"BUFFER_KIB = {kib}\n"),
+                T0 + dt.timedelta(days=10 * i))
+    # a companion released between torch releases: each torch release gets the one of its date
+    idx.add(build_wheel(root / "w", "helperpkg", "1.0"), T0 - dt.timedelta(days=1))
+    idx.add(build_wheel(root / "w", "helperpkg", "2.0"), T0 + dt.timedelta(days=25))
+    with idx.serve() as url:
+        yield url
+
+
+@pytest.fixture
+def job(tmp_path, torch_index):
+    spec = tmp_path / "torchcand.toml"
+    spec.write_text('name = "torchcand"\nbase = "current"\ncompanions = {helperpkg = "as-of-candidate"}\n')
+    probe = tmp_path / "torch_probe.py"
+    probe.write_text(PROBE)
+    return ["run", "--package", "torch", "--good", "2.0", "--bad", "2.4", "--index-url", torch_index,
+            "--probe", str(probe), "--metric", "buffer_kib", "--threshold", "200", "--env", str(spec),
+            "--store", str(tmp_path / "s.db"), "--cache-dir", str(tmp_path / "cache"), "--json"]
+
+
+def test_torch_release_bisect_builds_one_base_per_release(job, tmp_path):
+    proc = cli(*job)
+    assert proc.returncode == 0, proc.stderr
+    out = json.loads(proc.stdout)
+    assert out["status"] == "found"
+    assert (out["last_good"]["ref"], out["first_bad"]["ref"]) == ("2.2.0", "2.3.0")
+    assert any("torch stops at releases" in note for note in out["notes"])
+    for step in out["steps"]:
+        assert step["metrics"]["torch_from_a_base"] == 1.0                    # torch came from its base
+        assert step["metrics"]["helper_major"] == (2.0 if step["candidate"] >= "2.3.0" else 1.0)
+    measured = {s["candidate"] for s in out["steps"]}
+    bases = sorted(p.name.split("-")[1] for p in (tmp_path / "cache" / "envs" / "bases").glob("torch-*"))
+    assert bases == sorted(measured)                                           # one base per measured release
+
+    again = json.loads(cli(*job).stdout)                                       # rerun: nothing rebuilt or probed
+    assert again["probes_run"] == 0 and again["first_bad"]["ref"] == "2.3.0"
+
+
+def test_torch_commits_are_refused_in_one_line(job, tmp_path):
+    proc = cli(*job, "--mode", "commits", "--repo", str(tmp_path))
+    assert proc.returncode == 2 and proc.stdout == ""
+    assert proc.stderr.count("\n") == 1 and "torch is bisected by release" in proc.stderr
+
+
+def test_matrix_with_torch_on_the_grid_makes_each_torch_version_the_base(torch_index, tmp_path):
+    """A grid over helperpkg x torch: torch never becomes a companion; each cell's base has its torch."""
+    probe = tmp_path / "torch_probe.py"
+    probe.write_text(PROBE)
+    spec = tmp_path / "plain.toml"
+    spec.write_text('name = "plain"\nbase = "current"\n')
+    config = tmp_path / "bisect.toml"
+    config.write_text(f'[matrix]\nenv = "{spec}"\nmetrics = ["buffer_kib", "helper_major", "torch_from_a_base"]\n'
+                      '[matrix.grid]\nhelperpkg = ["1.0", "2.0"]\ntorch = ["2.0.0", "2.3.0"]\n'
+                      f'[probe]\npath = "{probe}"\n\n[criterion]\nmetric = "buffer_kib"\nthreshold = 200\n')
+    proc = subprocess.run([sys.executable, "-m", "bisector", "matrix", "--config", str(config), "--index-url",
+                           torch_index, "--store", str(tmp_path / "s.db"), "--cache-dir", str(tmp_path / "cache"),
+                           "--out", str(tmp_path / "out"), "--json"], capture_output=True, text=True, timeout=900)
+    assert proc.returncode == 0, proc.stderr
+    cells = {(c["versions"]["helperpkg"], c["versions"]["torch"]): c["metrics"] for c in json.loads(proc.stdout)["cells"]}
+    assert set(cells) == {("1.0", "2.0.0"), ("1.0", "2.3.0"), ("2.0", "2.0.0"), ("2.0", "2.3.0")}
+    for (helper, torch), metrics in cells.items():
+        assert metrics == {"buffer_kib": 400.0 if torch == "2.3.0" else 100.0,
+                           "helper_major": float(helper[0]), "torch_from_a_base": 1.0}
+
+
+def test_matrix_refuses_a_torch_range_pin(tmp_path):
+    config = tmp_path / "bisect.toml"
+    config.write_text('[matrix]\npins = {torch = ">=2.1"}\n[matrix.grid]\nhelperpkg = ["1.0"]\n')
+    proc = subprocess.run([sys.executable, "-m", "bisector", "matrix", "--config", str(config)],
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 2 and "torch is the shared base" in proc.stderr and proc.stderr.count("\n") == 1
