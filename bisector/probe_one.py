@@ -3,10 +3,12 @@ from __future__ import annotations
 
 
 from packaging.requirements import InvalidRequirement, Requirement
+from packaging.utils import canonicalize_name
 
 from .candidate import Candidate, CandidateKind
 from .driver import ENVS_DIR
 from .envs import EnvManager, load_env_spec
+from .envs.base import ROOT as TORCH
 from .errors import UsageError
 from .index import find_release, list_releases
 from .installer_config import resolve_index_url
@@ -29,14 +31,17 @@ def _pin(text: str) -> tuple[str, str]:
 
 
 def probe_command(args) -> int:
-    """Measure the first --with pin; further pins are companion packages."""
+    """Measure the first --with pin; further pins are companion packages (a torch pin is the base)."""
     name, version = _pin(args.with_[0])
     spec = load_env_spec(args.env or "default", ENVS_DIR)
-    companions = dict(spec.companions)
+    companions, update = dict(spec.companions), {}
     for extra in args.with_[1:]:
         cname, cversion = _pin(extra)
-        companions[cname] = f"=={cversion}"
-    spec = spec.model_copy(update={"companions": companions})
+        if canonicalize_name(cname) == TORCH:  # torch is the base, never a companion
+            update = {"base": f"torch=={cversion}", "index_url": spec.index_url or args.index_url}
+        else:
+            companions[cname] = f"=={cversion}"
+    spec = spec.model_copy(update={"companions": companions, **update})
     release = find_release(list_releases(resolve_index_url(args.index_url), name), version)
     cand = Candidate(package=name, kind=CandidateKind.RELEASE, ref=release.version, date=release.uploaded)
     probe = ProbeSpec(name=args.probe or "ga_memory", args=args.probe_args or []) if not (

@@ -506,3 +506,13 @@ def test_commit_of_a_setuptools_scm_package_builds_with_its_git_version(manager,
         env = manager.ensure(SPEC, target)
         assert env.info.installed_revision == sha and env.info.installed_version == version
         assert run_in(env, "import scmpkg; print(scmpkg.MARK)").stdout.strip() == mark
+
+
+def test_package_under_test_replaces_its_companion(manager, index):
+    """Bisecting transformers with the default spec (transformers = "as-of-candidate") just works."""
+    spec = EnvSpec(name="t", companions={"TinyPkg": "as-of-candidate", "depy": "==1.0"})
+    recipe = manager.recipe(spec, InstallTarget(package="tinypkg", version="1.0", index_url=index))
+    assert recipe.extra_requirements == ["depy==1.0"]
+    with pytest.raises(UsageError, match="tinypkg is the package under test"):
+        manager.recipe(EnvSpec(name="t", requirements=["tinypkg>=1"]),
+                       InstallTarget(package="tinypkg", version="1.0", index_url=index))

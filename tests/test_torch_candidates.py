@@ -109,3 +109,20 @@ def test_matrix_refuses_a_torch_range_pin(tmp_path):
     proc = subprocess.run([sys.executable, "-m", "bisector", "matrix", "--config", str(config)],
                           capture_output=True, text=True, timeout=120)
     assert proc.returncode == 2 and "torch is the shared base" in proc.stderr and proc.stderr.count("\n") == 1
+
+
+def test_probe_with_a_torch_pin_measures_over_that_torch(torch_index, tmp_path):
+    """`bisector probe --with helperpkg==2.0 --with torch==2.3.0`: the torch pin is the base;
+    `--with torch==2.0.0` alone measures torch itself (the spec's companions over it)."""
+    probe = tmp_path / "torch_probe.py"
+    probe.write_text(PROBE)
+    spec = tmp_path / "torchcand.toml"
+    spec.write_text('name = "torchcand"\nbase = "current"\ncompanions = {helperpkg = "as-of-candidate"}\n')
+    common = ["--index-url", torch_index, "--probe", str(probe), "--env", str(spec), "--store",
+              str(tmp_path / "s.db"), "--cache-dir", str(tmp_path / "cache"), "--json"]
+    pinned = cli("probe", "--with", "helperpkg==2.0", "--with", "torch==2.3.0", *common)
+    assert pinned.returncode == 0, pinned.stderr
+    assert json.loads(pinned.stdout)["metrics"] == {"buffer_kib": 400.0, "helper_major": 2.0, "torch_from_a_base": 1.0}
+    itself = cli("probe", "--with", "torch==2.0.0", *common)
+    assert itself.returncode == 0, itself.stderr
+    assert json.loads(itself.stdout)["metrics"] == {"buffer_kib": 100.0, "helper_major": 1.0, "torch_from_a_base": 1.0}

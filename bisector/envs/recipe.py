@@ -106,8 +106,12 @@ def _inputs(spec: EnvSpec, target: InstallTarget, base: BaseInfo, backend: str, 
 
 
 def make_recipe(spec: EnvSpec, target: InstallTarget, base: BaseInfo, backend: str) -> Recipe:
-    """The recipe for ``target`` under ``spec``; UsageError on contradictory names."""
-    companions = spec.companion_requirements()
+    """The recipe for ``target`` under ``spec``; UsageError on contradictory names.
+
+    The package under test takes the place of a companion of the same name (the default spec's
+    ``transformers = "as-of-candidate"`` when bisecting transformers)."""
+    companions = [(req, pinned) for req, pinned in spec.companion_requirements()
+                  if canonicalize_name(Requirement(req).name) != target.canonical_name]
     extra = [req for req, _ in companions] + list(spec.requirements)
     _check_names(target, spec, extra, base)
     lifted = [target.canonical_name] + sorted(_named([req for req, pinned in companions if pinned]))
