@@ -3,13 +3,13 @@ from __future__ import annotations
 
 import hashlib
 import os
-import platform
 import shlex
 from pathlib import Path
 from typing import Optional, Protocol
 
 from packaging.utils import canonicalize_name
 
+from .boundary import also_changed, boundary_sides, environment_section
 from .candidate import Candidate
 from .config import JobConfig, Mode
 from .envs import EnvManager, load_env_spec
@@ -221,7 +221,7 @@ class Bisector:
         compare = None
         if first and last and first.sha and plan.repo_url:
             compare = f"{plan.repo_url}/compare/{last.sha}...{first.sha}"
-        widen = None
+        widen, sides, job = None, boundary_sides(phase, self._result_details(phase)), self.config.job
         if s.outcome is Outcome.PREDATES_RANGE:
             widen = with_flags(self.command, {"--widen": None} if plan.candidates[0].kind.value == "release"
                                else {"--good": "<OLDER-GOOD>"})
@@ -235,7 +235,9 @@ class Bisector:
             measurements_reused=sum(len(m.reused_keys) for m in self._measurers),
             steps=list(self.steps), notes=list(self.notes), compare_link=compare, widen_command=widen,
             command=shlex.join(self.command), decision_rule=describe_rule(self.config.criterion, self.config.probe),
-            probe=self._probe_facts(phase), environment=self._env_facts(phase),
+            probe=self._probe_facts(phase),
+            environment=environment_section(sides, job.package, self.spec.name, self.spec.base),
+            also_changed=also_changed(phase, sides, job.package, self.spec.companions),
             log=[log_line(st) for st in self.steps])
 
     def _result_details(self, phase: PhaseResult) -> dict:
@@ -254,24 +256,3 @@ class Bisector:
         info = self._result_details(phase).get("probe") or {}
         facts.update({k: info.get(k) for k in ("name", "version", "config_hash", "config") if info.get(k)})
         return facts
-
-    def _env_facts(self, phase: PhaseResult) -> dict:
-        """OS, Python, torch, CUDA, GPU, driver, meter and companions: from the probe's result where it
-        reports them, else from the environment's info file; for last good and first bad (shown once
-        when equal, side by side when a companion differs)."""
-        from .envs.info import read_info
-        from .report import environment_facts, merge_sides
-        s = phase.search
-        indices = [i for i in (s.last_good, s.first_bad) if i in phase.judgements] or list(phase.judgements)[:1]
-        sides = []
-        for index in indices:
-            ms = phase.judgements[index].measurements
-            ok = [m for m in ms if m.status == "ok" and m.details.get("result")]
-            details = ok[-1].details["result"] if ok else self._result_details(phase)
-            paths = [m.details.get("env_path") for m in ms if m.details.get("env_path")]
-            info = next((i for p in paths for i in [read_info(Path(p))] if i is not None), None)
-            env = {"python": info.python_version, **dict(r.split("==", 1) for r in info.resolved if "==" in r),
-                   **info.provided} if info else {}
-            sides.append(environment_facts(details, env, self.config.job.package))
-        facts = merge_sides(*sides) if len(sides) == 2 else (sides[0] if sides else {})
-        return {"os": platform.platform(), **facts, "env spec": self.spec.name, "env base": self.spec.base}

@@ -36,7 +36,7 @@ from .units import human_value
 
 REPORT_SCHEMA = "bisector.report/1"
 _LOCAL_FLAGS = {"--store": True, "--cache-dir": True, "--json": False}   # flag -> takes a value
-_STACK = ("torch", "transformers", "accelerate")
+STACK = ("torch", "transformers", "accelerate")
 _MD_SPECIAL = re.compile(r"([\\`*_\[\]|~])")
 _LINE_START = re.compile(r"^(\d*)([-+=#>.)])")
 _REFERENCE = re.compile(r"([#@])(?=[\w-])")
@@ -153,7 +153,7 @@ def describe_rule(criterion: Any, probe: Any = None) -> str:
 def environment_facts(details: dict, env: dict, package: str) -> dict:
     """Python, torch, CUDA, GPU, driver (or CPU), meter and the rest of the ML stack, from the probe's
     result ``details`` (preferred) and the environment's own record ``env`` (name -> version)."""
-    versions = {**{k: v for k, v in env.items() if k in ("python",) + _STACK},
+    versions = {**{k: v for k, v in env.items() if k in ("python",) + STACK},
                 **{k: v for k, v in (details.get("versions") or {}).items() if v and v != "None"}}
     device = details.get("device") or {}
     facts = {"python": versions.get("python"), "torch": versions.get("torch")}
@@ -164,7 +164,7 @@ def environment_facts(details: dict, env: dict, package: str) -> dict:
         facts["cpu"] = f"{device.get('name') or 'unknown'}{threads}"
     facts["meter"] = details.get("meter")
     own = re.sub(r"[-_.]+", "-", package).lower()
-    facts.update({k: versions.get(k) for k in _STACK[1:] if k != own})
+    facts.update({k: versions.get(k) for k in STACK[1:] if k != own})
     return {k: v for k, v in facts.items() if v not in (None, "")}
 
 
@@ -197,6 +197,18 @@ def reproduce_command(command: Optional[str]) -> Optional[str]:
     return shlex.join(out)
 
 
+def also_changed_sentence(result: BisectResult, code=lambda text: text) -> Optional[str]:
+    """'accelerate 0.27.2 -> 0.28.0 also changed ...': companions that moved with the candidate."""
+    if not result.also_changed:
+        return None
+    moved = ", ".join(f"{name} {code(a)} → {code(b)}" for name, (a, b) in result.also_changed.items())
+    pins = ", ".join(code(f'{name} = "=={a}"') for name, (a, _) in result.also_changed.items() if a != "-")
+    it = "it" if len(result.also_changed) == 1 else "them"
+    fix = f"; to rule {it} out, pin {pins} in the env spec's [companions] and rerun" if pins else ""
+    return (f"also changed between the last good and first bad environments: {moved} (resolved as of each "
+            f"candidate's date, so the step may come from {it}){fix}")
+
+
 def render_text(result: BisectResult) -> str:
     lines = [headline(result), f"criterion: {result.criterion}"]
     if result.decision_rule:
@@ -208,6 +220,9 @@ def render_text(result: BisectResult) -> str:
             lines.append(f"{name}: {_label(p)}  {value}" + (f"  {p.date:%Y-%m-%d}" if p.date else ""))
             lines += [f"  {x}" for x in (p.author and f"author: {p.author}", p.link, p.pr_link) if x]
     lines += [f"why: {s}" for s in explanation(result)]
+    caution = also_changed_sentence(result)
+    if caution:
+        lines.append(f"caution: {caution}")
     if result.ambiguous:
         lines.append("the first bad is one of: " + ", ".join(result.ambiguous))
     if result.compare_link:

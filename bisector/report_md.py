@@ -17,7 +17,8 @@ import urllib.parse
 from typing import Optional
 
 from .explain import metric_label
-from .report import (explanation, md_code, md_escape, move_phrase, reproduce_command, result_metric)
+from .report import (also_changed_sentence, explanation, md_code, md_escape, move_phrase, reproduce_command,
+                     result_metric)
 from .result import BisectResult, Point, Step
 from .units import human_value
 
@@ -95,6 +96,11 @@ def _points(r: BisectResult, metric: Optional[str]) -> list[str]:
         span = md_code(f"{r.last_good.ref[:10]}...{r.first_bad.ref[:10]}")
         rows += [f"Compare: {_link(span, r.compare_link)}", ""]
     return rows
+
+
+def _caution(r: BisectResult) -> list[str]:
+    sentence = also_changed_sentence(r, code=md_code)
+    return [f"**Caution:** {sentence[0].upper()}{sentence[1:]}.", ""] if sentence else []
 
 
 def _ambiguous(r: BisectResult) -> list[str]:
@@ -184,7 +190,7 @@ def _commands(r: BisectResult) -> list[str]:
 def markdown(r: BisectResult) -> str:
     """The whole report (ends with a newline)."""
     metric = result_metric(r)
-    out = _verdict_line(r) + _points(r, metric) + _ambiguous(r) + _explained(r) + _criterion(r, metric)
+    out = _verdict_line(r) + _points(r, metric) + _caution(r) + _ambiguous(r) + _explained(r) + _criterion(r, metric)
     out += _steps(r, metric) + _probe(r) + _environment(r) + _commands(r)
     for note in r.notes:
         out += [f"Note: {md_escape(note)}", ""]

@@ -78,6 +78,7 @@ class BisectResult(BaseModel):
     decision_rule: Optional[str] = None
     probe: dict[str, Any] = {}
     environment: dict[str, Any] = {}
+    also_changed: dict[str, list[str]] = {}   # stack package -> [last good version, first bad version]
     log: list[str] = []
 
     @property

@@ -47,7 +47,8 @@ def run_in(env: Environment, code: str) -> subprocess.CompletedProcess:
 
 def test_default_spec_loads():
     spec = load_env_spec("default", ROOT / "envs")
-    assert spec.base == "current" and spec.companions == {"transformers": "as-of-candidate"}
+    assert spec.base == "current" and spec.companions == {"accelerate": "as-of-candidate",
+                                                         "transformers": "as-of-candidate"}
     assert "setuptools" in spec.requirements and spec.backend == "uv"
 
 

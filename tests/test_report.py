@@ -114,7 +114,8 @@ def release_ga() -> BisectResult:
                                                                          "precisions": ["fp32", "bf16"]}},
         environment={"os": "Linux-6.8-x86_64", "python": "3.11.7", "torch": "2.3.1+cu121", "cuda": "12.1",
                      "gpu": "NVIDIA H100 80GB HBM3", "driver": "550.54.15", "meter": "cuda",
-                     "transformers": "4.44.0", "env spec": "default"},
+                     "transformers": "4.43.4 (last good) / 4.44.0 (first bad)", "env spec": "default"},
+        also_changed={"transformers": ["4.43.4", "4.44.0"]},
         log=_log(steps))
 
 
