@@ -32,6 +32,8 @@ def _run_flags(p: argparse.ArgumentParser) -> None:
     g.add_argument("--find-fix", action="store_true", default=None, help="search the first GOOD after BAD")
     g.add_argument("--widen", action="store_true", default=None,
                    help="when good is already BAD, walk back through older releases until one is GOOD")
+    g.add_argument("--with", dest="with_", action="append", metavar="PKG==VERSION",
+                   help="pin a companion exactly over the env spec (torch==X sets the base); repeatable")
     add_env_and_probe_flags(p, g)
     g = p.add_argument_group("verdicts")
     g.add_argument("--metric", help="metric the criterion reads")
@@ -78,7 +80,8 @@ def overrides(args: argparse.Namespace) -> dict[str, Any]:
     return {
         "job": {"package": args.package, "good": args.good, "bad": args.bad, "mode": args.mode,
                 "repo": args.repo, "repo_url": args.repo_url, "pre": args.pre, "first_parent": args.first_parent,
-                "find_fix": args.find_fix, "widen": args.widen, "env": args.env, "index_url": args.index_url},
+                "find_fix": args.find_fix, "widen": args.widen, "env": args.env, "index_url": args.index_url,
+                "pins": args.with_},
         "probe": probe,
         "criterion": {"metric": args.metric, "threshold": args.threshold, "max_increase": args.max_increase,
                       "auto": args.auto, "direction": args.direction, "repeats": args.repeats,

@@ -38,7 +38,16 @@ class JobSection(BaseModel):
     find_fix: bool = False
     widen: bool = False
     env: str = "default"
+    pins: list[str] = []            # --with PKG==VERSION: exact companions over the env spec
     index_url: Optional[str] = None
+
+    @field_validator("pins")
+    @classmethod
+    def _exact_pins(cls, value: list[str]) -> list[str]:
+        from .pins import parse_pin
+        for text in value:
+            parse_pin(text)
+        return value
 
     @field_validator("package")
     @classmethod

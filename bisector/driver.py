@@ -17,6 +17,7 @@ from .envs.base import ROOT as TORCH
 from .errors import BisectorError, UsageError
 from .judge import Judgement
 from .measure import Measurer
+from .pins import apply_pins
 from .phase import Phase, PhaseResult
 from .plan import Plan, commit_plan, older_releases, release_plan
 from .judge import judge
@@ -68,7 +69,8 @@ class Bisector:
         self.command = command or ["bisector", "run"]
         self.run_id = run_id_for(config)
         self.envs = EnvManager(cache_dir / "envs", backend=config.run.env_backend)
-        self.spec = load_env_spec(config.job.env, ENVS_DIR)
+        self.spec = apply_pins(load_env_spec(config.job.env, ENVS_DIR), config.job.pins, config.job.package,
+                               config.job.index_url)
         self.steps: list[Step] = []
         self.gpus = GpuPool(detect_gpus())
         self.notes: list[str] = []

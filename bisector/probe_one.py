@@ -1,47 +1,27 @@
 """``bisector probe --with accelerate==0.22.0``: measure one version (build or reuse its env, run, store)."""
 from __future__ import annotations
 
-
-from packaging.requirements import InvalidRequirement, Requirement
-from packaging.utils import canonicalize_name
-
 from .candidate import Candidate, CandidateKind
 from .driver import ENVS_DIR
 from .envs import EnvManager, load_env_spec
-from .envs.base import ROOT as TORCH
 from .errors import UsageError
 from .index import find_release, list_releases
 from .installer_config import resolve_index_url
 from .measure import Measurer
+from .pins import apply_pins, parse_pin
 from .paths import default_cache_dir, default_store_path
 from .probe import ProbeSpec
 from .store import Store
 from .units import human_value
 
 
-def _pin(text: str) -> tuple[str, str]:
-    try:
-        req = Requirement(text)
-    except InvalidRequirement:
-        raise UsageError(f"--with {text!r} is not a requirement like accelerate==0.22.0") from None
-    pins = [s for s in req.specifier if s.operator in ("==", "===")]
-    if len(pins) != 1 or len(req.specifier) != 1:
-        raise UsageError(f"--with {text!r} must pin one version with ==")
-    return req.name, pins[0].version
-
-
 def probe_command(args) -> int:
     """Measure the first --with pin; further pins are companion packages (a torch pin is the base)."""
-    name, version = _pin(args.with_[0])
-    spec = load_env_spec(args.env or "default", ENVS_DIR)
-    companions, update = dict(spec.companions), {}
-    for extra in args.with_[1:]:
-        cname, cversion = _pin(extra)
-        if canonicalize_name(cname) == TORCH:  # torch is the base, never a companion
-            update = {"base": f"torch=={cversion}", "index_url": spec.index_url or args.index_url}
-        else:
-            companions[cname] = f"=={cversion}"
-    spec = spec.model_copy(update={"companions": companions, **update})
+    try:
+        name, version = parse_pin(args.with_[0])
+    except ValueError as exc:
+        raise UsageError(f"--with {exc}") from None
+    spec = apply_pins(load_env_spec(args.env or "default", ENVS_DIR), args.with_[1:], name, args.index_url)
     release = find_release(list_releases(resolve_index_url(args.index_url), name), version)
     cand = Candidate(package=name, kind=CandidateKind.RELEASE, ref=release.version, date=release.uploaded)
     probe = ProbeSpec(name=args.probe or "ga_memory", args=args.probe_args or []) if not (

@@ -202,9 +202,10 @@ def also_changed_sentence(result: BisectResult, code=lambda text: text) -> Optio
     if not result.also_changed:
         return None
     moved = ", ".join(f"{name} {code(a)} → {code(b)}" for name, (a, b) in result.also_changed.items())
-    pins = ", ".join(code(f'{name} = "=={a}"') for name, (a, _) in result.also_changed.items() if a != "-")
+    pins = [f"--with {name}=={a}" for name, (a, _) in result.also_changed.items() if a != "-"]
     it = "it" if len(result.also_changed) == 1 else "them"
-    fix = f"; to rule {it} out, pin {pins} in the env spec's [companions] and rerun" if pins else ""
+    rerun = " ".join([reproduce_command(result.command) or "bisector run ...", *pins])
+    fix = f"; to rule {it} out, rerun with {it} pinned at the last good's version: {code(rerun)}" if pins else ""
     return (f"also changed between the last good and first bad environments: {moved} (resolved as of each "
             f"candidate's date, so the step may come from {it}){fix}")
 

@@ -76,6 +76,12 @@ def test_torch_release_bisect_builds_one_base_per_release(job, tmp_path):
     again = json.loads(cli(*job).stdout)                                       # rerun: nothing rebuilt or probed
     assert again["probes_run"] == 0 and again["first_bad"]["ref"] == "2.3.0"
 
+    pinned = cli(*job, "--with", "helperpkg==1.0")                             # what the caution suggests
+    assert pinned.returncode == 0, pinned.stderr
+    ruled_out = json.loads(pinned.stdout)
+    assert ruled_out["first_bad"]["ref"] == "2.3.0" and ruled_out["also_changed"] == {}
+    assert {s["metrics"]["helper_major"] for s in ruled_out["steps"]} == {1.0}
+
 
 def test_torch_commits_are_refused_in_one_line(job, tmp_path):
     proc = cli(*job, "--mode", "commits", "--repo", str(tmp_path))
