@@ -4,6 +4,7 @@ from __future__ import annotations
 import re
 
 from .envs import EnvManager
+from .envs.store import disk_usage
 from .errors import UsageError
 from .paths import default_cache_dir
 from .units import human_bytes
@@ -29,13 +30,19 @@ def envs_command(args) -> int:
             busy = "  in use" if manager.in_use(info.fingerprint) else ""
             print(f"{info.fingerprint[:16]}  {label:<44} {human_bytes(info.size_bytes or 0):>10}  "
                   f"last used {info.last_used:%Y-%m-%d %H:%M}{busy}")
+        for prefix, users in manager.bases():
+            version = prefix.name.split("-")[1]
+            print(f"{'base':<16}  {'torch==' + version:<44} {human_bytes(disk_usage(prefix)[0]):>10}  "
+                  f"used by {users} environment(s)  {prefix}")
         return 0
     if args.keep_last is None and args.max_size is None:
         raise UsageError("envs gc needs --keep-last N and/or --max-size SIZE")
     if args.keep_last is not None and args.keep_last < 0:
         raise UsageError("--keep-last must be >= 0")
     removed = manager.gc(keep_last=args.keep_last, max_size=parse_size(args.max_size) if args.max_size else None)
+    bases = manager.gc_bases()
     busy = sum(manager.in_use(info.fingerprint) for info in manager.list())
     kept = f"; kept {busy} in use by a running probe" if busy else ""
-    print(f"removed {len(removed)} environment(s){kept}")
+    gone = f" and {len(bases)} unused torch base(s)" if bases else ""
+    print(f"removed {len(removed)} environment(s){gone}{kept}")
     return 0

@@ -82,6 +82,19 @@ def test_torch_release_bisect_builds_one_base_per_release(job, tmp_path):
     assert ruled_out["first_bad"]["ref"] == "2.3.0" and ruled_out["also_changed"] == {}
     assert {s["metrics"]["helper_major"] for s in ruled_out["steps"]} == {1.0}
 
+    cache = ["--cache-dir", str(tmp_path / "cache")]
+    listed = cli("envs", "list", *cache).stdout.splitlines()
+    base_lines = [line for line in listed if line.startswith("base ")]
+    assert len(base_lines) == len(bases) and all("used by 2 environment(s)" in line for line in base_lines)
+    assert cli("envs", "gc", "--keep-last", "0", *cache).stdout.strip() == f"removed {len(listed) - len(bases)} environment(s)"
+    prefixes = list((tmp_path / "cache" / "envs" / "bases").glob("torch-*"))
+    assert len(prefixes) == len(bases)                                          # used minutes ago: kept
+    for prefix in prefixes:                                                    # now an hour and more ago
+        os.utime(prefix / "bisector-base.json", (0, os.stat(prefix).st_mtime - 7200))
+    gc = cli("envs", "gc", "--keep-last", "0", *cache).stdout.strip()
+    assert gc == f"removed 0 environment(s) and {len(bases)} unused torch base(s)"
+    assert not list((tmp_path / "cache" / "envs" / "bases").glob("torch-*"))
+
 
 def test_torch_commits_are_refused_in_one_line(job, tmp_path):
     proc = cli(*job, "--mode", "commits", "--repo", str(tmp_path))

@@ -176,6 +176,18 @@ def cached_base(spec_base: str, python: Path, cache_dir: Path) -> BaseInfo:
     return info
 
 
+def described_prefixes(cache_dir: Path) -> dict[str, Path]:
+    """Fingerprint -> prefix of every described base (``<cache>/bases/*.json``)."""
+    found = {}
+    for path in (cache_dir / "bases").glob("*.json") if (cache_dir / "bases").is_dir() else []:
+        try:
+            info = BaseInfo.model_validate_json(path.read_bytes())
+        except (OSError, ValidationError, ValueError):
+            continue
+        found[info.fingerprint] = Path(info.python).parent.parent
+    return found
+
+
 def venv_python(prefix: Path) -> Path:
     """The interpreter of an env or prefix dir; UsageError when there is none."""
     for name in ("bin/python", "bin/python3", "python.exe", "Scripts/python.exe"):

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+from collections import Counter
 import time
 from pathlib import Path
 from typing import Iterator, Optional
@@ -16,12 +17,13 @@ from filelock import FileLock, Timeout
 
 from bisector.envs import builder
 from bisector.envs.backends import Backend, PipBackend, make_backend
-from bisector.envs.base import resolve_base, torch_base_ready
+from bisector.envs.base import described_prefixes, resolve_base, torch_base_ready
 from bisector.envs.environment import Environment
 from bisector.envs.gc import select_for_removal
 from bisector.envs.inuse import in_use, is_in_use, unused
 from bisector.envs.info import EnvInfo, InterpreterStamp, read_info, utcnow, write_info
 from bisector.envs.prefetch import Prefetcher
+from bisector.envs.torchbase import remove_unused_bases, torch_bases
 from bisector.envs.recipe import Recipe, make_recipe, spec_for_target
 from bisector.envs.spec import EnvSpec, InstallTarget
 from bisector.envs.store import State, discard, quick_check, sweep
@@ -30,6 +32,7 @@ from bisector.errors import EnvironmentFailure
 log = logging.getLogger("bisector.envs")
 LOCK_TIMEOUT_S = 3 * 3600
 STALE_TMP_S = 6 * 3600
+BASE_GRACE_S = 3600
 
 
 class EnvManager:
@@ -103,6 +106,21 @@ class EnvManager:
                 removed.append(info)
         self._sweep()
         return removed
+
+    def bases(self) -> list[tuple[Path, int]]:
+        """The ``torch==X`` base venvs in the cache, each with how many environments use it."""
+        users = Counter(self._base_prefixes_in_use())
+        return [(prefix, users[prefix]) for prefix in torch_bases(self.cache_dir)]
+
+    def gc_bases(self, grace_s: float = BASE_GRACE_S) -> list[Path]:
+        """Remove the ``torch==X`` bases no environment uses and none used for ``grace_s`` seconds
+        (a base is used just before its first environment exists); return their prefixes."""
+        return remove_unused_bases(self.cache_dir, set(self._base_prefixes_in_use()), grace_s)
+
+    def _base_prefixes_in_use(self) -> list[Path]:
+        """The base prefix of every ready environment (one entry per environment)."""
+        prefixes = described_prefixes(self.cache_dir)
+        return [prefixes[i.base_fingerprint] for i in self.list() if i.base_fingerprint in prefixes]
 
     # -- internals ----------------------------------------------------------------------
     def recipe(self, spec: EnvSpec, target: InstallTarget) -> Recipe:

@@ -9,6 +9,7 @@ import hashlib
 import os
 import shutil
 import sys
+import time
 from pathlib import Path
 from typing import Optional
 
@@ -68,6 +69,7 @@ def ensure_torch_base(
     dest = torch_base_prefix(version, python, cache_dir, index_url, extra)
     key = dest.name.rsplit("-", 1)[-1]
     if (dest / MARKER).exists():
+        _touch(dest)
         return dest
     (cache_dir / "locks").mkdir(parents=True, exist_ok=True)
     with FileLock(str(cache_dir / "locks" / f"base-{key}.lock")):
@@ -85,3 +87,40 @@ def ensure_torch_base(
             raise
         write_atomic(dest / MARKER, f'{{"torch": "{version}", "created": "{utcnow().isoformat()}"}}\n')
     return dest
+
+
+def _touch(prefix: Path) -> None:
+    """Mark the base as just used (gc keeps recently used bases even before an env refers to them)."""
+    try:
+        os.utime(prefix / MARKER)
+    except OSError:
+        pass
+
+
+def torch_bases(cache_dir: Path) -> list[Path]:
+    """Every built or half-built ``torch==X`` base venv in the cache."""
+    root = cache_dir / "bases"
+    return sorted(p for p in root.glob("torch-*") if p.is_dir()) if root.is_dir() else []
+
+
+def remove_unused_bases(cache_dir: Path, used: set[Path], grace_s: float) -> list[Path]:
+    """Remove the torch bases no environment in ``used`` (prefixes) refers to and none used for
+    ``grace_s`` seconds, skipping one being built; return the removed prefixes."""
+    from filelock import Timeout
+
+    from bisector.envs.store import discard
+
+    removed = []
+    for prefix in torch_bases(cache_dir):
+        marker = prefix / MARKER
+        last = marker.stat().st_mtime if marker.exists() else prefix.stat().st_mtime
+        if prefix in used or time.time() - last < grace_s:
+            continue
+        key = prefix.name.rsplit("-", 1)[-1]
+        try:
+            with FileLock(str(cache_dir / "locks" / f"base-{key}.lock"), timeout=0):
+                discard(prefix, cache_dir / "trash")
+                removed.append(prefix)
+        except Timeout:
+            continue
+    return removed
