@@ -238,9 +238,14 @@ class Bisector:
             steps=list(self.steps), notes=list(self.notes), compare_link=compare, widen_command=widen,
             command=shlex.join(self.command), decision_rule=describe_rule(self.config.criterion, self.config.probe),
             probe=self._probe_facts(phase),
-            environment=environment_section(sides, job.package, self.spec.name, self.spec.base),
+            environment=environment_section(sides, job.package, self.spec.name, self._base_label()),
             also_changed=also_changed(phase, sides, job.package, self.spec.companions),
             log=[log_line(st) for st in self.steps])
+
+    def _base_label(self) -> str:
+        if canonicalize_name(self.config.job.package) == TORCH:
+            return "torch==<candidate> (each torch release is its own base)"
+        return self.spec.base
 
     def _result_details(self, phase: PhaseResult) -> dict:
         for j in phase.judgements.values():

@@ -66,6 +66,7 @@ def test_torch_release_bisect_builds_one_base_per_release(job, tmp_path):
     assert (out["last_good"]["ref"], out["first_bad"]["ref"]) == ("2.2.0", "2.3.0")
     assert any("torch stops at releases" in note for note in out["notes"])
     assert out["also_changed"] == {"helperpkg": ["1.0", "2.0"]}                # the companion moved too
+    assert out["environment"]["env base"].startswith("torch==<candidate>")
     for step in out["steps"]:
         assert step["metrics"]["torch_from_a_base"] == 1.0                    # torch came from its base
         assert step["metrics"]["helper_major"] == (2.0 if step["candidate"] >= "2.3.0" else 1.0)
