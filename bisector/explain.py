@@ -16,6 +16,7 @@ import re
 from dataclasses import dataclass
 from typing import Any, Iterable, Optional
 
+from .sites import by_site, site_sentence
 from .units import human_bytes, human_value
 
 TOL = 0.01             # relative change at or below which a measurement "did not change"
@@ -80,6 +81,9 @@ def _compact_cell(cell: dict) -> dict:
     phases = _phase_peaks(cell.get("phases"))
     if phases:
         out["phases"] = phases
+    sites = by_site(cell.get("attribution")) if "sites" not in cell else cell["sites"]
+    if sites:
+        out["sites"] = sites
     return out
 
 
@@ -307,11 +311,12 @@ def _phase_sentence(g: Group, h: int, good_details: dict, bad_details: dict) -> 
     what = f"The {g[0]} GA={g[1]} step at h{h}"
     pa, pb = a["peak_phase"], b["peak_phase"]
     size_a, size_b = human_bytes(a.get("peak_bytes", 0)), human_bytes(b.get("peak_bytes", 0))
+    sites = site_sentence(a.get("sites") or {}, b.get("sites") or {})
     if pa == pb:
-        return [f"{what} peaks in {pa} on both sides ({size_a} → {size_b})."]
+        return [f"{what} peaks in {pa} on both sides ({size_a} → {size_b})."] + sites
     before = (a.get("phases") or {}).get(pb)
     was = f"; {pb} reached {human_bytes(before)} on the last good" if before is not None else ""
-    return [f"{what} peaks in {pa} on the last good ({size_a}) but in {pb} on the first bad ({size_b}{was})."]
+    return [f"{what} peaks in {pa} on the last good ({size_a}) but in {pb} on the first bad ({size_b}{was})."] + sites
 
 
 def _phase_targets(metric: Optional[str], terms: list[tuple[int, Group]],

@@ -13,7 +13,7 @@ import markdown as pymd
 import pytest
 
 from bisector import cli
-from bisector.explain import explain, metric_label
+from bisector.explain import compact_details, explain, metric_label
 from bisector.report import (REPORT_SCHEMA, merge_sides, render_json, render_markdown, render_text,
                              reproduce_command)
 from bisector.result import BisectResult, Point, Step
@@ -72,7 +72,18 @@ GOOD_SLOPES = {("fp32", 1): 16.0, ("fp32", 2): 16.375, ("bf16", 1): 14.0, ("bf16
 BAD_SLOPES = {**GOOD_SLOPES, ("bf16", 1): 12.4375}
 
 
-def ga_side(slopes: dict, bf16_ga1_phase: str) -> tuple[dict, dict]:
+MIB = 1 << 20
+GOOD_SITES = [{"site": "pre-existing", "bytes": 4 * MIB},
+              {"site": "float32 ToCopyBackward0 | accelerate/accelerator.py:1980 backward", "bytes": 3 * MIB},
+              {"site": "bfloat16 | transformers/models/gpt_neox/modeling_gpt_neox.py:1060 forward", "bytes": MIB},
+              {"site": "(7 other sites)", "bytes": 5000}]
+BAD_SITES = [{"site": "pre-existing", "bytes": 4 * MIB},
+             {"site": "float32 ToCopyBackward0 | accelerate/accelerator.py:2001 backward", "bytes": 3 * MIB},
+             {"site": "float32 AccumulateGrad | accelerate/accelerator.py:2001 backward", "bytes": 2 * MIB},
+             {"site": "float32 | accelerate/accelerator.py:2001 backward", "bytes": 4}]
+
+
+def ga_side(slopes: dict, bf16_ga1_phase: str, sites: list | None = None) -> tuple[dict, dict]:
     metrics, cells = {f"n_params.h{h}": float(n) for h, n in N_PARAMS.items()}, []
     for h, n in N_PARAMS.items():
         for (prec, ga), a in slopes.items():
@@ -81,6 +92,8 @@ def ga_side(slopes: dict, bf16_ga1_phase: str) -> tuple[dict, dict]:
             phase = bf16_ga1_phase if (prec, ga) == ("bf16", 1) else f"m{ga - 1}.backward"
             cells.append({"hidden": h, "precision": prec, "ga": ga, "n_params": n, "peak_bytes": peak,
                           "peak_phase": phase, "phases": {"m0.forward": peak / 2, phase: peak}})
+            if sites and (prec, ga, h) == ("bf16", 1, max(N_PARAMS)):
+                cells[-1]["attribution"] = sites
     s = slopes
     metrics.update({"ga_cost_bytes_per_param": s[("bf16", 2)] - s[("bf16", 1)],
                     "fp32_ga_cost_bytes_per_param": s[("fp32", 2)] - s[("fp32", 1)],
@@ -92,7 +105,7 @@ def ga_side(slopes: dict, bf16_ga1_phase: str) -> tuple[dict, dict]:
 
 def release_ga() -> BisectResult:
     metric = "ga_cost_bytes_per_param"
-    (gm, gd), (bm, bd) = ga_side(GOOD_SLOPES, "m0.backward"), ga_side(BAD_SLOPES, "m0.step")
+    (gm, gd), (bm, bd) = ga_side(GOOD_SLOPES, "m0.backward", GOOD_SITES), ga_side(BAD_SLOPES, "m0.step", BAD_SITES)
     versions = ["0.19.0", "0.23.0", "0.21.0", "0.22.0", "0.20.0"]
     values = [0.375, 1.9375, 0.375, 1.9375, 0.375]
     steps = [Step(seq=i, phase="releases", candidate=v, date=T0 + dt.timedelta(days=30 * i), verdict=verdict,
@@ -102,8 +115,8 @@ def release_ga() -> BisectResult:
     return BisectResult(
         run_id="0f1e2d3c4b5a", package="accelerate", mode="release", status="found",
         reason="0.22.0 is the first bad candidate and 0.21.0 the last good one", criterion=f"{metric} > 1.15625",
-        first_bad=Point(ref="0.22.0", date=T0 + dt.timedelta(days=90), value=1.9375, metrics=bm, details=bd, **point),
-        last_good=Point(ref="0.21.0", date=T0 + dt.timedelta(days=60), value=0.375, metrics=gm, details=gd, **point),
+        first_bad=Point(ref="0.22.0", date=T0 + dt.timedelta(days=90), value=1.9375, metrics=bm, details=compact_details(bd), **point),
+        last_good=Point(ref="0.21.0", date=T0 + dt.timedelta(days=60), value=0.375, metrics=gm, details=compact_details(gd), **point),
         probes_run=15, steps=steps, refine_command="bisector run --package accelerate --mode commits --good 0.21.0"
         " --bad 0.22.0 --repo <REPO>", command="bisector run --package accelerate --good 0.19.0 --bad 0.23.0"
         " --probe ga_memory --metric ga_cost_bytes_per_param --auto --repeats 3",
@@ -307,3 +320,18 @@ def test_report_log_and_runs_commands(stored, capsys):
     assert capsys.readouterr().out.startswith("Undecided for transformers")
     assert cli.main(["report", "a1b2c3d4e5f6", "--store", stored]) == 0
     assert capsys.readouterr().out.startswith("**First bad: accelerate [`5555555555`]")
+
+
+def test_allocation_sites_compare_without_line_numbers():
+    from bisector.sites import by_site, site_sentence
+    good, bad = by_site(GOOD_SITES), by_site(BAD_SITES)
+    assert "(7 other sites)" not in good and good["float32 ToCopyBackward0 | accelerate/accelerator.py backward"] == 3 * MIB
+    [sentence] = site_sentence(good, bad)
+    assert sentence.startswith("At each side's peak, by allocation site (line numbers dropped): float32 AccumulateGrad "
+                               "from accelerate/accelerator.py backward rose by 2.00 MiB (0 B → 2.00 MiB); bfloat16 from "
+                               "transformers/models/gpt_neox/modeling_gpt_neox.py forward fell by 1.00 MiB")
+    assert sentence.endswith("; unchanged: tensors from before the meter started (parameters, buffers) at 4.00 MiB, "
+                             "float32 ToCopyBackward0 from accelerate/accelerator.py backward at 3.00 MiB.")
+    assert site_sentence(good, good) == [] and by_site("garbage") == {}
+    (gm, gd), (bm, bd) = ga_side(GOOD_SLOPES, "m0.backward", GOOD_SITES), ga_side(BAD_SLOPES, "m0.step", BAD_SITES)
+    assert sentence in explain(gm, bm, "ga_cost_bytes_per_param", compact_details(gd), compact_details(bd))
