@@ -59,6 +59,7 @@ def job(tmp_path, torch_index):
 
 
 def test_torch_release_bisect_builds_one_base_per_release(job, tmp_path):
+    job = [*job, "--no-prefetch"]  # prefetching would build bases of candidates never measured (tested below)
     proc = cli(*job)
     assert proc.returncode == 0, proc.stderr
     out = json.loads(proc.stdout)
@@ -147,3 +148,17 @@ def test_probe_with_a_torch_pin_measures_over_that_torch(torch_index, tmp_path):
     itself = cli("probe", "--with", "torch==2.0.0", *common)
     assert itself.returncode == 0, itself.stderr
     assert json.loads(itself.stdout)["metrics"] == {"buffer_kib": 100.0, "helper_major": 1.0, "torch_from_a_base": 1.0}
+
+
+def test_prefetch_builds_a_torch_base_in_the_background(torch_index, tmp_path):
+    """While a probe runs, the next torch candidates' bases (the slow part) are built ahead."""
+    from bisector.envs import EnvManager, EnvSpec, InstallTarget
+    manager, spec = EnvManager(tmp_path / "cache"), EnvSpec(name="plain")
+    target = InstallTarget(package="torch", version="2.1.0", index_url=torch_index, as_of=T0 + dt.timedelta(days=11))
+    assert not manager.recipe_is_cheap(spec, target)
+    manager.prefetch(spec, [target])
+    assert manager.wait_prefetch(timeout=300) and manager.recipe_is_cheap(spec, target)   # the base is there
+    env = manager.ensure(spec, target)
+    code = "import torch, os; print(torch.__version__, os.sep + 'bases' + os.sep in os.path.realpath(torch.__file__))"
+    out = subprocess.run([str(env.python), "-c", code], env=env.run_env(), capture_output=True, text=True)
+    assert out.stdout.split() == ["2.1.0", "True"], out.stderr

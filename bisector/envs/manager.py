@@ -49,6 +49,7 @@ class EnvManager:
         self.backend_override = backend
         self._backends: dict[str, Backend] = {}
         self._prefetcher = Prefetcher(self._ensure_recipe)
+        self._base_prefetcher = Prefetcher(lambda spec: resolve_base(spec, self.cache_dir), key=_base_key)
         for sub in ("envs", "locks", "tmp"):
             (self.cache_dir / sub).mkdir(parents=True, exist_ok=True)
 
@@ -78,15 +79,17 @@ class EnvManager:
     def prefetch(self, spec: EnvSpec, targets: list[InstallTarget]) -> None:
         """Build these envs in a background thread, one at a time, replacing earlier requests.
 
-        Targets whose torch base is not built yet are left to ``ensure`` (a base is a large
-        download, not worth guessing ahead for)."""
-        recipes = [self.recipe(spec, t) for t in targets if self.recipe_is_cheap(spec, t)]
+        For targets whose torch base is not built yet (torch candidates), the base is built
+        in the background instead; their environments follow at the next call."""
+        cheap = [self.recipe_is_cheap(spec, t) for t in targets]
+        recipes = [self.recipe(spec, t) for t, ok in zip(targets, cheap) if ok]
         todo = [r for r in recipes if quick_check(self.env_dir(r), r.fingerprint)[0] is not State.READY]
         self._prefetcher.submit(todo)
+        self._base_prefetcher.submit([spec_for_target(spec, t) for t, ok in zip(targets, cheap) if not ok])
 
     def wait_prefetch(self, timeout: Optional[float] = None) -> bool:
         """Block until background builds are done (True) or ``timeout`` passes (False)."""
-        return self._prefetcher.wait_idle(timeout)
+        return self._base_prefetcher.wait_idle(timeout) and self._prefetcher.wait_idle(timeout)
 
     def list(self) -> list[EnvInfo]:
         """Info of every ready env, most recently used first."""
@@ -130,6 +133,8 @@ class EnvManager:
         base (built once per version), so building a recipe may build that base.
         """
         spec = spec_for_target(spec, target)
+        if spec.torch_base_version:
+            self._base_prefetcher.claim(_base_key(spec))  # being built in the background: wait for it
         base = resolve_base(spec, self.cache_dir)
         return make_recipe(spec, target, base, self.backend_override or spec.backend)
 
@@ -223,3 +228,7 @@ class EnvManager:
             if overlay.name not in used and not overlay.name.startswith("."):
                 if time.time() - overlay.stat().st_mtime > STALE_TMP_S:
                     discard(overlay, self.cache_dir / "trash")
+
+
+def _base_key(spec: EnvSpec) -> str:
+    return f"{spec.base} {spec.index_url or ''} {' '.join(spec.extra_index_urls)}"
