@@ -20,8 +20,8 @@ from pydantic import BaseModel
 
 from .candidate import Candidate, CandidateKind
 from .criterion import Criterion, calibrate, exit_code_verdict, failure_verdict, metric_value
-from .envs.base import ROOT as TORCH
 from .envs import EnvManager, EnvSpec
+from .envs.base import ROOT as TORCH
 from .errors import BisectorError, EnvironmentFailure, UsageError
 from .index import list_releases
 from .installer_config import resolve_index_url

@@ -122,7 +122,8 @@ class MatrixSection(BaseModel):
         if both:
             raise ValueError(f"{both[0]} is both in the grid and pinned")
         torch_pin = self.pins.get("torch", "==0")
-        if not torch_pin.startswith("==") and not _is_version(torch_pin) or any(c in torch_pin for c in "<>!~*,"):
+        exact = (torch_pin.startswith("==") or _is_version(torch_pin)) and not any(c in torch_pin for c in "<>!~*,")
+        if not exact:
             raise ValueError(f"torch is the shared base of every environment: pin it to one version, not {torch_pin!r}")
         for entry in self.exclude:
             unknown = sorted(set(entry) - set(self.grid))

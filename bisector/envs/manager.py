@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import contextlib
 import logging
-from collections import Counter
 import time
+from collections import Counter
 from pathlib import Path
 from typing import Iterator, Optional
 
@@ -20,13 +20,13 @@ from bisector.envs.backends import Backend, PipBackend, make_backend
 from bisector.envs.base import described_prefixes, resolve_base, torch_base_ready
 from bisector.envs.environment import Environment
 from bisector.envs.gc import select_for_removal
-from bisector.envs.inuse import in_use, is_in_use, unused
 from bisector.envs.info import EnvInfo, InterpreterStamp, read_info, utcnow, write_info
+from bisector.envs.inuse import in_use, is_in_use, unused
 from bisector.envs.prefetch import Prefetcher
-from bisector.envs.torchbase import remove_unused_bases, torch_bases
 from bisector.envs.recipe import Recipe, make_recipe, spec_for_target
 from bisector.envs.spec import EnvSpec, InstallTarget
 from bisector.envs.store import State, discard, quick_check, sweep
+from bisector.envs.torchbase import remove_unused_bases, torch_bases
 from bisector.errors import EnvironmentFailure
 
 log = logging.getLogger("bisector.envs")
@@ -99,9 +99,9 @@ class EnvManager:
     def gc(self, keep_last: Optional[int] = None, max_size: Optional[int] = None) -> list[EnvInfo]:
         """Remove least recently used envs beyond ``keep_last`` / ``max_size`` bytes; return them.
 
-        Envs being built, or used by a probe (see ``using``), in any process are skipped. Leftover temp and trash
-        dirs, env dirs without a valid info file and overlays no env uses (after a while)
-        are removed too.
+        Envs being built, or used by a probe (see ``using``), in any process are skipped.
+        Leftover temp and trash dirs, env dirs without a valid info file and overlays no env
+        uses (after a while) are removed too.
         """
         removed = []
         for info in select_for_removal(self.list(), keep_last, max_size):
