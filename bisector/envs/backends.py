@@ -105,6 +105,14 @@ def _uv_problem(binary: Optional[str]) -> Optional[str]:
     return f"uv at {binary} lacks {', '.join(missing)} (too old)" if missing else None
 
 
+def pip_index_args(index_url: Optional[str], extra_index_urls: list[str]) -> list[str]:
+    """pip's index flags; with none, pip's own configuration decides."""
+    args = ["--index-url", index_url] if index_url else []
+    for url in extra_index_urls:
+        args += ["--extra-index-url", url]
+    return args
+
+
 def _write_lines(path: Path, lines: list[str]) -> Path:
     path.write_text("".join(f"{line}\n" for line in lines))
     return path
@@ -161,10 +169,7 @@ class PipBackend(Backend):
         return None if importlib.util.find_spec("virtualenv") else "virtualenv is not installed"
 
     def _index_args(self, plan: InstallPlan) -> list[str]:
-        args = ["--index-url", plan.index_url] if plan.index_url else []
-        for url in plan.extra_index_urls:
-            args += ["--extra-index-url", url]
-        return args
+        return pip_index_args(plan.index_url, plan.extra_index_urls)
 
     def create(self, env_dir: Path, python: Path) -> None:
         run([sys.executable, "-m", "virtualenv", "--quiet", "--no-setuptools", "--no-periodic-update",

@@ -15,6 +15,7 @@ from typing import Optional
 
 from filelock import FileLock
 
+from bisector.envs.backends import pip_index_args
 from bisector.envs.info import utcnow, write_atomic
 from bisector.envs.procs import clean_env, log, run
 
@@ -36,13 +37,6 @@ def resolve_interpreter(request: Optional[str]) -> Path:
     if not found:
         raise UsageError(f"no python{request} on PATH for the torch base")
     return Path(found)
-
-
-def _index_args(index_url: Optional[str], extra: list[str]) -> list[str]:
-    args = ["--index-url", index_url] if index_url else []
-    for url in extra:
-        args += ["--extra-index-url", url]
-    return args
 
 
 def torch_base_prefix(version: str, python: Path, cache_dir: Path, index_url: Optional[str],
@@ -80,7 +74,7 @@ def ensure_torch_base(
         try:
             run([python, "-m", "venv", dest], "creating the torch base venv", env=clean_env())
             run([dest / "bin" / "python", "-m", "pip", "install", "--disable-pip-version-check",
-                 "--no-input", f"torch=={version}", *_index_args(index_url, extra)],
+                 "--no-input", f"torch=={version}", *pip_index_args(index_url, extra)],
                 f"installing torch=={version} into the base", env=clean_env(), timeout=3600)
         except BaseException:
             shutil.rmtree(dest, ignore_errors=True)
