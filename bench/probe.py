@@ -1,6 +1,6 @@
 """Where does one ga_memory probe run spend its time?
 
-Runs ``probes/ga_memory.py --timings`` (extra arguments are passed through) as the orchestrator
+Runs the ga_memory probe with ``--timings`` (extra arguments are passed through) as the orchestrator
 does, with $BISECTOR_RESULT set, and prints the split: interpreter start, ML-stack imports,
 model builds, cell setup, metered steps, the rest inside the script, and process exit, with
 each part's share of the wall time measured from outside.
@@ -18,7 +18,7 @@ import tempfile
 import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-SCRIPT = os.path.join(ROOT, "probes", "ga_memory.py")
+SCRIPT = os.path.join(ROOT, "bisector", "data", "probes", "ga_memory", "__main__.py")
 ROWS = [
     ("interpreter start", "interpreter_start_s"),
     ("imports (torch, accelerate, transformers)", "imports_s"),

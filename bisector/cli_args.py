@@ -8,7 +8,7 @@ from typing import Any
 
 def add_env_and_probe_flags(p: argparse.ArgumentParser, g) -> None:
     """--env and --index-url (into group ``g``) and the probe group, shared by ``run`` and ``matrix``."""
-    g.add_argument("--env", help="environment spec: a name in envs/ or a path to a .toml")
+    g.add_argument("--env", help="environment spec: a built-in name (bisector/data/specs) or a path to a .toml")
     g.add_argument("--index-url", help="package index (default: the installers' configuration)")
     g = p.add_argument_group("probe")
     g.add_argument("--probe", help="built-in probe name, or a path to a probe script")

@@ -14,6 +14,7 @@ from .candidate import Candidate
 from .config import JobConfig, Mode
 from .envs import EnvManager, load_env_spec
 from .envs.base import ROOT as TORCH
+from .data import specs_dir
 from .errors import BisectorError, UsageError
 from .judge import Judgement
 from .measure import Measurer
@@ -30,7 +31,7 @@ from .search import Outcome
 from .store import RunRow, StepRow, Store, now
 from . import gitrepo
 
-ENVS_DIR = Path(__file__).resolve().parent.parent / "envs"
+ENVS_DIR = specs_dir()
 
 
 class Handler(Protocol):

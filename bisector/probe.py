@@ -3,20 +3,47 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import shlex
 from pathlib import Path
 from typing import Optional
 
 from pydantic import BaseModel, ConfigDict, model_validator
 
+from .data import probes_dir
 from .errors import UsageError
 
-PROBES_DIR = Path(os.environ.get("BISECTOR_PROBES_DIR") or Path(__file__).resolve().parent.parent / "probes")
+CONTRACT = "_probe_contract.py"   # the shared result writer every built-in probe imports
+
+
+def builtin_script(name: str) -> Path:
+    """The script of built-in probe ``name``: ``probes/<name>.py`` or ``probes/<name>/__main__.py``."""
+    root = probes_dir()
+    if "/" in name or name.startswith(("_", ".")):
+        raise UsageError(f"unknown probe '{name}' (built-in probes: {', '.join(builtin_names()) or 'none'})")
+    for path in (root / f"{name}.py", root / name / "__main__.py"):
+        if path.is_file():
+            return path
+    raise UsageError(f"unknown probe '{name}' (built-in probes: {', '.join(builtin_names()) or 'none'})")
+
+
+def builtin_names() -> list[str]:
+    """Every built-in probe's name."""
+    root = probes_dir()
+    files = [p.stem for p in root.glob("[!_]*.py")]
+    packages = [p.name for p in root.iterdir() if (p / "__main__.py").is_file()] if root.is_dir() else []
+    return sorted(files + packages)
+
+
+def builtin_files(script: Path) -> list[Path]:
+    """The files a built-in probe's output depends on: its own (the whole directory of a probe
+    package, or the one script) and the shared contract; never another probe's files."""
+    own = sorted(script.parent.rglob("*.py")) if script.name == "__main__.py" else [script]
+    contract = probes_dir() / CONTRACT
+    return own + ([contract] if contract.is_file() else [])
 
 
 class ProbeSpec(BaseModel):
-    """Exactly one of: ``name`` (a built-in probe in probes/), ``path`` (a user's Python script
+    """Exactly one of: ``name`` (a built-in probe in bisector/data/probes/), ``path`` (a user's Python script
     writing ``{"metrics": ...}`` to $BISECTOR_RESULT) or ``cmd`` (exit-code contract:
     0 good, 125 skip, other 1-127 bad)."""
 
@@ -46,11 +73,7 @@ class ProbeSpec(BaseModel):
         if self.cmd is not None:
             return None
         if self.name is not None:
-            path = PROBES_DIR / f"{self.name}.py"
-            if "/" in self.name or not path.is_file():
-                known = sorted(p.stem for p in PROBES_DIR.glob("[!_]*.py"))
-                raise UsageError(f"unknown probe '{self.name}' (built-in probes: {', '.join(known) or 'none'})")
-            return path
+            return builtin_script(self.name)
         path = Path(self.path).expanduser().resolve()
         if not path.is_file():
             raise UsageError(f"probe script {self.path} not found")
@@ -74,11 +97,11 @@ class ProbeSpec(BaseModel):
         h.update(json.dumps({"cmd": self.cmd, "args": self.args}).encode())
         script = self.script()
         if script is not None:
-            files = [script]
-            if self.name is not None:
-                files += sorted(PROBES_DIR.glob("_*.py"))
+            files = builtin_files(script) if self.name is not None else [script]
+            root = script.parent
             for f in files:
-                h.update(f.name.encode() + b"\0" + f.read_bytes())
+                label = f.relative_to(root).as_posix() if f.is_relative_to(root) else f.name
+                h.update(label.encode() + b"\0" + f.read_bytes())
         return h.hexdigest()[:16]
 
     def label(self) -> str:

@@ -1,4 +1,4 @@
-"""End-to-end runs of probes/ga_memory.py as the orchestrator runs it: a subprocess with
+"""End-to-end runs of the ga_memory probe as the orchestrator runs it: a subprocess with
 $BISECTOR_RESULT set, on CPU, with the global interpreter's ML stack.
 
 Set GA_MEMORY_EXTRA_PYTHONS to a comma-separated list of other interpreters (e.g. venvs with
@@ -21,7 +21,7 @@ pytest.importorskip("accelerate")
 pytest.importorskip("transformers")
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-SCRIPT = os.path.join(ROOT, "probes", "ga_memory.py")
+SCRIPT = os.path.join(ROOT, "bisector", "data", "probes", "ga_memory", "__main__.py")
 SMALL = ["--sizes", "64,96,128"]
 
 pytestmark = pytest.mark.slow

@@ -6,14 +6,12 @@ config_hash, config}, ``versions``, ``device``, ``meter``, ``cells``, ``fit``, o
 """
 from __future__ import annotations
 
-import json
 import math
-import os
 import platform
-import sys
+
+from _probe_contract import RESULT_ENV, write_result  # noqa: F401 - RESULT_ENV re-exported
 
 SCHEMA_VERSION = "ga_memory/1"
-RESULT_ENV = "BISECTOR_RESULT"
 
 
 def _version(module_name):
@@ -101,15 +99,5 @@ def assemble(probe: dict, spec: dict, meter: str, cells, metrics, fits, error=No
 
 
 def write(result: dict, path=None) -> str:
-    """Write to $BISECTOR_RESULT, else ``path``, else stdout; returns where it went."""
-    text = json.dumps(result, indent=1, sort_keys=False, allow_nan=False)
-    target = os.environ.get(RESULT_ENV) or path
-    if not target:
-        sys.stdout.write(text + "\n")
-        sys.stdout.flush()
-        return "<stdout>"
-    tmp = f"{target}.tmp{os.getpid()}"
-    with open(tmp, "w") as fh:
-        fh.write(text)
-    os.replace(tmp, target)
-    return target
+    """Write to $BISECTOR_RESULT, else ``path``, else stdout (atomically); returns where it went."""
+    return write_result(result, path)

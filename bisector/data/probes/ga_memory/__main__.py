@@ -1,6 +1,6 @@
 """Probe: extra peak memory of gradient accumulation, in fp32 and in mixed precision.
 
-Run inside a candidate environment as ``python probes/ga_memory.py [options]`` (see --help and
+Run inside a candidate environment as ``python .../probes/ga_memory/__main__.py [options]`` (see --help and
 probes/README.md). For each hidden size x precision x gradient-accumulation setting it builds a
 causal LM from a config (random weights), runs one warm-up optimizer step and one measured step
 under a memory meter, and fits ``peak = a * n_params + b`` over sizes to split per-parameter
@@ -15,6 +15,13 @@ import gc  # noqa: E402
 import json  # noqa: E402
 import os  # noqa: E402
 import sys  # noqa: E402
+
+# The helpers are siblings, the shared contract one level up. Put both on sys.path explicitly:
+# with PYTHONSAFEPATH (or -P) Python does not add the script's own directory.
+_HERE = os.path.dirname(os.path.abspath(__file__))
+for _path in (os.path.dirname(_HERE), _HERE):
+    if _path not in sys.path:
+        sys.path.insert(0, _path)
 
 from _cli import config_hash, make_spec, parser  # noqa: E402
 from _timings import Timings  # noqa: E402

@@ -7,11 +7,13 @@ Writes ``{"metrics": {...}}`` to $BISECTOR_RESULT.
 import argparse
 import importlib
 import importlib.metadata as md
-import json
 import os
 import resource
 import sys
 import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # the shared contract, even with -P
+from _probe_contract import write_result  # noqa: E402
 
 PROBE_VERSION = "1.0.0"
 
@@ -45,12 +47,7 @@ def main() -> int:
         },
         "versions": {"module": getattr(mod, "__version__", None), "python": sys.version.split()[0]},
     }
-    path = os.environ.get("BISECTOR_RESULT")
-    if path:
-        with open(path, "w") as fh:
-            json.dump(result, fh)
-    else:
-        print(json.dumps(result))
+    write_result(result)
     return 0
 
 
