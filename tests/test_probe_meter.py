@@ -188,6 +188,115 @@ def test_phase_bookkeeping():
     assert (m.peak, m.peak_phase, m.start_bytes, m.end_bytes) == (50, "a", 10, 30)
 
 
+def test_the_peak_before_the_first_phase_is_kept():
+    """Trainer opens the window at on_step_begin; what it allocates before the first training_step
+    (then frees) is part of the step's peak, on both meters."""
+    m = _FakeMeter()
+    m.set(10)
+    m.reset_peak()
+    m.set(80)  # no phase running yet
+    m.set(15)
+    m.mark("m0.forward")
+    m.set(40)
+    m.mark(None)
+    assert (m.peak, m.phases["m0.forward"]["peak_bytes"]) == (80, 40)
+
+
+@pytest.mark.parametrize("liveness", LIVENESS)
+def test_sites_at_each_phase_peak_sum_to_that_phase_peak(liveness):
+    model, x = _linear_stack(3, 32), torch.randn(4, 32)
+    meter = StorageMeter(attribution=True, liveness=liveness)
+    meter.track(model.parameters(), site="parameters")
+    meter.track([x])
+    with meter:
+        _fwd_bwd(meter, model, x)
+    by_phase = meter.phase_attribution(top=100)
+    assert set(by_phase) == {"forward", "backward"}
+    for name, rows in by_phase.items():
+        assert sum(r["bytes"] for r in rows) == meter.phases[name]["peak_bytes"]
+    assert not any("Backward" in r["site"] for r in by_phase["forward"])
+    assert any("MmBackward" in r["site"] for r in by_phase["backward"])
+    meter.close()
+
+
+def test_cpu_meter_counts_what_the_window_created_by_dtype():
+    meter = StorageMeter()
+    old = torch.ones(10)
+    meter.track([old])
+    with meter:
+        meter.reset_peak()
+        a = old.to(torch.bfloat16)  # 20 B created in the window
+        b = old * 2                 # 40 B
+        meter.mark(None)
+    assert meter.report()["dtype_bytes"] == {"bfloat16": 20, "float32": 40}
+    meter.close()
+    del a, b
+
+
+# --- precision proof ------------------------------------------------------------------------
+def _witnessed(precision_context):
+    from _precision import PrecisionWitness
+
+    model = _linear_stack(2, 16)
+    witness = PrecisionWitness(model, "cpu")
+    with precision_context:
+        model(torch.randn(2, 16))
+    witness.close()
+    return witness
+
+
+def test_precision_witness_proves_what_the_forward_ran_in():
+    import contextlib
+
+    fp32 = _witnessed(contextlib.nullcontext())
+    bf16 = _witnessed(torch.autocast("cpu", dtype=torch.bfloat16))
+    assert fp32.problem("fp32") is None and bf16.problem("bf16") is None
+    assert fp32.observed() == [{"autocast": "off", "output": "float32", "calls": 1}]
+    assert bf16.observed() == [{"autocast": "bfloat16", "output": "bfloat16", "calls": 1}]
+    leaked = bf16.problem("fp32")  # the seed bug: an fp32 cell that ran under autocast
+    assert leaked.startswith("asked fp32, but 1 forward call(s) ran with autocast bfloat16")
+    assert "asked bf16" in fp32.problem("bf16")
+
+
+def test_precision_witness_needs_a_forward_and_agreeing_meter_dtypes():
+    from _precision import PrecisionWitness
+
+    silent = PrecisionWitness(_linear_stack(1, 8), "cpu")
+    assert "never observed" in silent.problem("fp32")
+    fp32 = _witnessed(torch.autocast("cpu", enabled=False))
+    assert "allocated 64 B of bfloat16" in fp32.problem("fp32", {"bfloat16": 64, "float32": 10})
+    bf16 = _witnessed(torch.autocast("cpu", dtype=torch.bfloat16))
+    assert "no bfloat16 tensor" in bf16.problem("bf16", {"float32": 10})
+
+
+def test_a_cell_leaves_the_process_environment_as_it_found_it(monkeypatch):
+    from _cells import process_state
+
+    monkeypatch.setenv("ACCELERATE_MIXED_PRECISION", "bf16")  # e.g. from the user's shell
+    monkeypatch.setenv("UNRELATED", "1")
+    with process_state():
+        assert "ACCELERATE_MIXED_PRECISION" not in os.environ and os.environ["UNRELATED"] == "1"
+        os.environ["ACCELERATE_MIXED_PRECISION"] = "fp16"  # what TrainingArguments does
+        os.environ["NEW"] = "x"
+    assert os.environ["ACCELERATE_MIXED_PRECISION"] == "bf16" and "NEW" not in os.environ
+
+
+def test_loop_knobs_resolve_to_what_each_loop_does():
+    from _cli import effective_knobs
+
+    acc, trainer = _spec(), _spec("--loop", "trainer")
+    assert (acc["zero_grad_target"], acc["max_grad_norm"], acc["lr_scheduler"]) == ("optimizer", 0.0, "none")
+    assert (trainer["zero_grad_target"], trainer["max_grad_norm"], trainer["lr_scheduler"]) == (
+        "model", 1.0, "constant")
+    like_trainer = _spec("--zero-grad-target", "model", "--max-grad-norm", "1", "--lr-scheduler", "constant")
+    assert effective_knobs(like_trainer)["implied_by_loop"] == ["precision_via", "zero_grad_policy"]
+    assert config_hash(_spec("--loop", "trainer", "--max-grad-norm", "1.0"), "2") == config_hash(trainer, "2")
+    with pytest.raises(SystemExit, match="decided by Trainer"):
+        _spec("--loop", "trainer", "--zero-grad-policy", "zeros")
+    with pytest.raises(SystemExit):
+        _spec("--max-grad-norm", "-1")
+
+
 # --- CUDA meter with a stand-in backend -----------------------------------------------------
 class _FakeCuda:
     def __init__(self):
@@ -257,20 +366,32 @@ def test_fit_line_exact_and_r2():
         fit_line([1, 1], [2, 3])
 
 
-def _synthetic_cells():
-    """peak = a * n + b with known per-(precision, GA) slopes and intercepts."""
+def _synthetic_cells(failed: bool = True):
+    """peak = a * n + b with known per-(precision, GA) slopes and intercepts (and one OOM cell)."""
     sizes = {64: 1000, 128: 3000, 192: 6000}
     slope = {("fp32", 1): 8, ("fp32", 2): 8.5, ("bf16", 1): 9, ("bf16", 2): 11}
     cells = [
         {"hidden": h, "precision": p, "ga": g, "n_params": n, "peak_bytes": slope[p, g] * n + 100 * g}
         for h, n in sizes.items() for (p, g) in slope
     ]
-    cells.append({"hidden": 256, "precision": "bf16", "ga": 2, "error": "OOM"})
+    if failed:
+        cells.append({"hidden": 256, "precision": "bf16", "ga": 2,
+                      "error": "OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 MiB"})
     return cells
 
 
-def test_derive_metrics_from_synthetic_cells():
+def test_a_failed_cell_removes_the_fits_it_would_enter():
+    """A cost fitted over the widths that happened to survive is another number under the same name."""
     metrics, fits = derive(_synthetic_cells(), ["fp32", "bf16"], [1, 2])
+    assert "peak_bytes.bf16.ga2.h256" not in metrics and metrics["peak_bytes.bf16.ga2.h128"] == 11 * 3000 + 200
+    for gone in ("ga_cost_bytes_per_param", "ga_excess_bytes_per_param"):
+        assert gone not in metrics  # they need bf16 GA=2 at every width
+    assert "peak.bf16.ga2" not in fits and "peak.fp32.ga2" not in fits  # fp32 lacks h256 too
+    assert fits == {} and "fit_r2_min" not in metrics
+
+
+def test_derive_metrics_from_synthetic_cells():
+    metrics, fits = derive(_synthetic_cells(failed=False), ["fp32", "bf16"], [1, 2])
     close = lambda k, v: math.isclose(metrics[k], v, rel_tol=1e-9, abs_tol=1e-6)  # noqa: E731
     assert close("ga_cost_bytes_per_param", 2.0) and close("ga_cost_fixed_bytes", 100)
     assert close("fp32_ga_cost_bytes_per_param", 0.5) and close("fp32_ga_cost_fixed_bytes", 100)
@@ -279,7 +400,6 @@ def test_derive_metrics_from_synthetic_cells():
     assert close("fit_r2_min", 1.0)
     assert metrics["peak_bytes.bf16.ga2.h128"] == 11 * 3000 + 200
     assert metrics["n_params.h192"] == 6000.0
-    assert "peak_bytes.bf16.ga2.h256" not in metrics  # the failed cell is omitted
     assert set(fits) >= {"peak.fp32.ga1", "ga_cost", "fp32_ga_cost", "mixed_cost", "ga_excess"}
 
 
@@ -309,7 +429,8 @@ def test_assembled_result_validates_and_cleans_non_finite(monkeypatch, tmp_path)
     monkeypatch.setenv("BISECTOR_RESULT", str(target))
     assert write(result) == str(target)
     parsed = ProbeResult.model_validate_json(target.read_text())
-    assert parsed.schema_version == "ga_memory/1" and parsed.meter == "cpu-dispatch"
+    assert parsed.schema_version == "ga_memory/2" and parsed.meter == "cpu-dispatch"
+    assert result["oom_cells"] == ["bf16.ga2.h256"]
     assert parsed.probe["config_hash"] == probe["config_hash"]
 
 

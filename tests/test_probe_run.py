@@ -53,8 +53,8 @@ def test_default_run_validates_and_fits(default_run):
     code, result, _, stderr = default_run
     assert code == 0, stderr[-3000:]
     metrics = _metrics(result)
-    assert result["schema_version"] == "ga_memory/1" and result["meter"] == "cpu-dispatch"
-    assert result["probe"]["version"] == "1.0.0" and len(result["probe"]["config_hash"]) == 64
+    assert result["schema_version"] == "ga_memory/2" and result["meter"] == "cpu-dispatch"
+    assert result["probe"]["version"] == "2.0.0" and len(result["probe"]["config_hash"]) == 64
     assert set(result["versions"]) == {"torch", "accelerate", "transformers", "python"}
     assert not any(c.get("error") for c in result["cells"])
     assert metrics["fit_r2_min"] > 0.99
@@ -159,6 +159,85 @@ def test_missing_ml_stack_exits_3_with_error(tmp_path):
     proc = subprocess.run([sys.executable, "-S", "-s", SCRIPT], env=env, capture_output=True, timeout=60)
     assert proc.returncode == 3
     assert "cannot import the ML stack" in ProbeResult.model_validate_json(out.read_text()).error
+
+
+# --- the seed's loop: Trainer, both precisions in one run ---------------------------------------
+OLDEST = "accelerate==0.20.3"   # the oldest release the probe supports (transformers 4.30 as of its date)
+needs_index = pytest.mark.skipif(os.environ.get("BISECTOR_OFFLINE") == "1",
+                                 reason="BISECTOR_OFFLINE=1: needs the real package index")
+
+
+@pytest.fixture(scope="module")
+def oldest_python(tmp_path_factory):
+    """The interpreter of a real candidate environment of the oldest supported stack, built by
+    bisector itself (default spec: transformers as of accelerate 0.20.3's upload, torch shared)."""
+    root = tmp_path_factory.mktemp("oldest")
+    proc = subprocess.run([sys.executable, "-m", "bisector", "probe", "--with", OLDEST, "--json",
+                           "--store", str(root / "s.db"), "--cache-dir", str(root / "cache")],
+                          capture_output=True, text=True, timeout=900)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    env = json.loads(proc.stdout)["details"]["env_path"]
+    return os.path.join(env, "bin", "python")
+
+
+def _cell_bytes(result):
+    return {(c["precision"], c["ga"], c["hidden"]): c["peak_bytes"] for c in result["cells"]}
+
+
+def _trainer_both_equals_each(tmp_path, python):
+    """Every cell of a Trainer run with both precisions has the bytes of runs of one precision each,
+    and proves the precision it ran in (the fp32 cells after bf16 ones used to run in bf16)."""
+    args = ["--loop", "trainer", "--precision-via", "env", *SMALL]
+    code, both, _, err = run_probe(tmp_path, *args, python=python, name="both.json")
+    assert code == 0 and not both.get("cell_errors"), err[-3000:]
+    each = {}
+    for prec in ("fp32", "bf16"):
+        code, one, _, err = run_probe(tmp_path, *args, "--precisions", prec, python=python, name=f"{prec}.json")
+        assert code == 0, err[-3000:]
+        each.update(_cell_bytes(one))
+    assert _cell_bytes(both) == each
+    for cell in both["cells"]:
+        want = "off" if cell["precision"] == "fp32" else "bfloat16"
+        assert {o["autocast"] for o in cell["precision_observed"]} == {want}
+        assert cell["grads_at_step_start"] == "none"  # Trainer's model.zero_grad(): set_to_none
+    m = _metrics(both)
+    assert m["fp32_ga_cost_bytes_per_param"] < 1.0 < m["ga_excess_bytes_per_param"]
+    return both
+
+
+def test_trainer_both_precisions_equal_single_precision_runs_newest(tmp_path):
+    _trainer_both_equals_each(tmp_path, sys.executable)
+
+
+@needs_index
+def test_trainer_both_precisions_equal_single_precision_runs_oldest(tmp_path, oldest_python):
+    result = _trainer_both_equals_each(tmp_path, oldest_python)
+    assert result["versions"]["accelerate"] == "0.20.3" and result["versions"]["transformers"].startswith("4.30")
+
+
+def test_knobs_separate_the_trainer_from_a_hand_written_loop(tmp_path):
+    """Only the zero_grad knob moves the accelerate loop's GA cost to the Trainer's; clipping, the
+    scheduler and setting the precision through the environment change no byte of it."""
+    def costs(*args):
+        code, result, _, err = run_probe(tmp_path, "--precisions", "fp32,bf16", *SMALL, *args)
+        assert code == 0, err[-3000:]
+        m = _metrics(result)
+        return tuple(round(m[k], 6) for k in ("ga_cost_bytes_per_param", "fp32_ga_cost_bytes_per_param")), result
+
+    zeros, plain = costs("--zero-grad-policy", "zeros")
+    assert zeros == (0.0, 0.0) and plain["knobs"]["zero_grad_policy"] == "zeros"
+    for knob in (["--max-grad-norm", "1.0"], ["--lr-scheduler", "constant"], ["--precision-via", "env"]):
+        assert costs("--zero-grad-policy", "zeros", *knob)[0] == zeros, knob
+    model, result = costs("--zero-grad-target", "model")
+    assert model[0] > model[1] + 1.0 and result["cells"][0]["grads_at_step_start"] == "none"
+
+
+def test_built_in_probe_runs_with_pythonsafepath(tmp_path, monkeypatch):
+    """PYTHONSAFEPATH keeps the script's directory off sys.path; the probe finds its helpers anyway."""
+    monkeypatch.setenv("PYTHONSAFEPATH", "1")
+    code, result, _, err = run_probe(tmp_path, "--sizes", "64,96", "--precisions", "fp32", "--ga", "1")
+    assert code == 0, err[-3000:]
+    assert result["metrics"]["peak_bytes.fp32.ga1.h64"] > 0
 
 
 EXTRA = [p for p in os.environ.get("GA_MEMORY_EXTRA_PYTHONS", "").split(",") if p]

@@ -23,11 +23,11 @@ for _path in (os.path.dirname(_HERE), _HERE):
     if _path not in sys.path:
         sys.path.insert(0, _path)
 
-from _cli import config_hash, make_spec, parser  # noqa: E402
+from _cli import config_hash, effective_knobs, make_spec, parser  # noqa: E402
 from _timings import Timings  # noqa: E402
 
 PROBE_NAME = "ga_memory"
-PROBE_VERSION = "1.0.0"
+PROBE_VERSION = "2.0.0"  # 2: precision proved per cell, loop knobs, per-phase sites
 EXIT_NOTHING_MEASURED = 3
 
 
@@ -102,6 +102,8 @@ def _finish(args, spec, cells, timings) -> int:
     probe = {"name": PROBE_NAME, "version": PROBE_VERSION, "config_hash": config_hash(spec, PROBE_VERSION)}
     meter = "cuda" if spec["device"] == "cuda" else "cpu-dispatch"
     result = assemble(probe, spec, meter, cells, metrics, fits, error)
+    result["knobs"] = effective_knobs(spec)
+    result["ignored_env"] = sorted(k for k in os.environ if k.startswith("ACCELERATE_"))
     if args.timings:
         timings.add_cells(cells)
         result["timings"] = timings.report()

@@ -7,6 +7,7 @@ cell's allocator state or OOM cannot leak into the next.
 """
 from __future__ import annotations
 
+import contextlib
 import gc
 import json
 import os
@@ -20,6 +21,13 @@ import torch
 
 from _loops import AccelerateLoop
 from _models import build_model, make_batches
+from _precision import PrecisionWitness
+
+ACCELERATE_PREFIX = "ACCELERATE_"
+
+
+class PrecisionNotProved(RuntimeError):
+    """The cell's forward did not run in the precision the cell asked for."""
 
 
 def plan(spec) -> list:
@@ -51,32 +59,66 @@ def _loop_class(name):
     return AccelerateLoop
 
 
+@contextlib.contextmanager
+def process_state():
+    """Each cell starts from the environment the probe started with, minus accelerate's own
+    variables, and leaves it as it found it: ``TrainingArguments`` writes
+    ``ACCELERATE_MIXED_PRECISION`` into ``os.environ``, which the next cell's Accelerator would
+    otherwise read (an fp32 cell after a bf16 one ran in bf16)."""
+    saved = dict(os.environ)
+    for name in [k for k in os.environ if k.startswith(ACCELERATE_PREFIX)]:
+        del os.environ[name]
+    try:
+        yield
+    finally:
+        os.environ.clear()
+        os.environ.update(saved)
+
+
+def _window(spec, loop, meter, steps):
+    """Run the loop's warm-up and measured steps under the meter, cyclic GC paused."""
+    meter.track(loop.state_tensors())
+    meter.track(t for step in steps for b in step for t in b.values())
+    gc.collect()
+    gc.disable()  # no collection at random moments inside the window: bytes stay deterministic
+    try:
+        with meter:
+            loop.run(steps, meter, spec["warmup_steps"])
+    finally:
+        gc.enable()
+        meter.close()
+
+
+def _record_window(spec, cell, record, meter, loop, witness):
+    """The meter's numbers, the attribution and the precision proof into the cell record."""
+    record.update(meter.report())
+    record["grads_at_step_start"] = loop.grads_at_step_start
+    if spec.get("attribution"):
+        record["attribution"] = meter.attribution(spec.get("top", 12))
+        record["phase_attribution"] = meter.phase_attribution(spec.get("top", 12))
+    record["precision_observed"] = witness.observed()
+    problem = witness.problem(cell["precision"], record.get("dtype_bytes"))
+    if problem:
+        raise PrecisionNotProved(problem)
+
+
 def _measure(spec, cell, record, clock):
     model, facts = build_model(spec, cell["hidden"])
     model.to(spec["device"])
     record.update(facts)
+    witness = PrecisionWitness(model, torch.device(spec["device"]).type)
     clock.lap("build")
     loop = _loop_class(spec["loop"])(spec, cell, model)
     del model
     try:
         steps = [make_batches(spec, cell["ga"], spec["device"]) for _ in range(spec["warmup_steps"] + 1)]
         meter = make_meter(spec)
-        meter.track(loop.state_tensors())
-        meter.track(t for step in steps for b in step for t in b.values())
         clock.lap("setup")
-        gc.collect()
-        gc.disable()  # no collection at random moments inside the window: bytes stay deterministic
-        try:
-            with meter:
-                loop.run(steps, meter, spec["warmup_steps"])
-        finally:
-            gc.enable()
-            meter.close()
+        _window(spec, loop, meter, steps)
         clock.lap("steps")
-        record.update(meter.report())
-        if spec.get("attribution"):
-            record["attribution"] = meter.attribution(spec.get("top", 12))
+        _record_window(spec, cell, record, meter, loop, witness)
     finally:
+        witness.close()
         loop.close()
 
 
@@ -102,7 +144,12 @@ def run_cell(spec, cell) -> dict:
     record = dict(cell)
     clock = _Clock()
     try:
-        _measure(spec, cell, record, clock)
+        with process_state():
+            _measure(spec, cell, record, clock)
+    except PrecisionNotProved as exc:
+        record["error"] = f"precision not proved: {exc}"
+        record.pop("peak_bytes", None)  # a number measured in the wrong precision is no number
+        clock.lap("failed")
     except Exception as exc:  # noqa: BLE001 - a cell that cannot run is a result, not a crash
         record["error"] = _describe(exc)
         clock.lap("failed")

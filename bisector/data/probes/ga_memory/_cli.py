@@ -11,9 +11,20 @@ import hashlib
 import json
 
 DEFAULT_SIZES = "64,128,192,256"
+LOOPS = ("accelerate", "trainer")
+# What each loop does by itself, as knobs: the accelerate loop is the hand-written loop of
+# accelerate's examples; Trainer calls model.zero_grad(), clips at max_grad_norm=1.0 and steps a
+# scheduler. Knobs Trainer decides itself cannot be changed in the Trainer loop.
+LOOP_KNOBS = {
+    "accelerate": {"zero_grad_target": "optimizer", "zero_grad_policy": "default", "max_grad_norm": 0.0,
+                   "lr_scheduler": "none", "precision_via": "arg"},
+    "trainer": {"zero_grad_target": "model", "zero_grad_policy": "default", "max_grad_norm": 1.0,
+                "lr_scheduler": "constant", "precision_via": "arg"},
+}
+TRAINER_DECIDES = ("zero_grad_target", "zero_grad_policy", "lr_scheduler")
 PRECISIONS = ("fp32", "bf16", "fp16")
 NOT_IN_SPEC = ("result", "timings", "cell", "cell_out", "cell_timeout")
-NOT_HASHED = ("isolate", "attribution", "top", "threads")  # change the report or speed, not the bytes
+NOT_HASHED = ("isolate", "attribution", "top", "threads", "knobs_given")  # the report or speed, not the bytes
 
 
 def _ints(text: str):
@@ -46,9 +57,22 @@ def _add_loop_args(p):
     p.add_argument("--precisions", type=_names, default=["fp32", "bf16"],
                    help="comma separated of fp32,bf16,fp16 (fp16: CUDA only)")
     p.add_argument("--ga", type=_ints, default=[1, 2], help="gradient accumulation steps to compare")
-    p.add_argument("--loop", choices=("accelerate", "trainer"), default="accelerate")
-    p.add_argument("--zero-grad-policy", choices=("default", "none", "zeros"), default="default",
-                   help="default: optimizer.zero_grad() as real code calls it; none/zeros force set_to_none")
+    p.add_argument("--loop", choices=LOOPS, default="accelerate",
+                   help="accelerate: a hand-written accelerate loop (the maintainers' script); "
+                        "trainer: transformers.Trainer (the reporter's); see --help of the knobs below")
+    g = p.add_argument_group("loop knobs", "what makes one training loop differ from another; unset = what "
+                             "the loop does by itself (the result's 'knobs' says the effective values)")
+    g.add_argument("--zero-grad-target", choices=("optimizer", "model"), default=None,
+                   help="optimizer.zero_grad() (accelerate loop default) or model.zero_grad() (what Trainer calls)")
+    g.add_argument("--zero-grad-policy", choices=("default", "none", "zeros"), default=None,
+                   help="default: the call's own set_to_none default; none/zeros force set_to_none=True/False")
+    g.add_argument("--max-grad-norm", type=float, default=None,
+                   help="clip the gradient norm before the optimizer step (Trainer's default 1.0; 0 = off)")
+    g.add_argument("--lr-scheduler", choices=("none", "constant"), default=None,
+                   help="step a (constant) lr scheduler after the optimizer, as Trainer does")
+    g.add_argument("--precision-via", choices=("arg", "env"), default=None,
+                   help="arg: the loop's own argument (Accelerator(mixed_precision=...) / TrainingArguments"
+                        "(bf16=True)); env: ACCELERATE_MIXED_PRECISION, as the seed report set it")
     p.add_argument("--warmup-steps", type=int, default=1)
     p.add_argument("--seed", type=int, default=0)
 
@@ -104,9 +128,33 @@ def _check(spec):
         raise SystemExit("--sizes, --ga and --precisions must not be empty")
 
 
+def resolve_knobs(spec: dict) -> dict:
+    """The effective knobs: the loop's own behaviour, overridden where a knob was given."""
+    implied = LOOP_KNOBS[spec["loop"]]
+    knobs = {k: implied[k] if spec.get(k) is None else spec[k] for k in implied}
+    if spec["loop"] == "trainer":
+        fixed = [k for k in TRAINER_DECIDES if knobs[k] != implied[k]]
+        if fixed:
+            flag = "--" + fixed[0].replace("_", "-")
+            raise SystemExit(f"{flag} is decided by Trainer itself (it calls model.zero_grad() and steps a "
+                             "scheduler); use --loop accelerate to set it")
+    if knobs["max_grad_norm"] < 0:
+        raise SystemExit("--max-grad-norm must be >= 0 (0 = no clipping)")
+    return knobs
+
+
+def effective_knobs(spec: dict) -> dict:
+    """The knobs the cells ran with, and which of them the loop implied rather than was given."""
+    implied = LOOP_KNOBS[spec["loop"]]
+    return {"loop": spec["loop"], **{k: spec[k] for k in implied},
+            "implied_by_loop": sorted(k for k in implied if k not in spec["knobs_given"])}
+
+
 def make_spec(args) -> dict:
-    """The effective configuration (device resolved, output-only options dropped)."""
+    """The effective configuration (device resolved, knobs resolved, output-only options dropped)."""
     spec = {k: v for k, v in vars(args).items() if k not in NOT_IN_SPEC}
+    spec["knobs_given"] = sorted(k for k in LOOP_KNOBS[spec["loop"]] if spec.get(k) is not None)
+    spec.update(resolve_knobs(spec))
     spec["device"] = resolve_device(args.device)
     spec["use_reentrant"] = {"default": None, "true": True, "false": False}[args.use_reentrant]
     isolate = args.isolate if args.isolate != "auto" else ("on" if spec["device"] == "cuda" else "off")

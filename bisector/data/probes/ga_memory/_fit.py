@@ -77,9 +77,16 @@ def _put(metrics, fits, name, fit, per_param, fixed):
 
 
 def derive(cells, precisions, gas):
-    """(metrics, fits) for the result: per-cell peaks, n_params, fitted costs, fit quality."""
-    peaks, n_params = _peaks(cells)
-    metrics, fits = _cell_metrics(peaks, n_params), {}
+    """(metrics, fits) for the result: per-cell peaks, n_params, fitted costs, fit quality.
+
+    Fits and costs use only (precision, GA) groups measured at every planned width: a cost
+    fitted over the widths that happened to survive (an OOM, an unproved precision) would be a
+    different number under the same name, so it is left out instead.
+    """
+    measured, n_params = _peaks(cells)
+    metrics, fits = _cell_metrics(measured, n_params), {}
+    planned = {c["hidden"] for c in cells}
+    peaks = {g: by_size for g, by_size in measured.items() if set(by_size) == planned}
     for (prec, ga), by_size in sorted(peaks.items()):
         fit = _fit_map(n_params, by_size)
         if fit is not None:

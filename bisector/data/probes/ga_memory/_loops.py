@@ -1,17 +1,23 @@
 """The accelerate training loop the probe measures, written as user code writes it.
 
 One *step* = ``ga`` micro-steps, each ``with accelerator.accumulate(model): forward; backward;
-optimizer.step(); optimizer.zero_grad()`` (accelerate skips step/zero_grad until the last
-micro-step). The meter gets a phase mark before each part: ``m{i}.forward``, ``m{i}.backward``,
-``m{i}.step``, ``m{i}.zero_grad``.
+[clip]; optimizer.step(); [scheduler.step()]; zero_grad`` (accelerate skips step/zero_grad until
+the last micro-step). The meter gets a phase mark before each part: ``m{i}.forward``,
+``m{i}.backward``, ``m{i}.step`` (clipping, optimizer and scheduler), ``m{i}.zero_grad``.
+
+The knobs (``zero_grad_target``, ``zero_grad_policy``, ``max_grad_norm``, ``lr_scheduler``,
+``precision_via``) turn the same loop into what ``transformers.Trainer`` does, one behaviour at
+a time, so a difference between the two loops can be pinned on one of them.
 """
 from __future__ import annotations
 
 import inspect
+import os
 
 import torch
 
 PRECISION_TO_ACCELERATE = {"fp32": "no", "bf16": "bf16", "fp16": "fp16"}
+PRECISION_ENV = "ACCELERATE_MIXED_PRECISION"
 
 
 def reset_accelerate_state() -> None:
@@ -37,25 +43,34 @@ def make_optimizer(name: str, params):
     raise ValueError(f"unknown optimizer {name!r}")
 
 
-def zero_grad(optimizer, policy: str) -> None:
-    """``default``: ``zero_grad()`` as real code calls it; ``none``/``zeros`` force set_to_none."""
+def zero_grad(target, policy: str) -> None:
+    """``default``: ``target.zero_grad()`` as real code calls it; ``none``/``zeros`` force set_to_none."""
     if policy == "default":
-        optimizer.zero_grad()
+        target.zero_grad()
     else:
-        optimizer.zero_grad(set_to_none=(policy == "none"))
+        target.zero_grad(set_to_none=(policy == "none"))
 
 
-def make_accelerator(precision: str, ga: int, device: str):
-    """An Accelerator for the cell, or raise with the reason this version cannot do it."""
+def make_accelerator(precision: str, ga: int, device: str, via: str = "arg"):
+    """An Accelerator for the cell, or raise with the reason this version cannot do it.
+
+    ``via="env"`` leaves ``mixed_precision`` out of the constructor and sets
+    ``ACCELERATE_MIXED_PRECISION`` instead (the cell restores the environment afterwards).
+    """
     from accelerate import Accelerator
 
-    kwargs = {"mixed_precision": PRECISION_TO_ACCELERATE[precision], "gradient_accumulation_steps": ga}
+    wanted = PRECISION_TO_ACCELERATE[precision]
+    kwargs = {"gradient_accumulation_steps": ga}
+    if via == "env":
+        os.environ[PRECISION_ENV] = wanted
+    else:
+        kwargs["mixed_precision"] = wanted
     if device == "cpu" and "cpu" in inspect.signature(Accelerator.__init__).parameters:
         kwargs["cpu"] = True
     accelerator = Accelerator(**kwargs)
     got = str(getattr(accelerator, "mixed_precision", accelerator.state.mixed_precision))
-    if got != kwargs["mixed_precision"]:
-        raise RuntimeError(f"accelerate applied mixed_precision={got!r}, asked {kwargs['mixed_precision']!r}")
+    if got != wanted:
+        raise RuntimeError(f"accelerate applied mixed_precision={got!r}, asked {wanted!r} (via {via})")
     return accelerator
 
 
@@ -71,9 +86,28 @@ def state_tensors(model, optimizer):
             yield value
 
 
+def grads_state(model) -> str:
+    """How the gradients stand right now: 'none' (all None), 'kept' (all allocated) or 'mixed'."""
+    have = [p.grad is not None for p in model.parameters() if p.requires_grad]
+    if not any(have):
+        return "none"
+    return "kept" if all(have) else "mixed"
+
+
+def _optimizer_part(ctx) -> None:
+    """Clipping (when on and gradients sync now), the optimizer step, the scheduler step."""
+    accelerator, model = ctx["accelerator"], ctx["model"]
+    if ctx["max_grad_norm"] > 0 and accelerator.sync_gradients:
+        accelerator.clip_grad_norm_(model.parameters(), ctx["max_grad_norm"])
+    ctx["optimizer"].step()
+    if ctx["scheduler"] is not None:
+        ctx["scheduler"].step()
+
+
 def run_step(ctx, batches, meter) -> None:
     """One optimizer step over ``batches`` (one per micro-step), marking phases on ``meter``."""
-    accelerator, model, optimizer = ctx["accelerator"], ctx["model"], ctx["optimizer"]
+    accelerator, model = ctx["accelerator"], ctx["model"]
+    target = model if ctx["zero_grad_target"] == "model" else ctx["optimizer"]
     for i, batch in enumerate(batches):
         meter.mark(f"m{i}.forward")
         with accelerator.accumulate(model):
@@ -81,9 +115,10 @@ def run_step(ctx, batches, meter) -> None:
             meter.mark(f"m{i}.backward")
             accelerator.backward(loss)
             meter.mark(f"m{i}.step")
-            optimizer.step()
+            _optimizer_part(ctx)
             meter.mark(f"m{i}.zero_grad")
-            zero_grad(optimizer, ctx["zero_grad_policy"])
+            if target is ctx["optimizer"] or accelerator.sync_gradients:
+                zero_grad(target, ctx["zero_grad_policy"])  # model.zero_grad() only at a real step
         del loss
 
 
@@ -94,15 +129,17 @@ class AccelerateLoop:
 
     def __init__(self, spec, cell, model):
         reset_accelerate_state()
-        accelerator = make_accelerator(cell["precision"], cell["ga"], spec["device"])
+        accelerator = make_accelerator(cell["precision"], cell["ga"], spec["device"], spec["precision_via"])
         optimizer = make_optimizer(spec["optimizer"], model.parameters())
-        model, optimizer = accelerator.prepare(model, optimizer)
-        self.ctx = {
-            "accelerator": accelerator,
-            "model": model,
-            "optimizer": optimizer,
-            "zero_grad_policy": spec["zero_grad_policy"],
-        }
+        scheduler = None
+        if spec["lr_scheduler"] == "constant":
+            scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda _: 1.0)
+            model, optimizer, scheduler = accelerator.prepare(model, optimizer, scheduler)
+        else:
+            model, optimizer = accelerator.prepare(model, optimizer)
+        self.ctx = {key: spec[key] for key in ("zero_grad_target", "zero_grad_policy", "max_grad_norm")}
+        self.ctx.update(accelerator=accelerator, model=model, optimizer=optimizer, scheduler=scheduler)
+        self.grads_at_step_start = None
 
     def state_tensors(self):
         """Tensors alive before the first step (for ``meter.track``)."""
@@ -112,6 +149,7 @@ class AccelerateLoop:
         """Warm-up step(s), then one measured step inside a fresh meter window."""
         for batches in batches_per_step[:warmup_steps]:
             run_step(self.ctx, batches, meter)
+        self.grads_at_step_start = grads_state(self.ctx["model"])
         meter.reset_peak()
         run_step(self.ctx, batches_per_step[warmup_steps], meter)
         meter.mark(None)

@@ -40,6 +40,9 @@ class MeterBase:
         """Meter-specific facts for the cell record."""
         return {}
 
+    def _phase_closed(self, name: str) -> None:
+        """Called when phase ``name`` closes (its record is final); for per-phase bookkeeping."""
+
     # --- window ------------------------------------------------------------------------
     def reset_peak(self) -> None:
         """Open a new measurement window at the current level."""
@@ -58,13 +61,21 @@ class MeterBase:
         return max(self._window_peak, self._read_phase_peak())
 
     def mark(self, name) -> None:
-        """Close the running phase (if any) and start phase ``name`` (None: just close)."""
+        """Close the running phase (if any) and start phase ``name`` (None: just close).
+
+        What happens between ``reset_peak()`` and the first mark (in the Trainer loop: from
+        ``on_step_begin`` to the first ``training_step``) belongs to the window too: its peak is
+        kept, never dropped when the first phase opens.
+        """
         now = self.current
         if self._phase is not None:
             record = self._phases[self._phase]
             record["peak_bytes"] = max(self._read_phase_peak(), now, record["start_bytes"])
             record["end_bytes"] = now
             self._window_peak = max(self._window_peak, record["peak_bytes"])
+            self._phase_closed(self._phase)
+        elif self.end_bytes is None:  # the window is open and no phase ran yet
+            self._window_peak = max(self._window_peak, self._read_phase_peak(), now)
         self._phase = None
         if name is None:
             self._window_peak = max(self._window_peak, self._read_phase_peak(), now)

@@ -111,6 +111,10 @@ class StorageMeter(MeterBase, TorchDispatchMode):
         self._sites = {}
         self._by_site = collections.Counter()
         self._peak_sites = {}
+        self._phase_sites = {}
+        self._sites_by_phase = {}
+        self._created = collections.Counter()
+        self._window_open = False
         self._snap_level = 0
         self._cur = 0
         self._ppeak = 0
@@ -124,17 +128,35 @@ class StorageMeter(MeterBase, TorchDispatchMode):
 
     def _open_phase_peak(self):
         self._ppeak = self._cur
+        if self.attribution_enabled:
+            self._phase_sites = self._live_sites()
 
     def _read_phase_peak(self):
         return self._ppeak
 
+    def _phase_closed(self, name):
+        if self.attribution_enabled:
+            self._sites_by_phase[name] = self._phase_sites
+
     def reset_peak(self):
+        self._sites_by_phase = {}
+        self._created = collections.Counter()
+        self._window_open = True
         MeterBase.reset_peak(self)
         self._snap_level = self._cur
         self._peak_sites = dict(self._by_site)
 
+    def mark(self, name):
+        MeterBase.mark(self, name)
+        if name is None:
+            self._window_open = False
+
     def extra(self):
-        return {"liveness": self._live.name, "storages_seen": self.n_storages_seen}
+        return {"liveness": self._live.name, "storages_seen": self.n_storages_seen,
+                "dtype_bytes": dict(sorted(self._created.items()))}
+
+    def _live_sites(self) -> dict:
+        return {k: v for k, v in self._by_site.items() if v}
 
     # --- counting --------------------------------------------------------------------------
     def track(self, tensors, site="pre-existing"):
@@ -159,6 +181,8 @@ class StorageMeter(MeterBase, TorchDispatchMode):
             self.n_storages_seen += 1
             label = site or (site_of(tensor) if self.attribution_enabled else "")
             self._sites[key] = label
+            if self._window_open and site is None:  # created inside the window, by an op
+                self._created[str(tensor.dtype).replace("torch.", "")] += nbytes
             self._add(key, nbytes, label)
         elif old != nbytes:  # resized in place
             self._add(key, nbytes - old, self._sites[key])
@@ -170,9 +194,11 @@ class StorageMeter(MeterBase, TorchDispatchMode):
             self._by_site[label] += delta
         if self._cur > self._ppeak:
             self._ppeak = self._cur
-            if self.attribution_enabled and self._cur > self._snap_level:
-                self._snap_level = self._cur
-                self._peak_sites = {k: v for k, v in self._by_site.items() if v}
+            if self.attribution_enabled:
+                self._phase_sites = self._live_sites()
+                if self._cur > self._snap_level:
+                    self._snap_level = self._cur
+                    self._peak_sites = self._phase_sites
 
     def _freed(self, key):
         nbytes = self._sizes.pop(key, 0)
@@ -196,13 +222,22 @@ class StorageMeter(MeterBase, TorchDispatchMode):
     # --- results ---------------------------------------------------------------------------
     def attribution(self, top=12):
         """Bytes live at the window peak by allocation site, largest first (top N + rest)."""
-        items = sorted(self._peak_sites.items(), key=lambda kv: (-kv[1], kv[0]))
-        rows = [{"site": k, "bytes": v} for k, v in items[:top]]
-        rest = sum(v for _, v in items[top:])
-        if rest:
-            rows.append({"site": f"({len(items) - top} other sites)", "bytes": rest})
-        return rows
+        return _rows(self._peak_sites, top)
+
+    def phase_attribution(self, top=12):
+        """The same at each phase's own peak: {phase: rows} (empty without attribution)."""
+        return {name: _rows(sites, top) for name, sites in self._sites_by_phase.items()}
 
     def close(self):
         """Stop observing frees (detach finalizers); the meter's numbers stay readable."""
         self._live.close()
+
+
+def _rows(sites: dict, top: int) -> list:
+    """{site: bytes} as rows, largest first: the top N sites and one row for the rest."""
+    items = sorted(sites.items(), key=lambda kv: (-kv[1], kv[0]))
+    rows = [{"site": k, "bytes": v} for k, v in items[:top]]
+    rest = sum(v for _, v in items[top:])
+    if rest:
+        rows.append({"site": f"({len(items) - top} other sites)", "bytes": rest})
+    return rows

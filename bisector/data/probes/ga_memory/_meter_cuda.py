@@ -104,6 +104,10 @@ class CudaMeter(MeterBase):
         """Not available from allocator counters."""
         return []
 
+    def phase_attribution(self, top=12):
+        """Not available from allocator counters."""
+        return {}
+
     def extra(self):
         out = {
             "reserved_peak_bytes": self._reserved_peak,

@@ -11,7 +11,7 @@ import platform
 
 from _probe_contract import RESULT_ENV, write_result  # noqa: F401 - RESULT_ENV re-exported
 
-SCHEMA_VERSION = "ga_memory/1"
+SCHEMA_VERSION = "ga_memory/2"
 
 
 def _version(module_name):
@@ -67,6 +67,15 @@ def device_info(device: str) -> dict:
             "threads": torch.get_num_threads()}
 
 
+def _cell_name(cell) -> str:
+    return f"{cell['precision']}.ga{cell['ga']}.h{cell['hidden']}"
+
+
+def _is_oom(error: str) -> bool:
+    return any(word in error for word in ("OutOfMemoryError", "out of memory", "Cannot allocate memory",
+                                          "can't allocate memory", "MemoryError"))
+
+
 def _clean(value):
     """Replace non-finite floats (JSON has none) with None, recursively."""
     if isinstance(value, float) and not math.isfinite(value):
@@ -93,6 +102,7 @@ def assemble(probe: dict, spec: dict, meter: str, cells, metrics, fits, error=No
     failed = [c for c in cells if c.get("error")]
     if failed:
         result["cell_errors"] = len(failed)
+        result["oom_cells"] = [_cell_name(c) for c in failed if _is_oom(c["error"])]
     if error:
         result["error"] = error
     return _clean(result)

@@ -11,20 +11,29 @@ import contextlib
 import sys
 import tempfile
 
-from _loops import make_optimizer, reset_accelerate_state, state_tensors
+import os
+
+from _loops import PRECISION_ENV, PRECISION_TO_ACCELERATE, grads_state, make_optimizer, reset_accelerate_state, \
+    state_tensors
 
 
 def _training_args(spec, cell, outdir, steps):
+    """TrainingArguments for the cell; ``precision_via="env"`` sets only ACCELERATE_MIXED_PRECISION,
+    as the seed report did (``TrainingArguments`` reads it, the cell restores the environment)."""
     from transformers import TrainingArguments
 
     fields = TrainingArguments.__dataclass_fields__
+    by_args = spec["precision_via"] == "arg"
+    if not by_args:
+        os.environ[PRECISION_ENV] = PRECISION_TO_ACCELERATE[cell["precision"]]
     kwargs = dict(
         output_dir=outdir,
         per_device_train_batch_size=spec["batch"],
         gradient_accumulation_steps=cell["ga"],
         max_steps=steps,
-        bf16=cell["precision"] == "bf16",
-        fp16=cell["precision"] == "fp16",
+        max_grad_norm=spec["max_grad_norm"],
+        bf16=by_args and cell["precision"] == "bf16",
+        fp16=by_args and cell["precision"] == "fp16",
         report_to=[],
         save_strategy="no",
         logging_strategy="no",
@@ -40,14 +49,17 @@ def _training_args(spec, cell, outdir, steps):
 class _Hooks:
     """Turns Trainer callbacks and overridden methods into meter marks."""
 
-    def __init__(self, meter, warmup_steps):
+    def __init__(self, meter, warmup_steps, model):
         self.meter = meter
         self.warmup = warmup_steps
+        self.model = model
         self.measuring = False
         self.micro = 0
+        self.grads_at_step_start = None
 
     def step_begin(self, global_step):
         if global_step == self.warmup:
+            self.grads_at_step_start = grads_state(self.model)
             self.meter.reset_peak()
             self.measuring = True
         self.micro = 0
@@ -106,6 +118,7 @@ class TrainerLoop:
         self.spec, self.cell, self.model = spec, cell, model
         self.optimizer = make_optimizer(spec["optimizer"], model.parameters())
         self._tmp = tempfile.TemporaryDirectory(prefix="ga_memory_trainer_")
+        self.grads_at_step_start = None
 
     def state_tensors(self):
         """Tensors alive before the first step (for ``meter.track``)."""
@@ -115,7 +128,7 @@ class TrainerLoop:
         """Trainer over the flattened micro-batches; the hooks open the measured window."""
         import torch
 
-        hooks = _Hooks(meter, warmup_steps)
+        hooks = _Hooks(meter, warmup_steps, self.model)
         data = [  # one sample per row; Trainer re-batches them into the same micro-batches
             {k: v[r] for k, v in b.items()}
             for step in batches_per_step
@@ -134,6 +147,7 @@ class TrainerLoop:
             trainer.train()
         if meter.end_bytes is None:
             raise RuntimeError("Trainer never reached the measured step")
+        self.grads_at_step_start = hooks.grads_at_step_start
 
     def close(self):
         """Release the temp dir and accelerate's singletons."""
