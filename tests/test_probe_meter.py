@@ -75,6 +75,31 @@ def test_linear_stack_peaks_match_hand_count(liveness):
 
 
 @pytest.mark.parametrize("liveness", LIVENESS)
+def test_token_fit_recovers_activation_bytes_per_token_by_hand(liveness):
+    """L bias-free Linear(D, D) on a (1, T, D) input: the forward keeps x and h_1..h_L alive, so its
+    peak is P + (L + 1) T D 4 + 4: exactly (L + 1) * D * 4 bytes per token over the weights."""
+    from _fit import fit_plane
+
+    L, D = 3, 32
+    model = _linear_stack(L, D)
+    peaks = {}
+    for t in (4, 8, 16, 32):
+        x = torch.randn(1, t, D)
+        meter = StorageMeter(liveness=liveness)
+        meter.track(model.parameters())
+        meter.track([x])
+        with meter:
+            _fwd_bwd(meter, model, x)
+        peaks[t] = meter.phases["forward"]["peak_bytes"]
+        meter.close()
+        for p in model.parameters():
+            p.grad = None
+    fit = fit_plane([0] * 4, list(peaks), list(peaks.values()))
+    assert fit["c"] == (L + 1) * D * 4 and "a" not in fit
+    assert fit["b"] == L * D * D * 4 + 4 and fit["r2"] == 1.0
+
+
+@pytest.mark.parametrize("liveness", LIVENESS)
 def test_views_share_one_storage(liveness):
     meter = StorageMeter(liveness=liveness)
     with meter:
@@ -403,11 +428,39 @@ def test_derive_metrics_from_synthetic_cells():
     assert set(fits) >= {"peak.fp32.ga1", "ga_cost", "fp32_ga_cost", "mixed_cost", "ga_excess"}
 
 
-def test_derive_omits_what_cannot_be_fitted():
+def test_one_model_size_gives_ratios_as_the_seed_computed_them():
+    """With one size there is no slope: the GA cost is the difference over the parameters."""
     cells = [c for c in _synthetic_cells() if c.get("hidden") == 64]
     metrics, fits = derive(cells, ["fp32", "bf16"], [1, 2])
-    assert "ga_cost_bytes_per_param" not in metrics and "fit_r2_min" not in metrics
-    assert metrics["peak_bytes.fp32.ga1.h64"] == 8000 + 100 and fits == {}
+    assert metrics["peak_bytes.fp32.ga1.h64"] == 8000 + 100 and "fit_r2_min" not in metrics
+    assert math.isclose(metrics["ga_cost_bytes_per_param"], (11 * 1000 + 200 - 9 * 1000 - 100) / 1000)
+    assert fits["ga_cost"]["kind"] == "ratio" and "ga_cost_fixed_bytes" not in metrics
+
+
+def test_derive_omits_what_cannot_be_fitted():
+    cells = [c for c in _synthetic_cells(failed=False) if c.get("hidden") in (64, 128)]
+    cells = [{**c, "n_params": 1000} for c in cells]  # two sizes with one parameter count: no slope
+    metrics, fits = derive(cells, ["fp32", "bf16"], [1, 2])
+    assert "ga_cost_bytes_per_param" not in metrics and "fit_r2_min" not in metrics and fits == {}
+
+
+def test_phase_peaks_and_the_token_axis():
+    """peak = a * params + c * tokens + b per group and phase, recovered exactly."""
+    cells = []
+    for h, n in ((64, 1000), (128, 3000)):
+        for t in (8, 32):
+            for prec, ga in (("fp32", 1), ("bf16", 1)):
+                fwd = 2 * n + 50 * t + 7 + (n if prec == "bf16" else 0)
+                phases = {"m0.forward": {"peak_bytes": fwd}, "m0.backward": {"peak_bytes": n + 10 * t}}
+                cells.append({"hidden": h, "seq_len": t, "tokens": t, "precision": prec, "ga": ga, "n_params": n,
+                              "peak_bytes": max(fwd, n + 10 * t), "phases": phases})
+    metrics, fits = derive(cells, ["fp32", "bf16"], [1])
+    assert metrics["phase_peak_bytes.fp32.ga1.h64.t32.forward"] == 2000 + 1600 + 7
+    assert math.isclose(metrics["bytes_per_token.fp32.ga1.forward"], 50)
+    assert math.isclose(metrics["bytes_per_param.fp32.ga1.forward"], 2)
+    assert math.isclose(metrics["fixed_bytes.fp32.ga1.forward"], 7, abs_tol=1e-6)
+    assert math.isclose(metrics["bytes_per_token.bf16.ga1.backward"], 10)
+    assert math.isclose(metrics["mixed_cost_bytes_per_param"], 1) and abs(fits["mixed_cost"]["c"]) < 1e-9
 
 
 # --- result assembly and writing ------------------------------------------------------------

@@ -146,7 +146,7 @@ def test_llama_through_trainer(tmp_path):
 
 
 def test_nothing_measurable_exits_3_with_error(tmp_path):
-    code, result, _, _ = run_probe(tmp_path, "--attn", "no_such_attention", "--sizes", "64", "--ga", "1",
+    code, result, _, _ = run_probe(tmp_path, "--attn", "flash", "--sizes", "64", "--ga", "1",  # no flash-attn here
                                    "--precisions", "fp32")
     assert code == 3
     assert result["error"].startswith("no cell could be measured")
@@ -230,6 +230,33 @@ def test_knobs_separate_the_trainer_from_a_hand_written_loop(tmp_path):
         assert costs("--zero-grad-policy", "zeros", *knob)[0] == zeros, knob
     model, result = costs("--zero-grad-target", "model")
     assert model[0] > model[1] + 1.0 and result["cells"][0]["grads_at_step_start"] == "none"
+
+
+def test_model_config_names_a_shape_or_reads_a_config_json(tmp_path):
+    """A transformers config.json (here a 2-layer Pythia-like one) sets the family and every field;
+    the seed's llama-7b is refused on this CPU in one line, before anything is built."""
+    config = tmp_path / "config.json"
+    config.write_text(json.dumps({"model_type": "gpt_neox", "hidden_size": 96, "num_hidden_layers": 1,
+                                  "num_attention_heads": 4, "intermediate_size": 192, "vocab_size": 300,
+                                  "max_position_embeddings": 32, "rotary_pct": 0.5, "architectures": ["X"]}))
+    code, result, _, err = run_probe(tmp_path, "--model-config", str(config), "--sizes", "64,96", "--ga", "1,2")
+    assert code == 0, err[-3000:]
+    cfg = result["probe"]["config"]
+    assert (cfg["arch"], cfg["layers"], cfg["vocab"], cfg["shape"]) == (
+        "gpt_neox", 1, 300, {"intermediate_size": 192, "rotary_pct": 0.5})
+    assert "ga_cost_bytes_per_param" in result["metrics"]
+    code, result, _, err = run_probe(tmp_path, "--model-config", "llama-7b", name="big.json")
+    assert code == 3 and "6,738,415,616 parameters" in result["error"] and "GiB of memory is available" in err
+
+
+def test_activations_profile_fits_bytes_per_token(tmp_path):
+    code, result, seconds, err = run_probe(tmp_path, "--profile", "activations", "--precisions", "fp32", "--ga", "1")
+    assert code == 0, err[-3000:]
+    m = _metrics(result)
+    assert result["probe"]["config"]["seq_lens"] == [64, 128, 256]
+    assert {c["seq_len"] for c in result["cells"]} == {64, 128, 256}
+    assert m["bytes_per_token.fp32.ga1.forward"] > 4 * 8192  # at least the fp32 logits of each token
+    assert "peak_bytes.fp32.ga1.h64.t128" in m and "phase_peak_bytes.fp32.ga1.h128.t256.forward" in m
 
 
 def test_built_in_probe_runs_with_pythonsafepath(tmp_path, monkeypatch):

@@ -87,7 +87,8 @@ def _run_cells(spec, argv, timeout):
 
 def _progress(cell):
     what = cell.get("error") or f"peak {cell.get('peak_bytes')} B in {cell.get('peak_phase')}"
-    print(f"[ga_memory] h{cell['hidden']} {cell['precision']} ga{cell['ga']}: {what}", file=sys.stderr)
+    print(f"[ga_memory] h{cell['hidden']} t{cell['seq_len']} {cell['precision']} ga{cell['ga']}: {what}",
+          file=sys.stderr)
 
 
 def _finish(args, spec, cells, timings) -> int:
@@ -110,6 +111,24 @@ def _finish(args, spec, cells, timings) -> int:
     where = write(result, args.result)
     print(f"[ga_memory] result written to {where}", file=sys.stderr)
     return 0 if measured else EXIT_NOTHING_MEASURED
+
+
+def _host_memory_problem(spec):
+    """On the CPU, why the largest model cannot be held in this machine's memory (or None)."""
+    from _models import available_memory, memory_problem
+
+    available = available_memory() if spec["device"] == "cpu" else None
+    return memory_problem(spec, available) if available else None
+
+
+def _nothing_measured(args, spec, error) -> int:
+    from _result import SCHEMA_VERSION, write
+
+    probe = {"name": PROBE_NAME, "version": PROBE_VERSION, "config_hash": config_hash(spec, PROBE_VERSION),
+             "config": spec}
+    write({"schema_version": SCHEMA_VERSION, "probe": probe, "metrics": {}, "error": error}, args.result)
+    print(f"[ga_memory] {error}", file=sys.stderr)
+    return EXIT_NOTHING_MEASURED
 
 
 def _broken_environment(args, exc) -> int:
@@ -139,6 +158,9 @@ def main(argv=None) -> int:
         torch.set_num_threads(spec["threads"])
     if args.cell:
         return _cell_mode(args, spec)
+    too_big = _host_memory_problem(spec)
+    if too_big:
+        return _nothing_measured(args, spec, too_big)
     cells = _run_cells(spec, argv, args.cell_timeout)
     return _finish(args, spec, cells, timings)
 

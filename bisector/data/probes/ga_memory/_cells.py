@@ -31,10 +31,11 @@ class PrecisionNotProved(RuntimeError):
 
 
 def plan(spec) -> list:
-    """All cells, size-major: [{"hidden", "precision", "ga"}, ...]."""
+    """All cells, size-major: [{"hidden", "seq_len", "precision", "ga"}, ...]."""
     return [
-        {"hidden": h, "precision": p, "ga": g}
+        {"hidden": h, "seq_len": t, "precision": p, "ga": g}
         for h in spec["sizes"]
+        for t in spec["seq_lens"]
         for p in spec["precisions"]
         for g in spec["ga"]
     ]
@@ -111,7 +112,9 @@ def _measure(spec, cell, record, clock):
     loop = _loop_class(spec["loop"])(spec, cell, model)
     del model
     try:
-        steps = [make_batches(spec, cell["ga"], spec["device"]) for _ in range(spec["warmup_steps"] + 1)]
+        seq_len = cell["seq_len"]
+        record["tokens"] = spec["batch"] * seq_len
+        steps = [make_batches(spec, cell["ga"], spec["device"], seq_len) for _ in range(spec["warmup_steps"] + 1)]
         meter = make_meter(spec)
         clock.lap("setup")
         _window(spec, loop, meter, steps)

@@ -10,7 +10,14 @@ import argparse
 import hashlib
 import json
 
+from _shapes import FLAG_FIELDS, SHAPES, load_shape
+
 DEFAULT_SIZES = "64,128,192,256"
+MODEL_DEFAULTS = {"sizes": [64, 128, 192, 256], "layers": 2, "heads": 4, "vocab": 512, "max_positions": 64}
+PROFILES = {"default": {}, "activations": {"seq_lens": [64, 128, 256], "vocab": 8192, "sizes": [64, 128],
+                                           "max_positions": 256}}
+ATTN = ("eager", "sdpa", "flash", "default")
+ARCHS = ("gpt_neox", "llama")
 LOOPS = ("accelerate", "trainer")
 # What each loop does by itself, as knobs: the accelerate loop is the hand-written loop of
 # accelerate's examples; Trainer calls model.zero_grad(), clips at max_grad_norm=1.0 and steps a
@@ -36,17 +43,28 @@ def _names(text: str):
 
 
 def _add_model_args(p):
-    p.add_argument("--arch", choices=("gpt_neox", "llama"), default="gpt_neox",
+    p.add_argument("--arch", default="gpt_neox",
                    help="model family built from a config with random weights (gpt_neox = Pythia-like)")
-    p.add_argument("--sizes", type=_ints, default=_ints(DEFAULT_SIZES), help="hidden sizes, comma separated")
-    p.add_argument("--layers", type=int, default=2)
-    p.add_argument("--heads", type=int, default=4)
-    p.add_argument("--vocab", type=int, default=512)
-    p.add_argument("--seq-len", type=int, default=8)
-    p.add_argument("--max-positions", type=int, default=64)
+    p.add_argument("--model-config", default=None, metavar="NAME|config.json",
+                   help=f"a model shape: {', '.join(sorted(SHAPES))}, or a transformers config.json "
+                        "(random weights; --sizes defaults to its width)")
+    p.add_argument("--profile", choices=sorted(PROFILES), default="default",
+                   help="activations: the token axis on, with sizes where activations dominate (large "
+                        "vocab, hundreds of tokens), for bisecting activation regressions")
+    p.add_argument("--sizes", type=_ints, default=None, help=f"hidden sizes, comma separated ({DEFAULT_SIZES})")
+    p.add_argument("--layers", type=int, default=None, help="decoder layers (2)")
+    p.add_argument("--heads", type=int, default=None, help="attention heads (4)")
+    p.add_argument("--vocab", type=int, default=None, help="vocabulary size (512)")
+    p.add_argument("--seq-len", type=int, default=8, help="tokens per sample (the seed: 8)")
+    p.add_argument("--seq-lens", type=_ints, default=None,
+                   help="several sequence lengths: the token axis (fits bytes per token too), e.g. 8,64,256")
+    p.add_argument("--max-positions", type=int, default=None, help="max_position_embeddings (64)")
     p.add_argument("--batch", type=int, default=1)
-    p.add_argument("--attn", default="eager",
-                   help="attention implementation where transformers accepts one; 'default' = don't pass")
+    p.add_argument("--attn", choices=ATTN, default="eager",
+                   help="attention implementation (transformers >= 4.36; flash = flash_attention_2); "
+                        "'default' = don't pass one")
+    p.add_argument("--use-cache", action=argparse.BooleanOptionalAction, default=False,
+                   help="keep the KV cache in training forwards (off, as qlora trains)")
     p.add_argument("--gradient-checkpointing", action=argparse.BooleanOptionalAction, default=True)
     p.add_argument("--use-reentrant", choices=("default", "true", "false"), default="default",
                    help="checkpointing flavour; 'default' = whatever transformers does")
@@ -115,6 +133,10 @@ def resolve_device(name: str) -> str:
 
 
 def _check(spec):
+    if not spec["sizes"] or not spec["ga"] or not spec["precisions"]:
+        raise SystemExit("--sizes, --ga and --precisions must not be empty")
+    if not spec.get("model_config") and spec["arch"] not in ARCHS:
+        raise SystemExit(f"--arch must be one of {', '.join(ARCHS)} (other families: --model-config config.json)")
     bad = [x for x in spec["precisions"] if x not in PRECISIONS]
     if bad:
         raise SystemExit(f"unknown precision(s): {bad}")
@@ -122,10 +144,8 @@ def _check(spec):
         raise SystemExit("fp16 needs --device cuda (mixed fp16 on CPU is not supported)")
     if any(h % spec["heads"] for h in spec["sizes"]):
         raise SystemExit(f"every size must be divisible by --heads {spec['heads']}")
-    if spec["seq_len"] > spec["max_positions"]:
-        raise SystemExit("--seq-len exceeds --max-positions")
-    if not spec["sizes"] or not spec["ga"] or not spec["precisions"]:
-        raise SystemExit("--sizes, --ga and --precisions must not be empty")
+    if max(spec["seq_lens"]) > spec["max_positions"] or min(spec["seq_lens"]) < 1:
+        raise SystemExit("every sequence length must be between 1 and --max-positions")
 
 
 def resolve_knobs(spec: dict) -> dict:
@@ -150,9 +170,29 @@ def effective_knobs(spec: dict) -> dict:
             "implied_by_loop": sorted(k for k in implied if k not in spec["knobs_given"])}
 
 
+def resolve_model(spec: dict) -> None:
+    """Fill the model fields in place: a flag given wins, then the --model-config shape, then the
+    --profile preset, then the defaults. The shape's other fields go to ``spec["shape"]``."""
+    shape = load_shape(spec["model_config"]) if spec.get("model_config") else {}
+    preset = PROFILES[spec["profile"]]
+    from_shape = {flag: shape[field] for field, flag in FLAG_FIELDS.items() if field in shape}
+    if "sizes" in from_shape:
+        from_shape["sizes"] = [from_shape["sizes"]]
+    for name, default in MODEL_DEFAULTS.items():
+        if spec.get(name) is None:
+            spec[name] = from_shape.get(name, preset.get(name, default))
+    spec["seq_lens"] = spec.get("seq_lens") or preset.get("seq_lens") or [spec.pop("seq_len")]
+    spec.pop("seq_len", None)
+    if shape:
+        spec["arch"] = shape["model_type"]
+    spec["shape"] = {k: v for k, v in shape.items() if k not in FLAG_FIELDS and k != "model_type"}
+    spec["shape_hidden"] = shape.get("hidden_size")
+
+
 def make_spec(args) -> dict:
     """The effective configuration (device resolved, knobs resolved, output-only options dropped)."""
     spec = {k: v for k, v in vars(args).items() if k not in NOT_IN_SPEC}
+    resolve_model(spec)
     spec["knobs_given"] = sorted(k for k in LOOP_KNOBS[spec["loop"]] if spec.get(k) is not None)
     spec.update(resolve_knobs(spec))
     spec["device"] = resolve_device(args.device)

@@ -1,8 +1,9 @@
-"""Causal LMs from configs with random weights (never downloaded), for any transformers >= 4.30.
+"""Causal LMs from configs with random weights (never downloaded), for any transformers >= 4.24.
 
 Version differences are feature-detected, not pinned: ``attn_implementation`` (4.36+),
 ``gradient_checkpointing_kwargs`` (4.35+). What was actually applied is reported back so the
-cell record says how the model was built.
+cell record says how the model was built. Models are built on the cell's device (random init of a
+seed-scale model on the CPU alone takes minutes), and on the CPU only when they fit in memory.
 """
 from __future__ import annotations
 
@@ -10,30 +11,35 @@ import inspect
 
 import torch
 
-ARCHS = ("gpt_neox", "llama")
+ATTN_NAMES = {"flash": "flash_attention_2"}
+# bytes per parameter a training step holds at least: fp32 weights and gradients, a 16-bit copy
+OPTIMIZER_STATE = {"sgd": 0, "adamw": 8}
+STEP_BYTES_PER_PARAM = 4 + 4 + 2
 
 
-def _ffn_size(arch: str, hidden: int) -> int:
-    if arch == "llama":  # SwiGLU: ~8/3 h, rounded to a multiple of 8 like the real models
+def _ffn_size(spec: dict, hidden: int) -> int:
+    base = spec["shape"].get("intermediate_size")
+    if base:  # a shape: scale its FFN with the width
+        return int(round(base * hidden / spec["shape_hidden"]))
+    if spec["arch"] == "llama":  # SwiGLU: ~8/3 h, rounded to a multiple of 8 like the real models
         return max(8, 8 * round(hidden * 8 / 3 / 8))
     return 4 * hidden
 
 
-def make_config(arch, hidden, layers, heads, vocab, max_positions):
-    """A transformers config for ``arch`` at width ``hidden`` (untied, no KV cache)."""
+def make_config(spec: dict, hidden: int):
+    """A transformers config for the spec's family (or shape) at width ``hidden``: untied
+    embeddings, the KV cache as ``--use-cache`` says."""
     import transformers
 
-    cls = {"gpt_neox": transformers.GPTNeoXConfig, "llama": transformers.LlamaConfig}[arch]
-    return cls(
-        vocab_size=vocab,
-        hidden_size=hidden,
-        num_hidden_layers=layers,
-        num_attention_heads=heads,
-        intermediate_size=_ffn_size(arch, hidden),
-        max_position_embeddings=max_positions,
-        use_cache=False,
-        tie_word_embeddings=False,
-    )
+    fields = {k: v for k, v in spec["shape"].items() if k != "intermediate_size"}
+    fields.update(hidden_size=hidden, num_hidden_layers=spec["layers"], num_attention_heads=spec["heads"],
+                  intermediate_size=_ffn_size(spec, hidden), vocab_size=spec["vocab"],
+                  max_position_embeddings=spec["max_positions"], use_cache=spec["use_cache"],
+                  tie_word_embeddings=False)
+    try:
+        return transformers.AutoConfig.for_model(spec["arch"], **fields)
+    except (ValueError, KeyError) as exc:  # older releases lack the family (Llama before 4.28)
+        raise RuntimeError(f"transformers {transformers.__version__} cannot build {spec['arch']!r}: {exc}") from None
 
 
 def _instantiate(config, attn):
@@ -42,9 +48,12 @@ def _instantiate(config, attn):
 
     if attn == "default":
         return AutoModelForCausalLM.from_config(config), "default"
+    name = ATTN_NAMES.get(attn, attn)
     try:
-        return AutoModelForCausalLM.from_config(config, attn_implementation=attn), attn
+        return AutoModelForCausalLM.from_config(config, attn_implementation=name), name
     except TypeError:  # transformers < 4.36: no attn_implementation; eager is the only one
+        if attn != "eager":
+            raise RuntimeError(f"--attn {attn} needs transformers >= 4.36 (attn_implementation)") from None
         return AutoModelForCausalLM.from_config(config), "unsupported (library default)"
 
 
@@ -60,13 +69,43 @@ def enable_checkpointing(model, use_reentrant) -> str:
     return f"on (use_reentrant={use_reentrant})"
 
 
+def count_params(spec: dict, hidden: int) -> int:
+    """Parameters of the model at ``hidden``, counted on the meta device (no memory, no init)."""
+    from transformers import AutoModelForCausalLM
+
+    with torch.device("meta"):
+        model = AutoModelForCausalLM.from_config(make_config(spec, hidden))
+    return sum(p.numel() for p in model.parameters())
+
+
+def rough_params(spec: dict, hidden: int) -> int:
+    """An upper-ish estimate of the parameters (attention, FFN, embeddings), without building."""
+    per_layer = 4 * hidden * hidden + 3 * hidden * _ffn_size(spec, hidden)
+    return spec["layers"] * per_layer + 2 * spec["vocab"] * hidden
+
+
+def memory_problem(spec: dict, available: int):
+    """Why the largest model cannot train in ``available`` bytes of host memory, or None."""
+    hidden = max(spec["sizes"])
+    per_param = STEP_BYTES_PER_PARAM + OPTIMIZER_STATE[spec["optimizer"]]
+    if rough_params(spec, hidden) * per_param < available // 2:
+        return None  # clearly fits: no need to count exactly
+    n = count_params(spec, hidden)
+    need = n * per_param
+    if need <= available:
+        return None
+    gib = 1 << 30
+    return (f"the model at width {hidden} has {n:,} parameters: a training step needs at least "
+            f"{need / gib:.1f} GiB (fp32 weights and gradients, 16-bit copies{', optimizer state' if OPTIMIZER_STATE[spec['optimizer']] else ''}), "
+            f"and {available / gib:.1f} GiB of memory is available; use --device cuda or smaller --sizes")
+
+
 def build_model(spec: dict, hidden: int):
-    """The cell's model in fp32, train mode, on CPU; returns (model, build facts)."""
+    """The cell's model in fp32, train mode, built on the cell's device; returns (model, build facts)."""
     torch.manual_seed(spec["seed"])
-    config = make_config(
-        spec["arch"], hidden, spec["layers"], spec["heads"], spec["vocab"], spec["max_positions"]
-    )
-    model, attn = _instantiate(config, spec["attn"])
+    config = make_config(spec, hidden)
+    with torch.device(spec["device"]):
+        model, attn = _instantiate(config, spec["attn"])
     model.to(torch.float32)
     model.train()
     facts = {"attn_implementation": attn, "gradient_checkpointing": "off"}
@@ -79,12 +118,24 @@ def build_model(spec: dict, hidden: int):
     return model, facts
 
 
-def make_batches(spec: dict, n: int, device):
+def make_batches(spec: dict, n: int, device, seq_len: int):
     """``n`` micro-batches of random token ids (labels = inputs, as in causal LM finetuning)."""
     gen = torch.Generator().manual_seed(spec["seed"] + 1)
-    shape = (spec["batch"], spec["seq_len"])
+    shape = (spec["batch"], seq_len)
     out = []
     for _ in range(n):
         ids = torch.randint(0, spec["vocab"], shape, generator=gen).to(device)
         out.append({"input_ids": ids, "labels": ids.clone()})
     return out
+
+
+def available_memory():
+    """Host memory available now (MemAvailable), or None where /proc/meminfo is missing."""
+    try:
+        with open("/proc/meminfo") as fh:
+            for line in fh:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    return None
