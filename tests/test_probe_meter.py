@@ -322,16 +322,19 @@ def test_loop_knobs_resolve_to_what_each_loop_does():
         _spec("--max-grad-norm", "-1")
 
 
-# --- CUDA meter with a stand-in backend -----------------------------------------------------
+# --- CUDA meter with a stand-in for torch.cuda (CI has no GPU) -------------------------------
 class _FakeCuda:
+    """Counters with the semantics of torch.cuda's: peaks since the last reset."""
+
     def __init__(self):
-        self.allocated, self.reserved, self.max_alloc, self.max_res = 0, 0, 0, 0
+        self.allocated, self.reserved, self.max_alloc, self.max_res, self.max_requested = 0, 0, 0, 0, 0
 
     def alloc(self, n):
         self.allocated += n
         self.reserved = max(self.reserved, self.allocated + 100)
         self.max_alloc = max(self.max_alloc, self.allocated)
         self.max_res = max(self.max_res, self.reserved)
+        self.max_requested = max(self.max_requested, self.allocated - 7)  # blocks round up
 
     def synchronize(self, device=None):
         pass
@@ -348,21 +351,61 @@ class _FakeCuda:
     def max_memory_reserved(self, device=None):
         return self.max_res
 
+    def memory_stats(self, device=None):
+        return {"requested_bytes.all.peak": self.max_requested}
+
     def reset_peak_memory_stats(self, device=None):
-        self.max_alloc, self.max_res = self.allocated, self.reserved
+        self.max_alloc, self.max_res, self.max_requested = self.allocated, self.reserved, self.allocated - 7
 
 
-class _FakeNvml:
-    def __init__(self, cuda):
-        self.cuda = cuda
+class _FakePynvml:
+    """The pynvml calls NvmlProbe makes, over four GPUs; memory used = 1000 x the physical index."""
 
-    def used_bytes(self):
-        return self.cuda.reserved + 1000
+    UUIDS = ["GPU-aaaa", "GPU-bbbb", "GPU-cccc", "MIG-dddd"]
+
+    class _Memory:
+        def __init__(self, used):
+            self.used = used
+
+    def nvmlDeviceGetHandleByUUID(self, uuid):
+        if uuid not in self.UUIDS:
+            raise RuntimeError("NVML_ERROR_NOT_FOUND")
+        return self.UUIDS.index(uuid)
+
+    def nvmlDeviceGetHandleByIndex(self, index):
+        return index
+
+    def nvmlDeviceGetMemoryInfo(self, handle):
+        return self._Memory(1000 * handle)
+
+    def nvmlSystemGetDriverVersion(self):
+        return b"550.54.15"
+
+    def nvmlDeviceGetMigMode(self, handle):
+        if handle == 3:
+            raise RuntimeError("NVML_ERROR_NOT_SUPPORTED")
+        return (0, 0)
 
 
-def test_cuda_meter_phases_with_fake_backend():
+def test_nvml_reads_the_gpu_torch_sees_by_uuid_not_physical_gpu_0():
+    """With CUDA_VISIBLE_DEVICES=2 torch's device 0 is physical GPU 2; NVML must read GPU 2."""
+    from _meter_cuda import NvmlProbe, uuid_candidates
+
+    probe = NvmlProbe(uuid="cccc", nvml=_FakePynvml())  # torch reports the UUID without a prefix
+    assert (probe.uuid, probe.used_bytes(), probe.driver(), probe.mig_mode()) == ("GPU-cccc", 2000, "550.54.15", "off")
+    mig = NvmlProbe(uuid="MIG-dddd", nvml=_FakePynvml())
+    assert (mig.used_bytes(), mig.mig_mode()) == (3000, "instance")
+    missing = NvmlProbe(uuid="zzzz", nvml=_FakePynvml())
+    assert missing.used_bytes() is None and "no device with UUID zzzz" in missing.unavailable
+    assert NvmlProbe(uuid=None, nvml=_FakePynvml()).unavailable.startswith("torch reports no UUID")
+    assert uuid_candidates("GPU-1") == ["GPU-1"] and uuid_candidates("1") == ["GPU-1", "MIG-1"]
+
+
+def _cuda_window(reset):
+    from _meter_cuda import NvmlProbe
+
     cuda = _FakeCuda()
-    meter = CudaMeter(backend=cuda, nvml=_FakeNvml(cuda))
+    meter = CudaMeter(backend=cuda, nvml=NvmlProbe(uuid="GPU-bbbb", nvml=_FakePynvml()), reset=reset)
     cuda.alloc(1000)
     meter.reset_peak()
     meter.mark("m0.forward")
@@ -371,13 +414,30 @@ def test_cuda_meter_phases_with_fake_backend():
     meter.mark("m0.backward")
     cuda.alloc(200)
     meter.mark(None)
-    report = meter.report()
+    return meter.report()
+
+
+def test_cuda_meter_phases_with_fake_backend():
+    report = _cuda_window("phase")
     assert report["phases"]["m0.forward"] == {"start_bytes": 1000, "peak_bytes": 1500, "end_bytes": 1100}
     assert report["phases"]["m0.backward"] == {"start_bytes": 1100, "peak_bytes": 1300, "end_bytes": 1300}
     assert (report["peak_bytes"], report["peak_phase"]) == (1500, "m0.forward")
-    assert report["reserved_peak_bytes"] == 1600
-    assert report["nvml_used_max_bytes"] == 2600
-    assert meter.attribution() == []
+    assert report["reserved_peak_bytes"] == 1600 and report["requested_peak_bytes"] == 1493
+    assert report["nvml_device_used_at_marks_max_bytes"] == 1000  # device-wide, sampled: not a peak
+    assert "nvml_used_max_bytes" not in report
+
+
+def test_cuda_peak_reset_only_at_the_window_start_gives_the_same_step_peak():
+    assert _cuda_window("window")["peak_bytes"] == _cuda_window("phase")["peak_bytes"] == 1500
+
+
+def test_cuda_meter_says_when_nvml_is_unavailable():
+    from _meter_cuda import NvmlProbe
+
+    meter = CudaMeter(backend=_FakeCuda(), nvml=NvmlProbe(uuid="x", nvml=None))
+    meter.reset_peak()
+    meter.mark(None)
+    assert meter.report()["nvml_unavailable"] == "no reading" and meter.attribution() == []
 
 
 # --- fits and derived metrics ---------------------------------------------------------------
@@ -504,11 +564,23 @@ def test_config_hash_tracks_measurement_knobs_only():
     assert base != config_hash(_spec(), "1.0.1")
 
 
-def test_cli_rejects_fp16_on_cpu_and_bad_sizes():
-    with pytest.raises(SystemExit):
-        _spec("--precisions", "fp32,fp16")
-    with pytest.raises(SystemExit):
+def test_cli_rejects_bad_sizes_lengths_and_families():
+    with pytest.raises(SystemExit, match="divisible by --heads 4"):
         _spec("--sizes", "66", "--heads", "4")
+    with pytest.raises(SystemExit, match="between 1 and --max-positions"):
+        _spec("--seq-lens", "8,128")
+    with pytest.raises(SystemExit, match="--arch must be one of"):
+        _spec("--arch", "bert")
+    with pytest.raises(SystemExit, match="neither a known shape"):
+        _spec("--model-config", "no-such-model")
+
+
+def test_the_orchestrators_device_wins_over_auto(monkeypatch):
+    monkeypatch.setenv("BISECTOR_DEVICE", "cuda")
+    spec = make_spec(parser().parse_args([]))
+    assert (spec["device"], spec["device_requested"]) == ("cuda", "cuda")
+    monkeypatch.delenv("BISECTOR_DEVICE")
+    assert make_spec(parser().parse_args(["--device", "cpu"]))["device_requested"] == "cpu"
 
 
 # --- subprocess-per-cell plumbing -----------------------------------------------------------

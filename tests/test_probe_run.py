@@ -259,6 +259,26 @@ def test_activations_profile_fits_bytes_per_token(tmp_path):
     assert "peak_bytes.fp32.ga1.h64.t128" in m and "phase_peak_bytes.fp32.ga1.h128.t256.forward" in m
 
 
+def test_skipped_fp16_steps_are_repeated_and_unproved_fp16_is_no_number(tmp_path):
+    """A real GradScaler on the CPU with a huge initial scale overflows the first warm-up steps: they
+    are repeated until one is not skipped, and counted. accelerate runs CPU fp16 without autocast,
+    so the cell cannot prove fp16 and gives no bytes."""
+    code, result, _, err = run_probe(tmp_path, "--precisions", "fp16", "--sizes", "64", "--ga", "1",
+                                     "--fp16-init-scale", "1e38")
+    (cell,) = result["cells"]
+    assert code == 3 and cell["skipped_steps"] >= 1, err[-3000:]
+    assert cell["error"].startswith("precision not proved: asked fp16") and "peak_bytes" not in cell
+
+
+def test_cuda_requested_where_there_is_none_is_an_error_not_a_cpu_number(tmp_path):
+    out = tmp_path / "r.json"
+    env = {**os.environ, "BISECTOR_RESULT": str(out), "BISECTOR_DEVICE": "cuda", "CUDA_VISIBLE_DEVICES": ""}
+    proc = subprocess.run([sys.executable, SCRIPT, "--sizes", "64", "--ga", "1"], env=env, capture_output=True,
+                          text=True, timeout=300)
+    result = json.loads(out.read_text())
+    assert proc.returncode == 3 and result["metrics"] == {} and "CUDA" in result["error"]
+
+
 def test_built_in_probe_runs_with_pythonsafepath(tmp_path, monkeypatch):
     """PYTHONSAFEPATH keeps the script's directory off sys.path; the probe finds its helpers anyway."""
     monkeypatch.setenv("PYTHONSAFEPATH", "1")

@@ -113,6 +113,18 @@ def _finish(args, spec, cells, timings) -> int:
     return 0 if measured else EXIT_NOTHING_MEASURED
 
 
+def _cuda_problem(spec):
+    """Why CUDA, when asked for, cannot run here (never a silent fall back to the CPU)."""
+    if spec["device"] != "cuda":
+        return None
+    import torch
+
+    if torch.cuda.is_available():
+        return None
+    return (f"CUDA was asked for (--device {spec['device_requested']}) but torch {torch.__version__} "
+            f"cannot use it here (CUDA build: {torch.version.cuda or 'none'})")
+
+
 def _host_memory_problem(spec):
     """On the CPU, why the largest model cannot be held in this machine's memory (or None)."""
     from _models import available_memory, memory_problem
@@ -158,9 +170,9 @@ def main(argv=None) -> int:
         torch.set_num_threads(spec["threads"])
     if args.cell:
         return _cell_mode(args, spec)
-    too_big = _host_memory_problem(spec)
-    if too_big:
-        return _nothing_measured(args, spec, too_big)
+    unusable = _cuda_problem(spec) or _host_memory_problem(spec)
+    if unusable:
+        return _nothing_measured(args, spec, unusable)
     cells = _run_cells(spec, argv, args.cell_timeout)
     return _finish(args, spec, cells, timings)
 

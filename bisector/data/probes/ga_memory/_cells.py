@@ -46,7 +46,7 @@ def make_meter(spec):
     if spec["device"] == "cuda":
         from _meter_cuda import CudaMeter
 
-        return CudaMeter(device=torch.device("cuda"))
+        return CudaMeter(device=torch.device("cuda"), reset=spec.get("cuda_reset", "phase"))
     from _meter_cpu import StorageMeter
 
     return StorageMeter(attribution=spec["attribution"])
@@ -94,6 +94,7 @@ def _record_window(spec, cell, record, meter, loop, witness):
     """The meter's numbers, the attribution and the precision proof into the cell record."""
     record.update(meter.report())
     record["grads_at_step_start"] = loop.grads_at_step_start
+    record["skipped_steps"] = loop.skipped_steps
     if spec.get("attribution"):
         record["attribution"] = meter.attribution(spec.get("top", 12))
         record["phase_attribution"] = meter.phase_attribution(spec.get("top", 12))
@@ -103,7 +104,13 @@ def _record_window(spec, cell, record, meter, loop, witness):
         raise PrecisionNotProved(problem)
 
 
+def _cap_cuda_memory(spec):
+    if spec["device"] == "cuda" and spec.get("cuda_memory_fraction"):
+        torch.cuda.set_per_process_memory_fraction(spec["cuda_memory_fraction"])
+
+
 def _measure(spec, cell, record, clock):
+    _cap_cuda_memory(spec)
     model, facts = build_model(spec, cell["hidden"])
     model.to(spec["device"])
     record.update(facts)

@@ -9,13 +9,18 @@ from __future__ import annotations
 import argparse
 import hashlib
 import json
+import os
 
 from _shapes import FLAG_FIELDS, SHAPES, load_shape
 
 DEFAULT_SIZES = "64,128,192,256"
 MODEL_DEFAULTS = {"sizes": [64, 128, 192, 256], "layers": 2, "heads": 4, "vocab": 512, "max_positions": 64}
-PROFILES = {"default": {}, "activations": {"seq_lens": [64, 128, 256], "vocab": 8192, "sizes": [64, 128],
-                                           "max_positions": 256}}
+PROFILES = {
+    "default": {},
+    "activations": {"seq_lens": [64, 128, 256], "vocab": 8192, "sizes": [64, 128], "max_positions": 256},
+    # on a GPU: widths where a per-parameter slope is not the allocator's 512-byte rounding
+    "cuda": {"sizes": [1024, 1536, 2048, 2560], "layers": 4, "heads": 16, "vocab": 8192, "max_positions": 256},
+}
 ATTN = ("eager", "sdpa", "flash", "default")
 ARCHS = ("gpt_neox", "llama")
 LOOPS = ("accelerate", "trainer")
@@ -31,7 +36,8 @@ LOOP_KNOBS = {
 TRAINER_DECIDES = ("zero_grad_target", "zero_grad_policy", "lr_scheduler")
 PRECISIONS = ("fp32", "bf16", "fp16")
 NOT_IN_SPEC = ("result", "timings", "cell", "cell_out", "cell_timeout")
-NOT_HASHED = ("isolate", "attribution", "top", "threads", "knobs_given")  # the report or speed, not the bytes
+# change the report or the speed, not the bytes
+NOT_HASHED = ("isolate", "attribution", "top", "threads", "knobs_given", "device_requested", "cuda_reset")
 
 
 def _ints(text: str):
@@ -50,7 +56,8 @@ def _add_model_args(p):
                         "(random weights; --sizes defaults to its width)")
     p.add_argument("--profile", choices=sorted(PROFILES), default="default",
                    help="activations: the token axis on, with sizes where activations dominate (large "
-                        "vocab, hundreds of tokens), for bisecting activation regressions")
+                        "vocab, hundreds of tokens), for bisecting activation regressions; cuda: widths "
+                        "large enough for per-parameter slopes on a GPU")
     p.add_argument("--sizes", type=_ints, default=None, help=f"hidden sizes, comma separated ({DEFAULT_SIZES})")
     p.add_argument("--layers", type=int, default=None, help="decoder layers (2)")
     p.add_argument("--heads", type=int, default=None, help="attention heads (4)")
@@ -91,12 +98,22 @@ def _add_loop_args(p):
     g.add_argument("--precision-via", choices=("arg", "env"), default=None,
                    help="arg: the loop's own argument (Accelerator(mixed_precision=...) / TrainingArguments"
                         "(bf16=True)); env: ACCELERATE_MIXED_PRECISION, as the seed report set it")
+    p.add_argument("--fp16-init-scale", type=float, default=None,
+                   help="initial scale of the fp16 GradScaler (accelerate's default 65536); on the CPU it "
+                        "also turns a GradScaler on, so skipped fp16 steps can be exercised there")
     p.add_argument("--warmup-steps", type=int, default=1)
     p.add_argument("--seed", type=int, default=0)
 
 
 def _add_run_args(p):
-    p.add_argument("--device", choices=("auto", "cpu", "cuda"), default="auto")
+    p.add_argument("--device", choices=("auto", "cpu", "cuda"), default="auto",
+                   help="auto: $BISECTOR_DEVICE when the orchestrator sets it, else CUDA when torch sees a GPU")
+    p.add_argument("--cuda-memory-fraction", type=float, default=None,
+                   help="cap this process's CUDA memory (torch.cuda.set_per_process_memory_fraction), "
+                        "e.g. to check that an out-of-memory cell is reported")
+    p.add_argument("--cuda-reset", choices=("phase", "window"), default="phase",
+                   help="reset the CUDA peak counters at every phase (per-phase peaks) or only at the "
+                        "window's start (the cross-check of the step peak)")
     p.add_argument("--threads", type=int, default=1,
                    help="torch intra-op threads on CPU (0 = torch default); tiny models run best on 1")
     p.add_argument("--attribution", action=argparse.BooleanOptionalAction, default=True,
@@ -123,10 +140,17 @@ def parser() -> argparse.ArgumentParser:
     return p
 
 
+DEVICE_ENV = "BISECTOR_DEVICE"   # what the orchestrator asks for: the run's device, never guessed
+
+
 def resolve_device(name: str) -> str:
-    """'auto' -> 'cuda' when torch sees a GPU, else 'cpu'."""
+    """'auto' -> $BISECTOR_DEVICE when the orchestrator set it, else 'cuda' when torch sees a GPU,
+    else 'cpu'. An explicit device is never replaced by another (no silent CPU fallback)."""
     if name != "auto":
         return name
+    asked = os.environ.get(DEVICE_ENV, "").strip()
+    if asked in ("cpu", "cuda"):
+        return asked
     import torch
 
     return "cuda" if torch.cuda.is_available() else "cpu"
@@ -140,8 +164,6 @@ def _check(spec):
     bad = [x for x in spec["precisions"] if x not in PRECISIONS]
     if bad:
         raise SystemExit(f"unknown precision(s): {bad}")
-    if "fp16" in spec["precisions"] and spec["device"] != "cuda":
-        raise SystemExit("fp16 needs --device cuda (mixed fp16 on CPU is not supported)")
     if any(h % spec["heads"] for h in spec["sizes"]):
         raise SystemExit(f"every size must be divisible by --heads {spec['heads']}")
     if max(spec["seq_lens"]) > spec["max_positions"] or min(spec["seq_lens"]) < 1:
@@ -195,6 +217,7 @@ def make_spec(args) -> dict:
     resolve_model(spec)
     spec["knobs_given"] = sorted(k for k in LOOP_KNOBS[spec["loop"]] if spec.get(k) is not None)
     spec.update(resolve_knobs(spec))
+    spec["device_requested"] = args.device if args.device != "auto" else os.environ.get(DEVICE_ENV) or "auto"
     spec["device"] = resolve_device(args.device)
     spec["use_reentrant"] = {"default": None, "true": True, "false": False}[args.use_reentrant]
     isolate = args.isolate if args.isolate != "auto" else ("on" if spec["device"] == "cuda" else "off")

@@ -16,6 +16,8 @@ from __future__ import annotations
 import math
 
 PHASE_KINDS = ("forward", "backward", "step", "zero_grad")
+# the CUDA meter's other views of the step peak: what tensors asked for, what the allocator reserved
+ALLOCATOR = ("requested", "reserved")
 
 
 def fit_line(xs, ys) -> dict:
@@ -86,7 +88,8 @@ class Grid:
                 continue
             point = (c["hidden"], c.get("seq_len", 0))
             self.x[point] = (c["n_params"], c.get("tokens", 0))
-            for phase, value in {"peak": c["peak_bytes"], **phase_peaks(c)}.items():
+            allocator = {kind: c[f"{kind}_peak_bytes"] for kind in ALLOCATOR if f"{kind}_peak_bytes" in c}
+            for phase, value in {"peak": c["peak_bytes"], **phase_peaks(c), **allocator}.items():
                 self.values.setdefault((c["precision"], c["ga"], phase), {})[point] = value
 
     def complete(self, group) -> dict:
@@ -119,8 +122,12 @@ def _cell_metrics(grid: Grid) -> dict:
     for (prec, ga, phase), by_point in sorted(grid.values.items()):
         for (h, t), v in sorted(by_point.items()):
             where = _cell_name(h, t, multi_t)
-            name = f"peak_bytes.{prec}.ga{ga}.{where}" if phase == "peak" else (
-                f"phase_peak_bytes.{prec}.ga{ga}.{where}.{phase}")
+            if phase == "peak":
+                name = f"peak_bytes.{prec}.ga{ga}.{where}"
+            elif phase in ALLOCATOR:
+                name = f"{phase}_peak_bytes.{prec}.ga{ga}.{where}"
+            else:
+                name = f"phase_peak_bytes.{prec}.ga{ga}.{where}.{phase}"
             metrics[name] = float(v)
     return metrics
 

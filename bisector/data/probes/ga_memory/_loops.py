@@ -18,6 +18,16 @@ import torch
 
 PRECISION_TO_ACCELERATE = {"fp32": "no", "bf16": "bf16", "fp16": "fp16"}
 PRECISION_ENV = "ACCELERATE_MIXED_PRECISION"
+MAX_SKIPPED_WARMUPS = 8   # fp16: extra warm-up steps while the GradScaler skips (finds its scale)
+
+
+class SkippedStep(RuntimeError):
+    """The fp16 GradScaler skipped the measured step: AdamW would create its state inside it."""
+
+
+def step_was_skipped(accelerator) -> bool:
+    """Whether the last optimizer step was skipped (fp16 overflow); False where accelerate cannot say."""
+    return bool(getattr(accelerator, "optimizer_step_was_skipped", False))
 
 
 def reset_accelerate_state() -> None:
@@ -51,7 +61,23 @@ def zero_grad(target, policy: str) -> None:
         target.zero_grad(set_to_none=(policy == "none"))
 
 
-def make_accelerator(precision: str, ga: int, device: str, via: str = "arg"):
+def _scaler_kwargs(precision: str, device: str, init_scale):
+    """accelerate's GradScaler settings for an fp16 cell on CUDA with a chosen initial scale."""
+    if precision != "fp16" or init_scale is None or device != "cuda":
+        return {}
+    from accelerate.utils import GradScalerKwargs
+
+    return {"kwargs_handlers": [GradScalerKwargs(init_scale=init_scale)]}
+
+
+def _cpu_scaler(accelerator, precision: str, device: str, init_scale) -> None:
+    """On the CPU accelerate runs fp16 without a GradScaler; with --fp16-init-scale the cell gets a
+    real one (torch.amp.GradScaler("cpu")), before prepare() hands it to the optimizer."""
+    if precision == "fp16" and device == "cpu" and init_scale is not None and accelerator.scaler is None:
+        accelerator.scaler = torch.amp.GradScaler("cpu", init_scale=init_scale)
+
+
+def make_accelerator(precision: str, ga: int, device: str, via: str = "arg", init_scale=None):
     """An Accelerator for the cell, or raise with the reason this version cannot do it.
 
     ``via="env"`` leaves ``mixed_precision`` out of the constructor and sets
@@ -60,7 +86,7 @@ def make_accelerator(precision: str, ga: int, device: str, via: str = "arg"):
     from accelerate import Accelerator
 
     wanted = PRECISION_TO_ACCELERATE[precision]
-    kwargs = {"gradient_accumulation_steps": ga}
+    kwargs = {"gradient_accumulation_steps": ga, **_scaler_kwargs(precision, device, init_scale)}
     if via == "env":
         os.environ[PRECISION_ENV] = wanted
     else:
@@ -71,6 +97,7 @@ def make_accelerator(precision: str, ga: int, device: str, via: str = "arg"):
     got = str(getattr(accelerator, "mixed_precision", accelerator.state.mixed_precision))
     if got != wanted:
         raise RuntimeError(f"accelerate applied mixed_precision={got!r}, asked {wanted!r} (via {via})")
+    _cpu_scaler(accelerator, precision, device, init_scale)
     return accelerator
 
 
@@ -129,7 +156,8 @@ class AccelerateLoop:
 
     def __init__(self, spec, cell, model):
         reset_accelerate_state()
-        accelerator = make_accelerator(cell["precision"], cell["ga"], spec["device"], spec["precision_via"])
+        accelerator = make_accelerator(cell["precision"], cell["ga"], spec["device"], spec["precision_via"],
+                                       spec.get("fp16_init_scale"))
         optimizer = make_optimizer(spec["optimizer"], model.parameters())
         scheduler = None
         if spec["lr_scheduler"] == "constant":
@@ -140,19 +168,35 @@ class AccelerateLoop:
         self.ctx = {key: spec[key] for key in ("zero_grad_target", "zero_grad_policy", "max_grad_norm")}
         self.ctx.update(accelerator=accelerator, model=model, optimizer=optimizer, scheduler=scheduler)
         self.grads_at_step_start = None
+        self.skipped_steps = 0
 
     def state_tensors(self):
         """Tensors alive before the first step (for ``meter.track``)."""
         return state_tensors(self.ctx["model"], self.ctx["optimizer"])
 
+    def _warm_up(self, batches_per_step, meter, warmup_steps):
+        """``warmup_steps`` optimizer steps that were not skipped; a skipped one (fp16 overflow while
+        the GradScaler finds its scale) is repeated, up to MAX_SKIPPED_WARMUPS times."""
+        done = 0
+        while done < warmup_steps:
+            run_step(self.ctx, batches_per_step[done], meter)
+            if not step_was_skipped(self.ctx["accelerator"]):
+                done += 1
+                continue
+            self.skipped_steps += 1
+            if self.skipped_steps > MAX_SKIPPED_WARMUPS:
+                raise SkippedStep(f"the fp16 GradScaler skipped {self.skipped_steps} warm-up steps in a row")
+
     def run(self, batches_per_step, meter, warmup_steps=1):
         """Warm-up step(s), then one measured step inside a fresh meter window."""
-        for batches in batches_per_step[:warmup_steps]:
-            run_step(self.ctx, batches, meter)
+        self._warm_up(batches_per_step, meter, warmup_steps)
         self.grads_at_step_start = grads_state(self.ctx["model"])
         meter.reset_peak()
         run_step(self.ctx, batches_per_step[warmup_steps], meter)
         meter.mark(None)
+        if step_was_skipped(self.ctx["accelerator"]):
+            raise SkippedStep("the fp16 GradScaler skipped the measured step (inf/nan gradients): "
+                              "its bytes are not a steady-state step's")
 
     def close(self):
         """Drop references and accelerate's singletons."""

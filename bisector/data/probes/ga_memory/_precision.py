@@ -68,8 +68,8 @@ class PrecisionWitness:
         for (enabled, dtype, out), n in self.calls.items():
             if enabled != want_on or (want_on and dtype != want_dtype) or out != want_dtype:
                 seen = f"autocast {dtype}" if enabled else "autocast off"
-                return (f"asked {precision}, but {n} forward call(s) ran with {seen} and {out} outputs "
-                        "(process-wide precision state leaked into this cell?)")
+                return (f"asked {precision}, but {n} forward call(s) ran with {seen} and {out} outputs: "
+                        f"this loop and version did not apply {precision}")
         return _meter_problem(precision, meter_dtypes)
 
 

@@ -7,6 +7,7 @@ config_hash, config}, ``versions``, ``device``, ``meter``, ``cells``, ``fit``, o
 from __future__ import annotations
 
 import math
+import os
 import platform
 
 from _probe_contract import RESULT_ENV, write_result  # noqa: F401 - RESULT_ENV re-exported
@@ -43,26 +44,51 @@ def _cpu_name():
     return platform.processor() or platform.machine()
 
 
+CUDA_ENV = ("PYTORCH_CUDA_ALLOC_CONF", "PYTORCH_ALLOC_CONF", "CUBLAS_WORKSPACE_CONFIG", "CUDA_VISIBLE_DEVICES")
+
+
+def proc_driver_version():
+    """The NVIDIA kernel driver version from /proc (no NVML needed), or None."""
+    try:
+        with open("/proc/driver/nvidia/version") as fh:
+            first = fh.readline()
+    except OSError:
+        return None
+    words = [w for w in first.split() if w[:1].isdigit() and "." in w]
+    return words[0] if words else None
+
+
+def _cuda_info(torch) -> dict:
+    from _meter_cuda import NvmlProbe
+
+    props = torch.cuda.get_device_properties(0)
+    nvml = NvmlProbe()
+    info = {
+        "type": "cuda",
+        "name": props.name,
+        "uuid": str(getattr(props, "uuid", "")) or None,
+        "driver": nvml.driver() or proc_driver_version(),
+        "cuda": torch.version.cuda,
+        "capability": f"{props.major}.{props.minor}",
+        "total_bytes": int(props.total_memory),
+        "mig": nvml.mig_mode(),
+        "nvml": f"device {nvml.uuid}" if nvml.uuid else f"unavailable: {nvml.unavailable}",
+        "env": {k: os.environ[k] for k in CUDA_ENV if k in os.environ},
+    }
+    return info
+
+
 def device_info(device: str) -> dict:
-    """What the cells ran on: name, driver, CUDA runtime (CUDA) or CPU model and threads."""
+    """What the cells ran on: name, UUID, driver, CUDA runtime, MIG, allocator settings (CUDA) or
+    CPU model and threads. ``requested`` is the device the probe was asked for."""
     import torch
 
     if device == "cuda":
-        from _meter_cuda import NvmlProbe
-
         try:
-            props = torch.cuda.get_device_properties(0)
+            return _cuda_info(torch)
         except Exception as exc:  # noqa: BLE001 - asked for CUDA where there is none
-            return {"type": "cuda", "name": None, "driver": None, "cuda": torch.version.cuda,
+            return {"type": "cuda", "name": None, "driver": proc_driver_version(), "cuda": torch.version.cuda,
                     "error": f"{type(exc).__name__}: {exc}"}
-        return {
-            "type": "cuda",
-            "name": props.name,
-            "driver": NvmlProbe().driver(),
-            "cuda": torch.version.cuda,
-            "capability": f"{props.major}.{props.minor}",
-            "total_bytes": int(props.total_memory),
-        }
     return {"type": "cpu", "name": _cpu_name(), "driver": None, "cuda": None,
             "threads": torch.get_num_threads()}
 
@@ -93,7 +119,7 @@ def assemble(probe: dict, spec: dict, meter: str, cells, metrics, fits, error=No
         "schema_version": SCHEMA_VERSION,
         "probe": {**probe, "config": spec},
         "versions": versions(),
-        "device": device_info(spec["device"]),
+        "device": {**device_info(spec["device"]), "requested": spec.get("device_requested")},
         "meter": meter,
         "metrics": {k: float(v) for k, v in metrics.items() if math.isfinite(v)},
         "fit": fits,

@@ -13,8 +13,8 @@ import tempfile
 
 import os
 
-from _loops import PRECISION_ENV, PRECISION_TO_ACCELERATE, grads_state, make_optimizer, reset_accelerate_state, \
-    state_tensors
+from _loops import PRECISION_ENV, PRECISION_TO_ACCELERATE, SkippedStep, grads_state, make_optimizer, \
+    reset_accelerate_state, state_tensors
 
 
 def _training_args(spec, cell, outdir, steps):
@@ -56,6 +56,7 @@ class _Hooks:
         self.measuring = False
         self.micro = 0
         self.grads_at_step_start = None
+        self.skipped_steps = 0
 
     def step_begin(self, global_step):
         if global_step == self.warmup:
@@ -67,7 +68,8 @@ class _Hooks:
     def mark(self, name):
         self.meter.mark(name)
 
-    def step_end(self):
+    def step_end(self, skipped: bool):
+        self.skipped_steps += skipped
         if self.measuring:
             self.meter.mark(None)
             self.measuring = False
@@ -84,7 +86,7 @@ def _callback(hooks):
             hooks.mark("zero_grad")
 
         def on_step_end(self, args, state, control, **kw):
-            hooks.step_end()
+            hooks.step_end(bool(getattr(kw.get("optimizer"), "step_was_skipped", False)))
 
     return PhaseCallback()
 
@@ -119,6 +121,7 @@ class TrainerLoop:
         self.optimizer = make_optimizer(spec["optimizer"], model.parameters())
         self._tmp = tempfile.TemporaryDirectory(prefix="ga_memory_trainer_")
         self.grads_at_step_start = None
+        self.skipped_steps = 0
 
     def state_tensors(self):
         """Tensors alive before the first step (for ``meter.track``)."""
@@ -148,6 +151,10 @@ class TrainerLoop:
         if meter.end_bytes is None:
             raise RuntimeError("Trainer never reached the measured step")
         self.grads_at_step_start = hooks.grads_at_step_start
+        self.skipped_steps = hooks.skipped_steps
+        if self.skipped_steps:  # Trainer's step count is fixed: a skipped step cannot be repeated
+            raise SkippedStep(f"the fp16 GradScaler skipped {self.skipped_steps} of Trainer's steps: "
+                              "the measured step is not a steady-state one")
 
     def close(self):
         """Release the temp dir and accelerate's singletons."""
