@@ -126,6 +126,15 @@ def test_two_runs_identical_bytes(default_run, tmp_path):
     assert second["probe"]["config_hash"] == first["probe"]["config_hash"]
 
 
+def test_cells_in_forked_workers_give_the_same_result(default_run, tmp_path):
+    """Workers forked after the imports measure every cell to the same byte and site as one process."""
+    _, first, _, _ = default_run
+    code, second, _, err = run_probe(tmp_path, "--workers", "2", "--timings")
+    assert code == 0, err[-3000:]
+    strip = lambda cells: [{k: v for k, v in c.items() if k != "seconds"} for c in cells]  # noqa: E731
+    assert second["metrics"] == first["metrics"] and strip(second["cells"]) == strip(first["cells"])
+
+
 def test_isolated_cells_measure_the_same_bytes(default_run, tmp_path):
     _, inproc, _, _ = default_run
     args = ["--isolate", "on", "--sizes", "64", "--precisions", "bf16", "--ga", "2"]

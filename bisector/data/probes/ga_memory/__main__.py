@@ -72,11 +72,16 @@ def _cell_mode(args, spec) -> int:
     return 0
 
 
-def _run_cells(spec, argv, timeout):
+def _run_cells(spec, argv, timeout, workers):
     from _cells import plan, run_cell, run_cell_isolated
+    from _workers import run_parallel, worker_count
 
+    todo = plan(spec)
+    workers = worker_count(workers, len(todo)) if not spec["isolate"] else 1
+    if workers > 1:
+        return run_parallel(run_cell, spec, todo, workers, on_done=_progress)
     cells = []
-    for cell in plan(spec):
+    for cell in todo:
         if spec["isolate"]:
             cells.append(run_cell_isolated(os.path.abspath(__file__), argv, cell, timeout))
         else:
@@ -173,7 +178,7 @@ def main(argv=None) -> int:
     unusable = _cuda_problem(spec) or _host_memory_problem(spec)
     if unusable:
         return _nothing_measured(args, spec, unusable)
-    cells = _run_cells(spec, argv, args.cell_timeout)
+    cells = _run_cells(spec, argv, args.cell_timeout, args.workers)
     return _finish(args, spec, cells, timings)
 
 

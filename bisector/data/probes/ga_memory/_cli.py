@@ -35,7 +35,7 @@ LOOP_KNOBS = {
 }
 TRAINER_DECIDES = ("zero_grad_target", "zero_grad_policy", "lr_scheduler")
 PRECISIONS = ("fp32", "bf16", "fp16")
-NOT_IN_SPEC = ("result", "timings", "cell", "cell_out", "cell_timeout")
+NOT_IN_SPEC = ("result", "timings", "cell", "cell_out", "cell_timeout", "workers")
 # change the report or the speed, not the bytes
 NOT_HASHED = ("isolate", "attribution", "top", "threads", "knobs_given", "device_requested", "cuda_reset")
 
@@ -121,6 +121,8 @@ def _add_run_args(p):
     p.add_argument("--top", type=int, default=12, help="attribution rows kept per cell")
     p.add_argument("--isolate", choices=("auto", "on", "off"), default="auto",
                    help="one subprocess per cell (auto: on for CUDA, off for CPU)")
+    p.add_argument("--workers", type=int, default=0,
+                   help="cells measured in parallel forked processes (0: $BISECTOR_CPUS, else 1); same bytes")
     p.add_argument("--result", help="result path when $BISECTOR_RESULT is not set")
     p.add_argument("--timings", action="store_true", help="record a time split in the result")
     p.add_argument("--cell", help=argparse.SUPPRESS)
