@@ -258,6 +258,42 @@ def test_model_config_names_a_shape_or_reads_a_config_json(tmp_path):
     assert code == 3 and "6,738,415,616 parameters" in result["error"] and "GiB of memory is available" in err
 
 
+TINY_LM = """
+import torch
+from types import SimpleNamespace
+
+
+class TinyLM(torch.nn.Module):
+    def __init__(self, hidden, layers, vocab):
+        super().__init__()
+        self.embed = torch.nn.Embedding(vocab, hidden)
+        self.layers = torch.nn.ModuleList(torch.nn.Linear(hidden, hidden) for _ in range(layers))
+        self.head = torch.nn.Linear(hidden, vocab, bias=False)
+
+    def forward(self, input_ids, labels):
+        x = self.embed(input_ids)
+        for layer in self.layers:
+            x = torch.relu(layer(x))
+        logits = self.head(x)
+        return SimpleNamespace(loss=torch.nn.functional.cross_entropy(logits.flatten(0, 1).float(), labels.flatten()))
+
+
+def build(hidden, layers, heads, vocab, max_positions, use_cache):
+    return TinyLM(hidden, layers, vocab)
+"""
+
+
+def test_model_factory_measures_your_own_model(tmp_path, monkeypatch):
+    (tmp_path / "tinylm.py").write_text(TINY_LM)
+    monkeypatch.setenv("PYTHONPATH", str(tmp_path))
+    code, result, _, err = run_probe(tmp_path, "--model-factory", "tinylm:build", "--sizes", "32,64",
+                                     "--seq-lens", "8,16", "--ga", "1,2")
+    assert code == 0, err[-3000:]
+    m = _metrics(result)
+    assert not result.get("cell_errors") and result["cells"][0]["gradient_checkpointing"] == "not supported by this model"
+    assert m["bytes_per_token.fp32.ga1.forward"] > 0 and "ga_excess_bytes_per_param" in m
+
+
 def test_activations_profile_fits_bytes_per_token(tmp_path):
     code, result, seconds, err = run_probe(tmp_path, "--profile", "activations", "--precisions", "fp32", "--ga", "1")
     assert code == 0, err[-3000:]

@@ -40,12 +40,27 @@ def _import_stack(args, timings):
     import transformers
     from accelerate import Accelerator  # noqa: F401
 
-    importlib.import_module(f"transformers.models.{args.arch}.modeling_{args.arch}")
+    if args.model_factory:
+        importlib.import_module(args.model_factory.partition(":")[0])
+    else:
+        family = _family(args)
+        try:  # transformers loads lazily: import the modeling code now, not in the first cell
+            importlib.import_module(f"transformers.models.{family}.modeling_{family}")
+        except ImportError:
+            pass  # a family this release lacks: the cells say so
     transformers.AutoModelForCausalLM  # noqa: B018 - resolve the lazy attribute now
     if args.loop == "trainer":
         transformers.Trainer  # noqa: B018
     gc.freeze()  # later gc.collect() calls skip the (large, immortal) import graph
     timings.add("imports_s", _time.perf_counter() - start)
+
+
+def _family(args) -> str:
+    if not args.model_config:
+        return args.arch
+    from _shapes import load_shape
+
+    return str(load_shape(args.model_config).get("model_type", args.arch))
 
 
 def _quiet_libraries():

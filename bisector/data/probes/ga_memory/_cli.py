@@ -54,6 +54,10 @@ def _add_model_args(p):
     p.add_argument("--model-config", default=None, metavar="NAME|config.json",
                    help=f"a model shape: {', '.join(sorted(SHAPES))}, or a transformers config.json "
                         "(random weights; --sizes defaults to its width)")
+    p.add_argument("--model-factory", default=None, metavar="MODULE:FUNCTION",
+                   help="build the model with your own code: FUNCTION(hidden=, layers=, heads=, vocab=, "
+                        "max_positions=, use_cache=) returns a torch module whose forward(input_ids=, labels=) "
+                        "result has .loss (imported in the candidate environment)")
     p.add_argument("--profile", choices=sorted(PROFILES), default="default",
                    help="activations: the token axis on, with sizes where activations dominate (large "
                         "vocab, hundreds of tokens), for bisecting activation regressions; cuda: widths "
@@ -161,7 +165,9 @@ def resolve_device(name: str) -> str:
 def _check(spec):
     if not spec["sizes"] or not spec["ga"] or not spec["precisions"]:
         raise SystemExit("--sizes, --ga and --precisions must not be empty")
-    if not spec.get("model_config") and spec["arch"] not in ARCHS:
+    if spec.get("model_factory") and (":" not in spec["model_factory"] or spec.get("model_config")):
+        raise SystemExit("--model-factory is MODULE:FUNCTION, and replaces --model-config")
+    if not spec.get("model_config") and not spec.get("model_factory") and spec["arch"] not in ARCHS:
         raise SystemExit(f"--arch must be one of {', '.join(ARCHS)} (other families: --model-config config.json)")
     bad = [x for x in spec["precisions"] if x not in PRECISIONS]
     if bad:

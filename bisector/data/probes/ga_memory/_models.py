@@ -86,6 +86,8 @@ def rough_params(spec: dict, hidden: int) -> int:
 
 def memory_problem(spec: dict, available: int):
     """Why the largest model cannot train in ``available`` bytes of host memory, or None."""
+    if spec.get("model_factory"):
+        return None  # the user's own model: nothing to count before building it
     hidden = max(spec["sizes"])
     per_param = STEP_BYTES_PER_PARAM + OPTIMIZER_STATE[spec["optimizer"]]
     if rough_params(spec, hidden) * per_param < available // 2:
@@ -100,20 +102,40 @@ def memory_problem(spec: dict, available: int):
             f"and {available / gib:.1f} GiB of memory is available; use --device cuda or smaller --sizes")
 
 
+def _from_factory(spec: dict, hidden: int):
+    """``--model-factory MODULE:FUNCTION``: the user's own model code, imported in the candidate env."""
+    import importlib
+
+    module_name, _, function = spec["model_factory"].partition(":")
+    factory = getattr(importlib.import_module(module_name), function)
+    model = factory(hidden=hidden, layers=spec["layers"], heads=spec["heads"], vocab=spec["vocab"],
+                    max_positions=spec["max_positions"], use_cache=spec["use_cache"])
+    return model, f"{spec['model_factory']} (own forward)"
+
+
+def _checkpointing(spec, model) -> str:
+    if not spec["gradient_checkpointing"]:
+        return "off"
+    if not hasattr(model, "gradient_checkpointing_enable"):
+        return "not supported by this model"
+    return enable_checkpointing(model, spec["use_reentrant"])
+
+
 def build_model(spec: dict, hidden: int):
     """The cell's model in fp32, train mode, built on the cell's device; returns (model, build facts)."""
     torch.manual_seed(spec["seed"])
-    config = make_config(spec, hidden)
     with torch.device(spec["device"]):
-        model, attn = _instantiate(config, spec["attn"])
+        if spec.get("model_factory"):
+            model, attn = _from_factory(spec, hidden)
+        else:
+            model, attn = _instantiate(make_config(spec, hidden), spec["attn"])
     model.to(torch.float32)
     model.train()
-    facts = {"attn_implementation": attn, "gradient_checkpointing": "off"}
-    effective = getattr(model.config, "_attn_implementation", None)
+    facts = {"attn_implementation": attn}
+    effective = getattr(getattr(model, "config", None), "_attn_implementation", None)
     if effective:
         facts["attn_effective"] = str(effective)
-    if spec["gradient_checkpointing"]:
-        facts["gradient_checkpointing"] = enable_checkpointing(model, spec["use_reentrant"])
+    facts["gradient_checkpointing"] = _checkpointing(spec, model)
     facts["n_params"] = sum(p.numel() for p in model.parameters())
     return model, facts
 
