@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pytest
 
+from bisector.data import specs_dir
 from bisector.envs import EnvInfo, EnvManager, EnvSpec, InstallTarget, load_env_spec
 from bisector.envs import backends as backends_mod
 from bisector.envs import builder as builder_mod
@@ -46,7 +47,7 @@ def run_in(env: Environment, code: str) -> subprocess.CompletedProcess:
 # ---------------------------------------------------------------- spec loading (fast)
 
 def test_default_spec_loads():
-    spec = load_env_spec("default", ROOT / "envs")
+    spec = load_env_spec("default", specs_dir())
     assert spec.base == "current" and spec.companions == {"accelerate": "as-of-candidate",
                                                          "transformers": "as-of-candidate"}
     assert "setuptools" in spec.requirements and spec.backend == "uv"
@@ -453,7 +454,7 @@ def test_torch_version_base_is_built_once_with_pip(tmp_path, index):
 def test_default_spec_builds_old_accelerate(tmp_path):
     """accelerate 0.20.3 as of its upload, transformers as of then, torch from the base."""
     manager = EnvManager(tmp_path / "cache")
-    spec = load_env_spec("default", ROOT / "envs")
+    spec = load_env_spec("default", specs_dir())
     target = InstallTarget(package="accelerate", version="0.20.3", as_of=utc(2023, 6, 8, 16, 16, 34))
     env = manager.ensure(spec, target)
     out = run_in(env, "import accelerate, transformers, torch, pkg_resources; print(transformers.GPTNeoXConfig)")
