@@ -10,7 +10,7 @@ from __future__ import annotations
 import contextlib
 import logging
 from pathlib import Path
-from typing import Iterator, Optional
+from typing import Callable, Iterator, Optional
 
 from bisector.envs import builder
 from bisector.envs.backends import Backend, PipBackend, make_backend
@@ -76,13 +76,16 @@ class EnvManager:
             self._prefetcher.claim(recipe.fingerprint)
             yield self._ensure_recipe(recipe)
 
-    def prefetch(self, spec: EnvSpec, targets: list[InstallTarget]) -> None:
+    def prefetch(self, spec: EnvSpec, targets: list[InstallTarget],
+                 recipe: Optional[Callable[[InstallTarget], Recipe]] = None) -> None:
         """Build these envs in a background thread, one at a time, replacing earlier requests.
 
         For targets whose torch base is not built yet (torch candidates), the base is built
-        in the background instead; their environments follow at the next call."""
+        in the background instead; their environments follow at the next call. ``recipe`` gives a
+        target's recipe (default: :meth:`recipe` under ``spec``; a measurer passes the ones it holds)."""
+        recipe = recipe or (lambda target: self.recipe(spec, target))
         cheap = [self.recipe_is_cheap(spec, t) for t in targets]
-        recipes = [self.recipe(spec, t) for t, ok in zip(targets, cheap) if ok]
+        recipes = [recipe(t) for t, ok in zip(targets, cheap) if ok]
         todo = [r for r in recipes if quick_check(self.env_dir(r), r.fingerprint)[0] is not State.READY]
         self._prefetcher.submit(todo)
         self._base_prefetcher.submit([spec_for_target(spec, t) for t, ok in zip(targets, cheap) if not ok])

@@ -153,7 +153,7 @@ class Measurer:
     def prefetch(self, candidates: list[Candidate]) -> None:
         """Build the environments of candidates that may be probed next, in the background."""
         if candidates:
-            self.envs.prefetch(self.spec, [self.target(c) for c in candidates])
+            self.envs.prefetch(self.spec, [self.target(c) for c in candidates], recipe=self._recipe)
 
 
 class Measurers:

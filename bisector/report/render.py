@@ -14,7 +14,8 @@ JSON report schema ``bisector.report/1`` (``bisector report --format json`` and
   link, pr_link, value, metrics, details), ``ambiguous``, ``probes_run``,
   ``measurements_reused``, ``steps`` (seq, phase, candidate, date, verdict, metric, value,
   metrics, repeats, seconds, reason, reused), ``notes``, ``compare_link``, ``refine_command``,
-  ``widen_command``, ``command``, ``probe``, ``environment``, ``log``.
+  ``widen_command``, ``command``, ``probe`` (with the ``schema_version`` of its results when
+  they name one), ``environment``, ``log``.
 
 Within ``/1`` fields are only ever added; renaming or removing one bumps the version.
 Dates are ISO 8601, metric values raw floats in the probe's units (bytes, B/param, seconds).
