@@ -30,7 +30,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bisector.envs import EnvManager, EnvSpec, InstallTarget  # noqa: E402
-from bisector.envs.store import disk_usage  # noqa: E402
+from bisector.envs.fsops import disk_usage  # noqa: E402
 
 PACKAGE, VERSION = "accelerate", "0.22.0"
 UPLOADED = dt.datetime(2023, 8, 23, 6, 25, 15, tzinfo=dt.timezone.utc)
@@ -69,7 +69,7 @@ def main() -> None:
     root = Path(tempfile.mkdtemp(prefix="bisector-bench-", dir=os.environ.get("BENCH_DIR")))
     os.environ["UV_CACHE_DIR"] = str(root / "uv-cache")   # empty: the cold run downloads
     spec = EnvSpec(name="bench", base="current")
-    manager = EnvManager(root / "envs")
+    manager = EnvManager(root / "cache")
     try:
         base1 = baseline(root)
         base2 = baseline(root)

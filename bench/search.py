@@ -14,8 +14,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bisector.search import Outcome, Search  # noqa: E402
-from bisector.verdict import Verdict  # noqa: E402
+from bisector.core.search import Outcome, Search  # noqa: E402
+from bisector.core.verdict import Verdict  # noqa: E402
 
 SIZES = (10, 100, 1000, 10000)
 JOBS = (1, 2, 4)

@@ -24,7 +24,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from bisector.store import Store  # noqa: E402
+from bisector.storage import Store  # noqa: E402
 
 
 def bisect(good: str, bad: str, cache: Path, store: Path) -> float:

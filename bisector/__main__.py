@@ -1,5 +1,6 @@
+"""``python -m bisector``: the ``bisector`` command."""
 import sys
 
-from .cli import main
+from bisector.cli.main import main
 
 sys.exit(main())

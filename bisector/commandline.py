@@ -1,10 +1,13 @@
-"""Rewrite a recorded command line (for the 'refine with' / 'widen with' / reproduce hints)."""
+"""Rewrite a recorded command line: the 'refine with' / 'widen with' hints and the reproduce command."""
 from __future__ import annotations
 
 import shlex
 from typing import Optional
 
+from bisector.redact import redact_text
+
 VALUE_FLAGS = {"--good", "--bad", "--mode", "--repo", "--package", "--config", "--store", "--cache-dir"}
+_LOCAL_FLAGS = {"--store": True, "--cache-dir": True, "--json": False}   # flag -> takes a value
 
 
 def with_flags(command: list[str], updates: dict[str, Optional[str]]) -> str:
@@ -25,4 +28,24 @@ def with_flags(command: list[str], updates: dict[str, Optional[str]]) -> str:
         out.append(word)
     for flag, value in updates.items():
         out += [flag] if value is None else [flag, value]
+    return shlex.join(out)
+
+
+def reproduce_command(command: Optional[str]) -> Optional[str]:
+    """The run's command without machine-local flags (--store, --cache-dir, --json), credentials redacted."""
+    if not command:
+        return None
+    try:
+        words = shlex.split(command)
+    except ValueError:
+        return redact_text(command)
+    out, skip = [], False
+    for word in words:
+        flag = word.split("=", 1)[0]
+        if skip:
+            skip = False
+        elif flag in _LOCAL_FLAGS:
+            skip = _LOCAL_FLAGS[flag] and "=" not in word
+        else:
+            out.append(redact_text(word))
     return shlex.join(out)

@@ -2,19 +2,21 @@
 from __future__ import annotations
 
 import enum
+import re
 import tomllib
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any, Optional, TypeVar
 
 from packaging.utils import canonicalize_name
 from pydantic import BaseModel, ConfigDict, ValidationError, field_validator
 
-from .criterion import Criterion
-from .errors import UsageError
-from .probe import ProbeSpec
+from bisector.core.criterion import Criterion
+from bisector.envs.spec import parse_pin
+from bisector.errors import UsageError
+from bisector.measure.spec import ProbeSpec
 
 
-class Mode(str, enum.Enum):
+class Mode(enum.StrEnum):
     """What the candidates are."""
 
     RELEASES = "releases"
@@ -44,7 +46,6 @@ class JobSection(BaseModel):
     @field_validator("pins")
     @classmethod
     def _exact_pins(cls, value: list[str]) -> list[str]:
-        from .pins import parse_pin
         for text in value:
             parse_pin(text)
         return value
@@ -52,7 +53,6 @@ class JobSection(BaseModel):
     @field_validator("package")
     @classmethod
     def _pep508_name(cls, value: str) -> str:
-        import re
         if not re.fullmatch(r"[A-Za-z0-9]([A-Za-z0-9._-]*[A-Za-z0-9])?", value):
             raise ValueError(f"'{value}' is not a valid package name (PEP 508)")
         return canonicalize_name(value)
@@ -117,6 +117,7 @@ def validation_message(source: str, exc: ValidationError) -> str:
 
 
 def read_toml(path: Path) -> dict[str, Any]:
+    """A TOML file's tables; UsageError (one line) when it is missing or not TOML."""
     try:
         return tomllib.loads(path.read_text())
     except FileNotFoundError:
@@ -141,21 +142,32 @@ def merge(base: dict, overrides: dict) -> dict:
 
 
 EXCLUSIVE = {"probe": ("name", "path", "cmd"), "criterion": ("threshold", "max_increase", "auto")}
+M = TypeVar("M", bound=BaseModel)
 
 
-def build_config(raw: dict, overrides: dict, source: str) -> JobConfig:
-    """Validate the merged config; errors name the source, the key and the problem."""
+def layer(raw: dict, overrides: dict) -> dict:
+    """``overrides`` (CLI flags) merged into ``raw`` (the file): a probe kind or a criterion rule chosen on
+    the command line replaces the file's choice, not joins it (for ``run`` and ``matrix`` alike)."""
     data = merge(raw, overrides)
     for section, keys in EXCLUSIVE.items():
         given = overrides.get(section) or {}
         table = data.get(section)
         if isinstance(table, dict) and any(given.get(k) is not None for k in keys):
-            # a choice made on the command line replaces the file's choice, not joins it
             data[section] = {k: v for k, v in table.items() if k not in keys or given.get(k) is not None}
+    return data
+
+
+def validated(model: type[M], data: dict, source: str) -> M:
+    """``data`` as ``model``; errors are one line naming the source, the key and the problem."""
     try:
-        return JobConfig.model_validate(data)
+        return model.model_validate(data)
     except ValidationError as exc:
         raise UsageError(validation_message(source, exc)) from None
+
+
+def build_config(raw: dict, overrides: dict, source: str) -> JobConfig:
+    """Validate the layered config."""
+    return validated(JobConfig, layer(raw, overrides), source)
 
 
 def load_config(path: Optional[Path], overrides: dict) -> JobConfig:

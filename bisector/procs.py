@@ -63,9 +63,10 @@ class Completed:
 
 
 class _Tail(threading.Thread):
-    """Drain a pipe, keeping only its last ``limit`` bytes (a flooding child cannot fill memory or disk)."""
+    """Drain a pipe, keeping only its last ``limit`` bytes (a flooding child cannot fill memory or disk);
+    ``limit`` None keeps everything (for trusted tools whose whole output is the answer, like git)."""
 
-    def __init__(self, pipe, limit: int = TAIL_BYTES):
+    def __init__(self, pipe, limit: Optional[int] = TAIL_BYTES):
         super().__init__(daemon=True)
         self.pipe, self.limit = pipe, limit
         self.chunks: collections.deque[bytes] = collections.deque()
@@ -77,12 +78,13 @@ class _Tail(threading.Thread):
             self.chunks.append(chunk)
             self.size += len(chunk)
             self.total += len(chunk)
-            while self.size - len(self.chunks[0]) >= self.limit:
+            while self.limit is not None and self.size - len(self.chunks[0]) >= self.limit:
                 self.size -= len(self.chunks.popleft())
         self.pipe.close()
 
     def text(self) -> str:
-        data = b"".join(self.chunks)[-self.limit:]
+        data = b"".join(self.chunks)
+        data = data if self.limit is None else data[-self.limit:]
         prefix = f"[... {self.total - len(data)} bytes cut ...]\n" if self.total > len(data) else ""
         return prefix + data.decode("utf-8", "replace")
 
@@ -111,8 +113,10 @@ def stop_all() -> None:
 
 
 def run_bounded(argv: list[str], env: Optional[dict[str, str]], cwd: Optional[Path] = None,
-                timeout: Optional[float] = None) -> Completed:
-    """Run ``argv`` (never through a shell) in a new session; stop its group on timeout or shutdown."""
+                timeout: Optional[float] = None, limit: Optional[int] = TAIL_BYTES) -> Completed:
+    """Run ``argv`` (never through a shell) in a new session; stop its group on timeout or shutdown.
+
+    Each of stdout and stderr keeps its last ``limit`` bytes (None: all of it)."""
     if SHUTDOWN.is_set():
         raise Interrupted()
     start = time.monotonic()
@@ -120,7 +124,7 @@ def run_bounded(argv: list[str], env: Optional[dict[str, str]], cwd: Optional[Pa
                             stderr=subprocess.PIPE, start_new_session=True)
     with _active_lock:
         _active.add(proc)
-    tails = [_Tail(proc.stdout), _Tail(proc.stderr)]
+    tails = [_Tail(proc.stdout, limit), _Tail(proc.stderr, limit)]
     for t in tails:
         t.start()
     try:

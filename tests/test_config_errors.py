@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from bisector.cli import main
+from bisector.cli.main import main
 
 GOOD_TOML = """
 [job]

@@ -17,7 +17,8 @@ from pathlib import Path
 
 import pytest
 
-from bisector.envs import EnvInfo, EnvManager, EnvSpec, InstallTarget, load_env_spec
+from bisector.data import specs_dir
+from bisector.envs import EnvCache, EnvInfo, EnvManager, EnvSpec, InstallTarget, load_env_spec
 from bisector.envs import backends as backends_mod
 from bisector.envs import builder as builder_mod
 from bisector.envs.commits import REVISION_FILE, stamp_wheel
@@ -46,7 +47,7 @@ def run_in(env: Environment, code: str) -> subprocess.CompletedProcess:
 # ---------------------------------------------------------------- spec loading (fast)
 
 def test_default_spec_loads():
-    spec = load_env_spec("default", ROOT / "envs")
+    spec = load_env_spec("default", specs_dir())
     assert spec.base == "current" and spec.companions == {"accelerate": "as-of-candidate",
                                                          "transformers": "as-of-candidate"}
     assert "setuptools" in spec.requirements and spec.backend == "uv"
@@ -255,7 +256,7 @@ def test_release_env_shares_torch_without_leaks_and_is_reused(manager, index):
     assert time.perf_counter() - start < 0.5
     assert (again.path, again.fingerprint) == (env.path, env.fingerprint)
     assert again.info.last_used >= env.info.last_used
-    assert [i.fingerprint for i in manager.list()] == [env.fingerprint]
+    assert [i.fingerprint for i in EnvCache(manager.cache_dir).list()] == [env.fingerprint]
     info = json.loads((env.path / "bisector-env.json").read_text())
     assert info["fingerprint"] == env.fingerprint and info["resolved"] == env.info.resolved
 
@@ -369,14 +370,15 @@ def test_damaged_envs_are_rebuilt(manager, index):
 def test_gc_keep_last_and_max_size(manager, index):
     envs = [manager.ensure(SPEC, release(index, "1.0", as_of=utc(2021, 2, d))) for d in (1, 2, 3)]
     manager.ensure(SPEC, release(index, "1.0", as_of=utc(2021, 2, 1)))        # most recently used now
-    removed = manager.gc(keep_last=2)
+    removed = EnvCache(manager.cache_dir).gc(keep_last=2)
     assert [i.fingerprint for i in removed] == [envs[1].fingerprint]
     assert not envs[1].path.exists() and envs[0].path.exists() and envs[2].path.exists()
-    keep = manager.list()[0]
-    removed = manager.gc(max_size=keep.size_bytes)
+    keep = EnvCache(manager.cache_dir).list()[0]
+    removed = EnvCache(manager.cache_dir).gc(max_size=keep.size_bytes)
     assert [i.fingerprint for i in removed] == [envs[2].fingerprint]
-    assert [i.fingerprint for i in manager.list()] == [envs[0].fingerprint]
-    assert manager.gc(max_size=0)[0].fingerprint == envs[0].fingerprint and manager.list() == []
+    assert [i.fingerprint for i in EnvCache(manager.cache_dir).list()] == [envs[0].fingerprint]
+    cache = EnvCache(manager.cache_dir)
+    assert cache.gc(max_size=0)[0].fingerprint == envs[0].fingerprint and cache.list() == []
 
 
 @pytest.mark.slow
@@ -453,7 +455,7 @@ def test_torch_version_base_is_built_once_with_pip(tmp_path, index):
 def test_default_spec_builds_old_accelerate(tmp_path):
     """accelerate 0.20.3 as of its upload, transformers as of then, torch from the base."""
     manager = EnvManager(tmp_path / "cache")
-    spec = load_env_spec("default", ROOT / "envs")
+    spec = load_env_spec("default", specs_dir())
     target = InstallTarget(package="accelerate", version="0.20.3", as_of=utc(2023, 6, 8, 16, 16, 34))
     env = manager.ensure(spec, target)
     out = run_in(env, "import accelerate, transformers, torch, pkg_resources; print(transformers.GPTNeoXConfig)")

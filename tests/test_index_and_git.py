@@ -2,13 +2,17 @@
 from __future__ import annotations
 
 import datetime as dt
+import os
+import time
 
+import git as gitpython
 import pytest
 
-from bisector import gitrepo, index
+from bisector.sources import git as gitrepo
+from bisector.sources import index
 from bisector.config import JobSection
 from bisector.errors import UsageError
-from bisector.plan import commit_plan, release_plan
+from bisector.bisection.plan import commit_plan, release_plan
 from tests.support.gitfixture import git, make_repo
 from tests.support.pkgindex import LocalIndex, build_wheel
 
@@ -127,3 +131,14 @@ def test_links_from_origin_or_repo_url(tmp_path):
     assert commit_plan(job, str(repo), tmp_path / "c").repo_url == "https://example.com/org/tinypkg"
     job = job.model_copy(update={"repo_url": "https://example.org/mirror/"})
     assert commit_plan(job, str(repo), tmp_path / "c").repo_url == "https://example.org/mirror"
+
+
+def test_git_commands_run_bounded_and_their_process_group_is_stopped(tmp_path):
+    """Every git command goes through bisector.procs: past its time limit git and its children are
+    stopped with the same escalation as a probe (nothing is left running)."""
+    repo, _ = make_repo(tmp_path, commits=1, bad_at=1)
+    start = time.monotonic()
+    with pytest.raises(gitpython.GitCommandError, match="timed out after 1s"):
+        gitrepo.repository(repo).git.execute(["git", "-c", "alias.hang=!sleep 31.5", "hang"], kill_after_timeout=1)
+    assert time.monotonic() - start < 10
+    assert "sleep 31.5" not in os.popen("ps -eo args").read()

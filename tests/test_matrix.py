@@ -6,17 +6,20 @@ import datetime as dt
 import json
 import os
 import re
-import sys
 from pathlib import Path
 
 import pytest
 
-from bisector.criterion import Criterion
-from bisector.errors import BisectorError, UsageError
-from bisector.index import Release
-from bisector.gpus import detect_gpus, parse_gpu_list
-from bisector.matrix import BaselineCell, CellResult, compare
-from bisector.matrix_config import MatrixSection, build_cells, expand_axis
+from bisector.cli.main import main
+from bisector.core.criterion import Criterion
+from bisector.errors import UsageError
+from bisector.matrix.cells import build_cells, expand_axis
+from bisector.matrix.compare import compare
+from bisector.matrix.config import MatrixSection
+from bisector.matrix.model import BaselineCell, CellResult
+from bisector.measure.gpus import detect_gpus, parse_gpu_list
+from bisector.sources.index import Release
+from bisector.storage import Store
 from tests.support.pkgindex import LocalIndex, build_wheel
 
 HERE = Path(__file__).resolve().parent
@@ -27,24 +30,8 @@ PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 
 
 def matrix_cli(*argv: str) -> int:
-    """``bisector matrix ARGV`` in-process: through ``bisector.cli.main`` once it is wired there,
-    else through a parser built with ``add_matrix_parser`` and cli.main's error contract."""
-    from bisector import cli
-    if "matrix" in getattr(cli, "COMMANDS", {}):
-        return cli.main(["matrix", *argv])
-    from bisector.cli_args import OneLineParser
-    from bisector.matrix_cli import add_matrix_parser, matrix_command
-    parser = OneLineParser(prog="bisector")
-    parser.add_argument("--debug", action="store_true")
-    add_matrix_parser(parser.add_subparsers(dest="command"))
-    try:
-        args = parser.parse_args(["matrix", *argv])
-        return matrix_command(args)
-    except SystemExit as exc:
-        return exc.code
-    except BisectorError as exc:
-        print(f"bisector: error: {exc}", file=sys.stderr)
-        return exc.exit_code
+    """``bisector matrix ARGV`` in-process, through the CLI's entry point."""
+    return main(["matrix", *argv])
 
 
 def tiny_source(kib: int, extra: str = "") -> str:
@@ -194,7 +181,6 @@ def scenario(tmp_path_factory, env_cache, plain_spec):
 
 @pytest.mark.slow
 def test_history_is_stored_and_unchanged_cells_are_reused(scenario):
-    from bisector.store import Store
     first, second, third = scenario["first"], scenario["second"], scenario["third"]
     assert first["code"] == 0 and first["out"]["probes_run"] == 2 and first["out"]["baseline_run"] is None
     assert second["code"] == 0 and second["out"]["probes_run"] == 0 and second["out"]["measurements_reused"] == 2

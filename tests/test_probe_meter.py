@@ -24,7 +24,7 @@ from _meter_base import MeterBase  # noqa: E402
 from _meter_cpu import StorageMeter, storage_objects_preserved  # noqa: E402
 from _meter_cuda import CudaMeter  # noqa: E402
 
-from bisector.probe_result import ProbeResult  # noqa: E402
+from bisector.measure.protocol import ProbeResult  # noqa: E402
 
 LIVENESS = ["sweep"] + (["finalize"] if storage_objects_preserved() else [])
 

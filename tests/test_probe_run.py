@@ -14,7 +14,7 @@ import time
 
 import pytest
 
-from bisector.probe_result import ProbeResult
+from bisector.measure.protocol import ProbeResult
 
 pytest.importorskip("torch")
 pytest.importorskip("accelerate")

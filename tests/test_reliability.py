@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from bisector.envs import EnvManager
+from bisector.envs import EnvCache
 from tests.support.gitfixture import make_repo
 
 pytestmark = pytest.mark.slow
@@ -81,7 +81,7 @@ def test_two_runs_share_cache_and_store(repo8, tmp_path, plain_spec):
     assert [p.returncode for p in procs] == [0, 0], [o[1][-2000:] for o in outs]
     answers = [json.loads(o[0])["first_bad"]["sha"] for o in outs]
     assert answers == [shas[5], shas[5]]
-    infos = EnvManager(cache / "envs").list()
+    infos = EnvCache(cache).list()
     candidates = [i.target.revision for i in infos]
     assert len(candidates) == len(set(candidates)) >= 4  # one environment per candidate, shared by both
     assert sqlite3.connect(store).execute("PRAGMA integrity_check").fetchone()[0] == "ok"
@@ -112,7 +112,7 @@ def test_sigterm_during_environment_build_leaves_nothing_half_done(repo8, tmp_pa
     store, cache = tmp_path / "s.db", tmp_path / "fresh-cache"
     argv = _args(repo, shas, store, cache, plain_spec)
     proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    building = cache / "envs" / "tmp"
+    building = cache / "tmp"
     end = time.monotonic() + 120
     while not (building.is_dir() and any(building.iterdir())):
         assert proc.poll() is None and time.monotonic() < end, "no environment build was seen"
@@ -124,6 +124,6 @@ def test_sigterm_during_environment_build_leaves_nothing_half_done(repo8, tmp_pa
     assert "resume" in err
     assert not any(building.iterdir()), "a half-built environment was left behind"
     assert _count(store) == 0
-    assert EnvManager(cache / "envs").list() == []
+    assert EnvCache(cache).list() == []
     done = subprocess.run(argv, capture_output=True, text=True)
     assert json.loads(done.stdout)["first_bad"]["sha"] == shas[5]

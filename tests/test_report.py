@@ -12,12 +12,15 @@ from pathlib import Path
 import markdown as pymd
 import pytest
 
-from bisector import cli
-from bisector.explain import compact_details, explain, metric_label
-from bisector.report import (REPORT_SCHEMA, merge_sides, render_json, render_markdown, render_text,
-                             reproduce_command)
-from bisector.result import BisectResult, Point, Step
-from bisector.store import RunRow, StepRow, Store, now
+from bisector.bisection.boundary import merge_sides
+from bisector.cli.main import main
+from bisector.commandline import reproduce_command
+from bisector.core.result import BisectResult, Point, Step
+from bisector.explain.registry import compact_details, explain, metric_label
+from bisector.explain.sites import by_site, site_sentence
+from bisector.report.render import REPORT_SCHEMA, render_json, render_markdown
+from bisector.report.text import render_text
+from bisector.storage import RunRow, StepRow, Store, now
 
 GOLDEN = Path(__file__).resolve().parent / "golden"
 REPO = "https://github.com/huggingface/accelerate"
@@ -39,8 +42,7 @@ def _step(seq, candidate, verdict, value=None, day=0, phase="commits", metric="p
 
 
 def _log(steps: list[Step]) -> list[str]:
-    from bisector.report import log_line
-    return [log_line(s) for s in steps]
+    return [s.log_line() for s in steps]
 
 
 def found_commit() -> BisectResult:
@@ -307,23 +309,22 @@ def stored(tmp_path):
 
 
 def test_report_log_and_runs_commands(stored, capsys):
-    assert cli.main(["runs", "--store", stored]) == 0
+    assert main(["runs", "--store", stored]) == 0
     listing = capsys.readouterr().out.splitlines()
     assert [line.split()[0] for line in listing] == ["a1b2c3d4e5f6", "777777777777"]
-    assert cli.main(["log", "a1b2", "--store", stored]) == 0
+    assert main(["log", "a1b2", "--store", stored]) == 0
     log = capsys.readouterr().out
     assert f"skip commits {SHA[5][:10]} (7.5s) # crashed: probe exited 1" in log
     assert f"bad commits:confirm {SHA[5][:10]} value=1.89792e+08 repeats=3 (7.5s)" in log
-    assert cli.main(["report", "7777", "--format", "json", "--store", stored]) == 0
+    assert main(["report", "7777", "--format", "json", "--store", stored]) == 0
     assert json.loads(capsys.readouterr().out)["ambiguous"] == [SHA[5][:10], SHA[6][:10], SHA[7][:10]]
-    assert cli.main(["report", "--format", "text", "--store", stored]) == 0
+    assert main(["report", "--format", "text", "--store", stored]) == 0
     assert capsys.readouterr().out.startswith("Undecided for transformers")
-    assert cli.main(["report", "a1b2c3d4e5f6", "--store", stored]) == 0
+    assert main(["report", "a1b2c3d4e5f6", "--store", stored]) == 0
     assert capsys.readouterr().out.startswith("**First bad: accelerate [`5555555555`]")
 
 
 def test_allocation_sites_compare_without_line_numbers():
-    from bisector.sites import by_site, site_sentence
     good, bad = by_site(GOOD_SITES), by_site(BAD_SITES)
     assert "(7 other sites)" not in good and good["float32 ToCopyBackward0 | accelerate/accelerator.py backward"] == 3 * MIB
     [sentence] = site_sentence(good, bad)

@@ -10,11 +10,11 @@ from pathlib import Path
 
 import pytest
 
-from bisector.criterion import Criterion, exit_code_verdict, failure_verdict
-from bisector.probe import ProbeSpec
-from bisector.runner import run_probe
-from bisector.store import Measurement
-from bisector.verdict import Verdict
+from bisector.core.criterion import Criterion, exit_code_verdict, failure_verdict
+from bisector.core.measurement import Measurement
+from bisector.core.verdict import Verdict
+from bisector.measure.execute import run_probe
+from bisector.measure.spec import ProbeSpec
 
 PROBES = {
     "ok": "import json, os\njson.dump({'metrics': {'m': 1.5}}, open(os.environ['BISECTOR_RESULT'], 'w'))",
@@ -101,7 +101,7 @@ def test_failure_classes_map_to_verdicts(status, crit, verdict):
 @pytest.mark.parametrize("code,verdict", [(0, Verdict.GOOD), (1, Verdict.BAD), (127, Verdict.BAD),
                                           (125, Verdict.SKIP), (128, Verdict.SKIP), (-9, Verdict.SKIP)])
 def test_exit_code_contract(code, verdict):
-    assert exit_code_verdict(_m("exit-code", exit_code=code))[0] is verdict
+    assert exit_code_verdict(code)[0] is verdict
 
 
 def test_exit_code_probe_runs_in_env_path(tmp_path):

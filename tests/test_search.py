@@ -8,8 +8,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from bisector.search import Outcome, Search, SearchResult, least_satisfying
-from bisector.verdict import Verdict
+from bisector.core.search import Outcome, Search, SearchResult, least_satisfying
+from bisector.core.verdict import Verdict
 
 G, B, S = Verdict.GOOD, Verdict.BAD, Verdict.SKIP
 LETTERS = {"g": G, "b": B, "s": S}

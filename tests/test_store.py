@@ -10,7 +10,8 @@ import textwrap
 import pytest
 
 from bisector.errors import BisectorError
-from bisector.store import Measurement, RunRow, StepRow, Store, now
+from bisector.core.measurement import Measurement
+from bisector.storage import RunRow, StepRow, Store, now
 
 
 def _m(key: str, **kw) -> Measurement:
@@ -64,7 +65,8 @@ def test_two_processes_write_concurrently(tmp_path):
     Store(path).close()
     code = textwrap.dedent(f"""
         import sys
-        from bisector.store import Store, Measurement
+        from bisector.core.measurement import Measurement
+        from bisector.storage import Store
         s = Store({str(path)!r})
         for i in range(200):
             s.put_measurement(Measurement(key=sys.argv[1] + str(i), package="p", candidate=str(i),

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from bisector.envs import EnvManager, EnvSpec, InstallTarget
 from tests.support.pkgindex import LocalIndex, build_wheel
 
 pytestmark = pytest.mark.slow
@@ -72,7 +73,7 @@ def test_torch_release_bisect_builds_one_base_per_release(job, tmp_path):
         assert step["metrics"]["torch_from_a_base"] == 1.0                    # torch came from its base
         assert step["metrics"]["helper_major"] == (2.0 if step["candidate"] >= "2.3.0" else 1.0)
     measured = {s["candidate"] for s in out["steps"]}
-    bases = sorted(p.name.split("-")[1] for p in (tmp_path / "cache" / "envs" / "bases").glob("torch-*"))
+    bases = sorted(p.name.split("-")[1] for p in (tmp_path / "cache" / "bases").glob("torch-*"))
     assert bases == sorted(measured)                                           # one base per measured release
 
     again = json.loads(cli(*job).stdout)                                       # rerun: nothing rebuilt or probed
@@ -89,13 +90,13 @@ def test_torch_release_bisect_builds_one_base_per_release(job, tmp_path):
     base_lines = [line for line in listed if line.startswith("base ")]
     assert len(base_lines) == len(bases) and all("used by 2 environment(s)" in line for line in base_lines)
     assert cli("envs", "gc", "--keep-last", "0", *cache).stdout.strip() == f"removed {len(listed) - len(bases)} environment(s)"
-    prefixes = list((tmp_path / "cache" / "envs" / "bases").glob("torch-*"))
+    prefixes = list((tmp_path / "cache" / "bases").glob("torch-*"))
     assert len(prefixes) == len(bases)                                          # used minutes ago: kept
     for prefix in prefixes:                                                    # now an hour and more ago
         os.utime(prefix / "bisector-base.json", (0, os.stat(prefix).st_mtime - 7200))
     gc = cli("envs", "gc", "--keep-last", "0", *cache).stdout.strip()
     assert gc == f"removed 0 environment(s) and {len(bases)} unused torch base(s)"
-    assert not list((tmp_path / "cache" / "envs" / "bases").glob("torch-*"))
+    assert not list((tmp_path / "cache" / "bases").glob("torch-*"))
 
 
 def test_torch_commits_are_refused_in_one_line(job, tmp_path):
@@ -152,7 +153,6 @@ def test_probe_with_a_torch_pin_measures_over_that_torch(torch_index, tmp_path):
 
 def test_prefetch_builds_a_torch_base_in_the_background(torch_index, tmp_path):
     """While a probe runs, the next torch candidates' bases (the slow part) are built ahead."""
-    from bisector.envs import EnvManager, EnvSpec, InstallTarget
     manager, spec = EnvManager(tmp_path / "cache"), EnvSpec(name="plain")
     target = InstallTarget(package="torch", version="2.1.0", index_url=torch_index, as_of=T0 + dt.timedelta(days=11))
     assert not manager.recipe_is_cheap(spec, target)

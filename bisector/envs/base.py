@@ -26,11 +26,12 @@ from pydantic import BaseModel, ValidationError
 
 from bisector.envs import _pyinfo
 from bisector.envs.info import InterpreterStamp, write_atomic
+from bisector.envs.layout import CacheLayout
 from bisector.envs.procs import clean_env, run
-from bisector.envs.spec import EnvSpec
+from bisector.envs.spec import TORCH, EnvSpec
 from bisector.errors import UsageError
 
-ROOT = "torch"
+ROOT = TORCH
 HEAVY = re.compile(r"^(torch|triton|pytorch-triton(-.+)?|nvidia-.+|cuda-.+|intel-.+)$")
 
 
@@ -160,10 +161,10 @@ def describe_base(spec_base: str, python: Path) -> BaseInfo:
     )
 
 
-def cached_base(spec_base: str, python: Path, cache_dir: Path) -> BaseInfo:
+def cached_base(spec_base: str, python: Path, layout: CacheLayout) -> BaseInfo:
     """describe_base, cached in ``<cache>/bases/<key>.json`` while stat stamps still match."""
     key = _fingerprint({"base": spec_base, "python": str(python)})
-    path = cache_dir / "bases" / f"{key}.json"
+    path = layout.bases / f"{key}.json"
     try:
         info = BaseInfo.model_validate_json(path.read_bytes())
         if info.stamp == _stamp(python, info.site_dirs):
@@ -176,10 +177,10 @@ def cached_base(spec_base: str, python: Path, cache_dir: Path) -> BaseInfo:
     return info
 
 
-def described_prefixes(cache_dir: Path) -> dict[str, Path]:
+def described_prefixes(layout: CacheLayout) -> dict[str, Path]:
     """Fingerprint -> prefix of every described base (``<cache>/bases/*.json``)."""
     found = {}
-    for path in (cache_dir / "bases").glob("*.json") if (cache_dir / "bases").is_dir() else []:
+    for path in layout.bases.glob("*.json") if layout.bases.is_dir() else []:
         try:
             info = BaseInfo.model_validate_json(path.read_bytes())
         except (OSError, ValidationError, ValueError):
@@ -210,33 +211,3 @@ def check_python(spec: EnvSpec, info: BaseInfo) -> None:
             f"env spec {spec.name}: python {want!r} does not match the base's python "
             f"{info.python_version} ({info.python})"
         )
-
-
-def torch_base_ready(spec: EnvSpec, cache_dir: Path) -> bool:
-    """For a ``torch==X`` base: whether its venv is built already."""
-    from bisector.envs import torchbase
-
-    python = torchbase.resolve_interpreter(spec.python)
-    return torchbase.torch_base_ready(spec.torch_base_version, python, cache_dir, spec.index_url,
-                                      list(spec.extra_index_urls))
-
-
-def resolve_base(spec: EnvSpec, cache_dir: Path) -> BaseInfo:
-    """The described base of ``spec`` ("current", a path, or "torch==X.Y.Z" built on demand)."""
-    from bisector.envs import torchbase
-
-    if spec.base == "current":
-        info = cached_base("current", Path(sys.executable), cache_dir)
-    elif spec.torch_base_version:
-        python = torchbase.resolve_interpreter(spec.python)
-        prefix = torchbase.ensure_torch_base(
-            spec.torch_base_version, python, cache_dir, spec.index_url, spec.extra_index_urls)
-        info = cached_base(spec.base, prefix / "bin" / "python", cache_dir)
-        return info
-    else:
-        prefix = Path(os.path.expanduser(spec.base))
-        if not prefix.is_dir():
-            raise UsageError(f"env spec {spec.name}: base {spec.base} is not a directory")
-        info = cached_base(spec.base, venv_python(prefix), cache_dir)
-    check_python(spec, info)
-    return info

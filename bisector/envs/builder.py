@@ -1,4 +1,4 @@
-"""Building one environment from a Recipe, in a temp dir, then renamed into place.
+"""Building one environment from a Recipe, in a staging dir that bisector.envs.once renames into place.
 
 Steps: overlay -> venv -> (commit wheel) -> install as of the candidate's date -> (when a
 dated package misses torch's own requirement on it, e.g. typing-extensions, that package
@@ -9,8 +9,6 @@ EnvironmentFailure.
 from __future__ import annotations
 
 import os
-import shutil
-import tempfile
 import time
 from pathlib import Path
 from typing import Optional
@@ -22,11 +20,12 @@ from bisector.envs.base import installed_dists
 from bisector.envs.commits import commit_wheel
 from bisector.envs.environment import Environment, venv_run_env
 from bisector.envs.health import HealthReport, probe, problems, provided_conflicts
+from bisector.envs.fsops import disk_usage
 from bisector.envs.info import EnvInfo, InterpreterStamp, utcnow, write_info
+from bisector.envs.layout import CacheLayout
 from bisector.envs.overlay import ensure_overlay, install_pth
 from bisector.envs.procs import log
 from bisector.envs.recipe import Recipe
-from bisector.envs.store import disk_usage
 from bisector.errors import EnvironmentFailure
 
 
@@ -75,13 +74,13 @@ def _install(backend: Backend, env_dir: Path, recipe: Recipe, requirement: Optio
     return plan.lifted
 
 
-def _requirement(recipe: Recipe, backend: Backend, cache_dir: Path) -> Optional[str]:
+def _requirement(recipe: Recipe, backend: Backend, layout: CacheLayout) -> Optional[str]:
     target = recipe.target
     if recipe.target_in_base:
         return None
     if not target.is_commit:
         return f"{target.package}=={target.version}"
-    wheel = commit_wheel(target, backend, recipe.python, recipe.plan(target.package), cache_dir)
+    wheel = commit_wheel(target, backend, recipe.python, recipe.plan(target.package), layout)
     return f"{target.package} @ {wheel.as_uri()}"
 
 
@@ -120,38 +119,25 @@ def _info(recipe: Recipe, env_dir: Path, report: HealthReport, lifted: list[str]
     )
 
 
-def _populate(recipe: Recipe, backend: Backend, cache_dir: Path, tmp: Path, final: Path, started: float) -> EnvInfo:
-    overlay = ensure_overlay(recipe.base, cache_dir)
-    env_dir, work = tmp / "env", tmp / "work"
+def build(recipe: Recipe, backend: Backend, layout: CacheLayout, staging: Path, final: Path) -> EnvInfo:
+    """Build the env of ``recipe`` into ``staging`` (which must not exist; its parent is scratch space),
+    to be renamed to ``final``; returns its info (also written into it)."""
+    started = time.monotonic()
+    work = staging.parent / "work"
     work.mkdir()
-    backend.create(env_dir, recipe.python)
-    lifted = _install(backend, env_dir, recipe, _requirement(recipe, backend, cache_dir), work)
-    site = site_packages(env_dir)
+    overlay = ensure_overlay(recipe.base, layout)
+    backend.create(staging, recipe.python)
+    lifted = _install(backend, staging, recipe, _requirement(recipe, backend, layout), work)
+    site = site_packages(staging)
     install_pth(site, overlay)
     conflicts = provided_conflicts(site, recipe.base)
     if conflicts:
         raise EnvironmentFailure("the base does not fit: " + "; ".join(conflicts[:3]))
     health_start = time.monotonic()
-    report = check_health(env_dir, recipe)
+    report = check_health(staging, recipe)
     health = time.monotonic() - health_start
     if isinstance(backend, PipBackend):
-        _relocate_scripts(env_dir, env_dir, final)
-    info = _info(recipe, env_dir, report, lifted, overlay, backend.name, (started, health))
-    write_info(env_dir, info)
+        _relocate_scripts(staging, staging, final)
+    info = _info(recipe, staging, report, lifted, overlay, backend.name, (started, health))
+    write_info(staging, info)
     return info
-
-
-def build(recipe: Recipe, backend: Backend, cache_dir: Path, final: Path) -> EnvInfo:
-    """Build the env of ``recipe`` at ``final`` (which must not exist); returns its info."""
-    started = time.monotonic()
-    (cache_dir / "tmp").mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(dir=cache_dir / "tmp", prefix=recipe.dir_name[:60] + "-"))
-    try:
-        info = _populate(recipe, backend, cache_dir, tmp, final, started)
-        final.parent.mkdir(parents=True, exist_ok=True)
-        os.rename(tmp / "env", final)
-        return info
-    except OSError as exc:
-        raise EnvironmentFailure(f"building {recipe.dir_name}: {exc}") from exc
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)

@@ -14,38 +14,36 @@ import base64
 import hashlib
 import importlib.metadata
 import os
-import shutil
 import sys
 import tarfile
-import tempfile
+import tomllib
 import zipfile
 from pathlib import Path
 from typing import Optional
 
-from filelock import FileLock
 from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import canonicalize_name
 
 from bisector.envs.backends import Backend, InstallPlan
-from bisector.envs.procs import clean_env, run
+from bisector.envs.layout import CacheLayout
+from bisector.envs.once import build_once
 from bisector.envs.scm_version import commit_version, pretend_version_env
-from bisector.envs.spec import InstallTarget, tomllib, valid_sha
+from bisector.envs.spec import InstallTarget, valid_sha
 from bisector.errors import EnvironmentFailure
+from bisector.sources import git
 
 REVISION_FILE = "bisector_revision"
-
-
-def _git(source: Path, *args: str) -> list[str]:
-    return ["git", "-C", str(source), *args]
 
 
 def archive(source: Path, sha: str, dest: Path) -> None:
     """Extract the tree of commit ``sha`` of the repo at ``source`` into ``dest``."""
     sha = valid_sha(sha)
-    env = clean_env({"GIT_TERMINAL_PROMPT": "0"})
-    run(_git(source, "cat-file", "-e", f"{sha}^{{commit}}"), f"commit {sha[:10]} not in {source}", env=env)
     tar_path = dest.with_suffix(".tar")
-    run(_git(source, "archive", "--format=tar", "-o", str(tar_path), sha), "git archive", env=env)
+    try:
+        git.archive(source, sha, tar_path)
+    except git.GitFailure as exc:
+        what = f"commit {sha[:10]} not in {source}" if exc.command == "cat-file" else "git archive"
+        raise EnvironmentFailure(f"{what}: {exc.reason}") from None
     dest.mkdir(parents=True)
     with tarfile.open(tar_path) as tar:
         try:
@@ -117,8 +115,9 @@ def satisfied_here(requirements: list[str]) -> bool:
     return True
 
 
-def _build(target: InstallTarget, backend: Backend, python: Path, plan: InstallPlan, tmp: Path) -> Path:
-    src, out = tmp / "src", tmp / "out"
+def _build(target: InstallTarget, backend: Backend, python: Path, plan: InstallPlan, out: Path) -> None:
+    """Build the stamped wheel of ``target`` alone into ``out`` (its parent is scratch space)."""
+    src = out.parent / "src"
     archive(target.source, target.revision, src)
     out.mkdir()
     same_python = os.path.realpath(python) == os.path.realpath(sys.executable)
@@ -134,26 +133,12 @@ def _build(target: InstallTarget, backend: Backend, python: Path, plan: InstallP
     for other in out.iterdir():
         if other != wheel:
             other.unlink()
-    return out
 
 
-def commit_wheel(target: InstallTarget, backend: Backend, python: Path, plan: InstallPlan, cache_dir: Path) -> Path:
-    """The stamped wheel of the commit ``target`` names; built once per SHA under a lock."""
+def commit_wheel(target: InstallTarget, backend: Backend, python: Path, plan: InstallPlan,
+                 layout: CacheLayout) -> Path:
+    """The stamped wheel of the commit ``target`` names; built once per SHA."""
     sha = valid_sha(target.revision or "")
-    wheel_dir = cache_dir / "wheels" / sha
-    found = cached_wheel(wheel_dir, target.package)
-    if found:
-        return found
-    for sub in ("locks", "tmp", "wheels"):
-        (cache_dir / sub).mkdir(parents=True, exist_ok=True)
-    with FileLock(str(cache_dir / "locks" / f"wheel-{sha}.lock")):
-        found = cached_wheel(wheel_dir, target.package)
-        if found:
-            return found
-        shutil.rmtree(wheel_dir, ignore_errors=True)
-        tmp = Path(tempfile.mkdtemp(dir=cache_dir / "tmp", prefix=f"wheel-{sha[:10]}-"))
-        try:
-            os.rename(_build(target, backend, python, plan, tmp), wheel_dir)
-        finally:
-            shutil.rmtree(tmp, ignore_errors=True)
-    return cached_wheel(wheel_dir, target.package)
+    wheel_dir = layout.wheels / sha
+    return build_once(layout, f"wheel-{sha}", wheel_dir, lambda: cached_wheel(wheel_dir, target.package),
+                      lambda out: _build(target, backend, python, plan, out))

@@ -24,11 +24,6 @@ class Environment:
     info: EnvInfo
     env_vars: dict[str, str] = field(default_factory=dict)
 
-    @property
-    def bin_dir(self) -> Path:
-        """The venv's bin dir."""
-        return self.path / "bin"
-
     def run_env(self) -> dict[str, str]:
         """Variables for running a probe: env bin first on PATH, VIRTUAL_ENV, spec env_vars.
 

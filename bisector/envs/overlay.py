@@ -12,17 +12,16 @@ sys.path *after* the venv's own site-packages, so versions the candidate resolve
 from __future__ import annotations
 
 import os
-import shutil
-import tempfile
 from collections import defaultdict
 from importlib.metadata import PathDistribution
 from pathlib import Path
 from typing import Optional
 
-from filelock import FileLock
 from packaging.utils import canonicalize_name
 
 from bisector.envs.base import BaseInfo
+from bisector.envs.layout import CacheLayout
+from bisector.envs.once import build_once
 
 PTH_NAME = "zz_bisector_base.pth"
 COMPLETE = ".bisector-overlay-complete"
@@ -107,6 +106,7 @@ def overlay_links(base: BaseInfo) -> list[tuple[str, str]]:
 
 
 def _populate(root: Path, links: list[tuple[str, str]]) -> None:
+    root.mkdir()
     for rel, source in links:
         dest = root / rel
         dest.parent.mkdir(parents=True, exist_ok=True)
@@ -114,26 +114,14 @@ def _populate(root: Path, links: list[tuple[str, str]]) -> None:
     (root / COMPLETE).write_text("".join(f"{rel}\n" for rel, _ in links))
 
 
-def ensure_overlay(base: BaseInfo, cache_dir: Path) -> Optional[Path]:
+def ensure_overlay(base: BaseInfo, layout: CacheLayout) -> Optional[Path]:
     """The overlay dir of ``base`` (None when the base has no torch); built once, atomically."""
     if not base.closure:
         return None
-    dest = cache_dir / "overlays" / base.fingerprint
-    if (dest / COMPLETE).exists():
-        return dest
-    dest.parent.mkdir(parents=True, exist_ok=True)
-    (cache_dir / "locks").mkdir(parents=True, exist_ok=True)
-    with FileLock(str(cache_dir / "locks" / f"overlay-{base.fingerprint}.lock")):
-        if (dest / COMPLETE).exists():
-            return dest
-        shutil.rmtree(dest, ignore_errors=True)
-        tmp = Path(tempfile.mkdtemp(dir=dest.parent, prefix=f".{base.fingerprint}-"))
-        try:
-            _populate(tmp, overlay_links(base))
-            os.rename(tmp, dest)
-        finally:
-            shutil.rmtree(tmp, ignore_errors=True)
-    return dest
+    dest = layout.overlays / base.fingerprint
+    return build_once(layout, f"overlay-{base.fingerprint}", dest,
+                      lambda: dest if (dest / COMPLETE).exists() else None,
+                      lambda staging: _populate(staging, overlay_links(base)))
 
 
 def install_pth(site_packages: Path, overlay: Optional[Path]) -> None:

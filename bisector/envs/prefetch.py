@@ -59,11 +59,6 @@ class Prefetcher:
         if failure is not None:
             raise failure
 
-    def busy(self) -> bool:
-        """Whether anything is queued or being built."""
-        with self._cond:
-            return bool(self._pending or self._running)
-
     def wait_idle(self, timeout: Optional[float] = None) -> bool:
         """Block until the queue is empty and nothing is being built."""
         with self._cond:

@@ -11,10 +11,9 @@ from packaging.utils import canonicalize_name
 from pydantic import BaseModel, ConfigDict
 
 from bisector.envs.backends import InstallPlan
-from bisector.envs.base import ROOT as TORCH
 from bisector.envs.base import BaseInfo, same_version
 from bisector.envs.fingerprint import dir_name, env_fingerprint
-from bisector.envs.spec import EnvSpec, InstallTarget
+from bisector.envs.spec import TORCH, EnvSpec, InstallTarget
 from bisector.errors import UsageError
 
 

@@ -14,8 +14,7 @@ from pathlib import Path
 
 from packaging.version import InvalidVersion, Version
 
-from bisector.envs.procs import clean_env, run
-from bisector.errors import EnvironmentFailure
+from bisector.sources import git
 
 _DESCRIBED = re.compile(r"^(?P<tag>.+)-(?P<distance>\d+)-g[0-9a-f]+$")
 
@@ -31,13 +30,7 @@ def _next_dev(tag: Version, distance: int) -> str:
 
 def commit_version(source: Path, sha: str) -> str:
     """The PEP 440 version setuptools-scm would give commit ``sha`` of the repo at ``source``."""
-    try:
-        described = run(["git", "-C", str(source), "describe", "--tags", "--long", "--abbrev=12",
-                         "--match", "v[0-9]*", "--match", "[0-9]*", sha], "git describe",
-                        env=clean_env({"GIT_TERMINAL_PROMPT": "0"})).stdout.strip()
-    except EnvironmentFailure:
-        described = ""  # no version tag before this commit
-    m = _DESCRIBED.match(described)
+    m = _DESCRIBED.match(git.describe(source, sha) or "")  # None: no version tag before this commit
     try:
         tag = Version(m.group("tag").lstrip("vV")) if m else None
     except InvalidVersion:

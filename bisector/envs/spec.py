@@ -1,9 +1,11 @@
-"""What an environment is made of: the env spec (envs/<name>.toml) and the install target."""
+"""What an environment is made of: the env spec (a .toml, built-in ones in bisector/data/specs) and the
+install target."""
 from __future__ import annotations
 
 import datetime as dt
 import os
 import re
+import tomllib
 from pathlib import Path
 from typing import Annotated, Literal, Optional
 
@@ -13,14 +15,10 @@ from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 from pydantic import AfterValidator, BaseModel, ConfigDict, ValidationError, field_validator, model_validator
 
-try:  # Python >= 3.11
-    import tomllib
-except ImportError:  # pragma: no cover - Python 3.10
-    import tomli as tomllib  # type: ignore[no-redef]
-
 from bisector.errors import UsageError
 
 AS_OF_CANDIDATE = "as-of-candidate"
+TORCH = "torch"   # never a companion: a torch version is the base (``torch==X``)
 _NAME_RE = re.compile(r"^([A-Z0-9]|[A-Z0-9][A-Z0-9._-]*[A-Z0-9])$", re.IGNORECASE)
 _SHA_RE = re.compile(r"^[0-9a-f]{40}$")
 _ENV_VAR_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
@@ -75,6 +73,18 @@ def companion_requirement(name: str, value: str) -> tuple[str, bool]:
     return f"{name}{spec}", pinned
 
 
+def parse_pin(text: str) -> tuple[str, str]:
+    """'accelerate==0.27.2' -> ('accelerate', '0.27.2'); ValueError when it is not one exact pin."""
+    try:
+        req = Requirement(text)
+    except InvalidRequirement:
+        raise ValueError(f"{text!r} is not a requirement like accelerate==0.22.0") from None
+    pins = [s for s in req.specifier if s.operator in ("==", "===")]
+    if len(pins) != 1 or len(req.specifier) != 1 or req.extras or req.marker or req.url:
+        raise ValueError(f"{text!r} must pin one version with ==")
+    return req.name, pins[0].version
+
+
 def _check_name(value: str) -> str:
     valid_package_name(value)
     return value
@@ -102,7 +112,7 @@ Requirement508 = Annotated[str, AfterValidator(_check_requirement)]
 class EnvSpec(BaseModel):
     """How candidate environments are made: base, companions, extra requirements, index.
 
-    Loaded from ``envs/<name>.toml`` by :func:`load_env_spec`. ``base`` is "current" (this
+    Loaded from ``<name>.toml`` by :func:`load_env_spec`. ``base`` is "current" (this
     interpreter's torch), a path to an existing env/prefix, or "torch==X.Y.Z" (a base venv
     with that torch, built once with pip and cached). Everything the base provides beyond
     torch's own dependency closure stays invisible to candidates.
@@ -155,6 +165,19 @@ class EnvSpec(BaseModel):
         """X.Y.Z for a "torch==X.Y.Z" base, else None."""
         match = _TORCH_BASE_RE.match(self.base)
         return match["version"] if match else None
+
+    def over(self, companions: dict[str, str], index_url: Optional[str] = None, drop: tuple[str, ...] = ()) -> "EnvSpec":
+        """This spec with ``companions`` (name -> "==X", a specifier or "as-of-candidate") laid over its
+        own entries of those names, and the entries named in ``drop`` removed; a torch entry becomes the
+        base (``torch==X``, its index the spec's or ``index_url``), since torch is never a companion."""
+        laid = {k: v for k, v in companions.items() if canonicalize_name(k) != TORCH}
+        names = {canonicalize_name(n) for n in (*companions, *drop)}
+        kept = {k: v for k, v in self.companions.items() if canonicalize_name(k) not in names}
+        update: dict = {"companions": {**kept, **laid}}
+        torch = next((v for k, v in companions.items() if canonicalize_name(k) == TORCH), None)
+        if torch is not None:
+            update.update(base=f"torch=={torch.strip().lstrip('=').strip()}", index_url=self.index_url or index_url)
+        return self.model_copy(update=update)
 
     def companion_requirements(self) -> list[tuple[str, bool]]:
         """(requirement, pinned?) for each companion, sorted by name."""

@@ -13,19 +13,21 @@ import time
 from pathlib import Path
 from typing import Optional
 
-from filelock import FileLock
+from filelock import FileLock, Timeout
 
 from bisector.envs.backends import pip_index_args
+from bisector.envs.fsops import discard
 from bisector.envs.info import utcnow, write_atomic
+from bisector.envs.layout import CacheLayout
+from bisector.envs.once import build_once
 from bisector.envs.procs import clean_env, log, run
+from bisector.errors import UsageError
 
 MARKER = "bisector-base.json"
 
 
 def resolve_interpreter(request: Optional[str]) -> Path:
     """A python executable for ``request``: None -> this interpreter, a path, or "3.11"."""
-    from bisector.errors import UsageError
-
     if request is None:
         return Path(sys.executable)
     expanded = os.path.expanduser(request)
@@ -39,48 +41,43 @@ def resolve_interpreter(request: Optional[str]) -> Path:
     return Path(found)
 
 
-def torch_base_prefix(version: str, python: Path, cache_dir: Path, index_url: Optional[str],
+def torch_base_prefix(version: str, python: Path, layout: CacheLayout, index_url: Optional[str],
                       extra_index_urls: list[str]) -> Path:
     """Where the base venv with ``torch==version`` for ``python`` lives (built or not)."""
     key = hashlib.sha256(
         "\0".join([version, os.path.realpath(python), index_url or "", *extra_index_urls]).encode()
     ).hexdigest()[:12]
-    return cache_dir / "bases" / f"torch-{version}-{key}"
+    return layout.bases / f"torch-{version}-{key}"
 
 
-def torch_base_ready(version: str, python: Path, cache_dir: Path, index_url: Optional[str],
+def torch_base_ready(version: str, python: Path, layout: CacheLayout, index_url: Optional[str],
                      extra_index_urls: list[str]) -> bool:
     """Whether that base venv is built."""
-    return (torch_base_prefix(version, python, cache_dir, index_url, extra_index_urls) / MARKER).exists()
+    return (torch_base_prefix(version, python, layout, index_url, extra_index_urls) / MARKER).exists()
 
 
-def ensure_torch_base(
-    version: str, python: Path, cache_dir: Path,
-    index_url: Optional[str] = None, extra_index_urls: Optional[list[str]] = None,
-) -> Path:
+def _lock_key(prefix: Path) -> str:
+    return "base-" + prefix.name.rsplit("-", 1)[-1]
+
+
+def ensure_torch_base(version: str, python: Path, layout: CacheLayout, index_url: Optional[str] = None,
+                      extra_index_urls: Optional[list[str]] = None) -> Path:
     """The prefix of a venv holding ``torch==version`` for ``python``; built once under a lock."""
     extra = list(extra_index_urls or [])
-    dest = torch_base_prefix(version, python, cache_dir, index_url, extra)
-    key = dest.name.rsplit("-", 1)[-1]
+    dest = torch_base_prefix(version, python, layout, index_url, extra)
     if (dest / MARKER).exists():
         _touch(dest)
         return dest
-    (cache_dir / "locks").mkdir(parents=True, exist_ok=True)
-    with FileLock(str(cache_dir / "locks" / f"base-{key}.lock")):
-        if (dest / MARKER).exists():
-            return dest
-        shutil.rmtree(dest, ignore_errors=True)
+
+    def build(staging: Path) -> None:
         log.warning("building base venv with torch==%s (once; cached in %s)", version, dest)
-        try:
-            run([python, "-m", "venv", dest], "creating the torch base venv", env=clean_env())
-            run([dest / "bin" / "python", "-m", "pip", "install", "--disable-pip-version-check",
-                 "--no-input", f"torch=={version}", *pip_index_args(index_url, extra)],
-                f"installing torch=={version} into the base", env=clean_env(), timeout=3600)
-        except BaseException:
-            shutil.rmtree(dest, ignore_errors=True)
-            raise
-        write_atomic(dest / MARKER, f'{{"torch": "{version}", "created": "{utcnow().isoformat()}"}}\n')
-    return dest
+        run([python, "-m", "venv", staging], "creating the torch base venv", env=clean_env())
+        run([staging / "bin" / "python", "-m", "pip", "install", "--disable-pip-version-check",
+             "--no-input", f"torch=={version}", *pip_index_args(index_url, extra)],
+            f"installing torch=={version} into the base", env=clean_env(), timeout=3600)
+        write_atomic(staging / MARKER, f'{{"torch": "{version}", "created": "{utcnow().isoformat()}"}}\n')
+
+    return build_once(layout, _lock_key(dest), dest, lambda: dest if (dest / MARKER).exists() else None, build)
 
 
 def _touch(prefix: Path) -> None:
@@ -91,29 +88,24 @@ def _touch(prefix: Path) -> None:
         pass
 
 
-def torch_bases(cache_dir: Path) -> list[Path]:
-    """Every built or half-built ``torch==X`` base venv in the cache."""
-    root = cache_dir / "bases"
+def torch_bases(layout: CacheLayout) -> list[Path]:
+    """Every built ``torch==X`` base venv in the cache."""
+    root = layout.bases
     return sorted(p for p in root.glob("torch-*") if p.is_dir()) if root.is_dir() else []
 
 
-def remove_unused_bases(cache_dir: Path, used: set[Path], grace_s: float) -> list[Path]:
+def remove_unused_bases(layout: CacheLayout, used: set[Path], grace_s: float) -> list[Path]:
     """Remove the torch bases no environment in ``used`` (prefixes) refers to and none used for
     ``grace_s`` seconds, skipping one being built; return the removed prefixes."""
-    from filelock import Timeout
-
-    from bisector.envs.store import discard
-
     removed = []
-    for prefix in torch_bases(cache_dir):
+    for prefix in torch_bases(layout):
         marker = prefix / MARKER
         last = marker.stat().st_mtime if marker.exists() else prefix.stat().st_mtime
         if prefix in used or time.time() - last < grace_s:
             continue
-        key = prefix.name.rsplit("-", 1)[-1]
         try:
-            with FileLock(str(cache_dir / "locks" / f"base-{key}.lock"), timeout=0):
-                discard(prefix, cache_dir / "trash")
+            with FileLock(str(layout.lock(_lock_key(prefix))), timeout=0):
+                discard(prefix, layout.trash)
                 removed.append(prefix)
         except Timeout:
             continue

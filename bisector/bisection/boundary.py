@@ -1,0 +1,81 @@
+"""The environments at the boundary (last good, first bad): facts for the report, and the
+companion packages that moved with the candidate (a possible other cause of the step)."""
+from __future__ import annotations
+
+import platform
+from pathlib import Path
+from typing import Iterable
+
+from packaging.utils import canonicalize_name
+
+from bisector.bisection.phase import PhaseResult
+from bisector.core.measurement import Status
+from bisector.envs.info import read_info
+
+STACK = ("torch", "transformers", "accelerate")
+Side = tuple[dict, dict]   # (the probe's result details, the environment's name -> version)
+
+
+def environment_facts(details: dict, env: dict, package: str) -> dict:
+    """Python, torch, CUDA, GPU, driver (or CPU), meter and the rest of the ML stack, from the probe's
+    result ``details`` (preferred) and the environment's own record ``env`` (name -> version)."""
+    versions = {**{k: v for k, v in env.items() if k in ("python",) + STACK},
+                **{k: v for k, v in (details.get("versions") or {}).items() if v and v != "None"}}
+    device = details.get("device") or {}
+    facts = {"python": versions.get("python"), "torch": versions.get("torch")}
+    if device.get("type") == "cuda":
+        facts.update(cuda=device.get("cuda"), gpu=device.get("name"), driver=device.get("driver"))
+    elif device:
+        threads = f", {device['threads']} threads" if device.get("threads") else ""
+        facts["cpu"] = f"{device.get('name') or 'unknown'}{threads}"
+    facts["meter"] = details.get("meter")
+    own = canonicalize_name(package)
+    facts.update({k: versions.get(k) for k in STACK[1:] if k != own})
+    return {k: v for k, v in facts.items() if v not in (None, "")}
+
+
+def merge_sides(good: dict, bad: dict) -> dict:
+    """One fact per key; 'A (last good) / B (first bad)' where the two sides differ."""
+    out = {}
+    for key in dict.fromkeys([*good, *bad]):
+        a, b = good.get(key), bad.get(key)
+        out[key] = a if a == b else f"{a or '-'} (last good) / {b or '-'} (first bad)"
+    return out
+
+
+def boundary_sides(phase: PhaseResult, fallback_details: dict) -> list[Side]:
+    """Last good and first bad (or the first measured candidate when there is no boundary)."""
+    s = phase.search
+    indices = [i for i in (s.last_good, s.first_bad) if i in phase.judgements] or list(phase.judgements)[:1]
+    sides = []
+    for index in indices:
+        ms = phase.judgements[index].measurements
+        ok = [m for m in ms if m.status is Status.OK and m.details.get("result")]
+        details = ok[-1].details["result"] if ok else fallback_details
+        paths = [m.details.get("env_path") for m in ms if m.details.get("env_path")]
+        info = next((i for p in paths for i in [read_info(Path(p))] if i is not None), None)
+        env = {"python": info.python_version, **dict(r.split("==", 1) for r in info.resolved if "==" in r),
+               **info.provided} if info else {}
+        sides.append((details, env))
+    return sides
+
+
+def environment_section(sides: list[Side], package: str, spec_name: str, spec_base: str) -> dict:
+    """OS, Python, torch, CUDA, GPU, driver, meter and the ML stack: from the probe's result where it
+    reports them, else from the environment's info file; shown once when both sides agree, side by
+    side where they differ."""
+    facts = [environment_facts(details, env, package) for details, env in sides]
+    merged = merge_sides(*facts) if len(facts) == 2 else (facts[0] if facts else {})
+    return {"os": platform.platform(), **merged, "env spec": spec_name, "env base": spec_base}
+
+
+def also_changed(phase: PhaseResult, sides: list[Side], package: str, companions: Iterable[str]) -> dict[str, list[str]]:
+    """ML-stack packages and the spec's companions, other than the one under test, whose version
+    differs between the last good and first bad environments: [last good version, first bad version]."""
+    s = phase.search
+    if s.last_good is None or s.first_bad is None or len(sides) != 2:
+        return {}
+    own = canonicalize_name(package)
+    names = dict.fromkeys([*STACK, *(canonicalize_name(c) for c in companions)])
+    (_, good), (_, bad) = sides
+    return {n: [good.get(n) or "-", bad.get(n) or "-"] for n in names if n != own and good.get(n) != bad.get(n)}

@@ -1,0 +1,33 @@
+"""A bisect job wired to the real engine: its environment spec, environment cache, GPUs and measurers."""
+from __future__ import annotations
+
+from typing import Optional
+
+from bisector.bisection.driver import Bisector, Handler
+from bisector.bisection.pins import apply_pins
+from bisector.config import JobConfig
+from bisector.data import specs_dir
+from bisector.envs import EnvManager, EnvSpec, load_env_spec
+from bisector.measure.gpus import GpuPool, detect_gpus
+from bisector.measure.measurer import Measurers
+from bisector.paths import default_cache_dir
+from bisector.storage import Store
+
+
+def job_spec(config: JobConfig) -> EnvSpec:
+    """The job's environment spec (built-in name or path) with its ``--with`` pins laid over it."""
+    job = config.job
+    return apply_pins(load_env_spec(job.env, specs_dir()), job.pins, job.package, job.index_url)
+
+
+def job_measurers(config: JobConfig, store: Store) -> Measurers:
+    """Measurers over the job's spec and probe, the cache dir's environments and this machine's GPUs."""
+    envs = EnvManager(config.run.cache_dir or default_cache_dir(), backend=config.run.env_backend)
+    return Measurers(store, envs, job_spec(config), config.probe, index_url=config.job.index_url,
+                     gpus=GpuPool(detect_gpus()))
+
+
+def bisector_for(config: JobConfig, store: Store, handler: Optional[Handler] = None,
+                 command: Optional[list[str]] = None) -> Bisector:
+    """The Bisector of ``config`` measuring for real."""
+    return Bisector(config, store, job_measurers(config, store), handler=handler, command=command)

@@ -1,0 +1,85 @@
+"""One search phase over a candidate list: endpoints, calibration, k-way search, confirmation."""
+from __future__ import annotations
+
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import Callable, Optional
+
+from bisector.bisection.judge import Judgement, judge
+from bisector.bisection.seam import Measures
+from bisector.core.candidate import Candidate
+from bisector.core.criterion import Calibrated, Criterion, calibrate, needs_endpoints
+from bisector.core.measurement import metric_value
+from bisector.core.search import Outcome, Search, SearchResult
+from bisector.core.verdict import Verdict
+from bisector.errors import UndecidedError
+
+_FLIP = {Verdict.GOOD: Verdict.BAD, Verdict.BAD: Verdict.GOOD, Verdict.SKIP: Verdict.SKIP}
+
+
+@dataclass
+class PhaseResult:
+    """The search result over one candidate list, with every judgement made."""
+
+    candidates: list[Candidate]
+    search: SearchResult
+    calibrated: Calibrated
+    judgements: dict[int, Judgement] = field(default_factory=dict)
+    confirmed: Optional[bool] = None
+
+
+class Phase:
+    """Runs a search over ``candidates`` (oldest first) and reports each judgement to ``on_step``."""
+
+    def __init__(self, name: str, candidates: list[Candidate], measurer: Measures, criterion: Criterion,
+                 on_step: Callable[[str, Candidate, Judgement], None], jobs: int = 1,
+                 prefetch: bool = True, find_fix: bool = False, confirm: bool = True):
+        self.name, self.candidates, self.measurer, self.criterion = name, candidates, measurer, criterion
+        self.on_step, self.jobs, self.prefetch = on_step, jobs, prefetch
+        self.find_fix, self.confirm = find_fix, confirm
+
+    def _calibrate(self) -> Calibrated:
+        if not needs_endpoints(self.criterion):
+            return calibrate(self.criterion)
+        ends = [self.candidates[0], self.candidates[-1]]
+        with ThreadPoolExecutor(max_workers=min(2, self.jobs)) as pool:
+            runs = list(pool.map(lambda c: [self.measurer.measure(c, r) for r in range(self.criterion.repeats)], ends))
+        values = [metric_value(ms, self.criterion.metric) for ms in runs]
+        if values[0] is None:
+            why = next((m.reason for m in runs[0] if m.reason), "metric missing")
+            raise UndecidedError(f"the good endpoint {ends[0].short} gave no {self.criterion.metric}: {why}")
+        return calibrate(self.criterion, values[0], values[1])
+
+    def _judge(self, index: int, calibrated: Calibrated, first_repeat: int = 0) -> Judgement:
+        j = judge(self.measurer, calibrated, self.candidates[index], first_repeat)
+        if self.find_fix:
+            j.verdict = _FLIP[j.verdict]
+        return j
+
+    def run(self) -> PhaseResult:
+        """Calibrate, search, and re-measure the boundary pair when ``confirm``."""
+        calibrated = self._calibrate()
+        search = Search(len(self.candidates), jobs=self.jobs, labels=[c.short for c in self.candidates])
+        out = PhaseResult(self.candidates, None, calibrated)  # type: ignore[arg-type]
+        with ThreadPoolExecutor(max_workers=self.jobs) as pool:
+            while batch := search.next_batch():
+                if self.prefetch:
+                    self.measurer.prefetch([self.candidates[i] for i in search.speculative(self.jobs)])
+                for index, j in zip(batch, pool.map(lambda i: self._judge(i, calibrated), batch)):
+                    out.judgements[index] = j
+                    search.record(index, j.verdict)
+                    self.on_step(self.name, self.candidates[index], j)
+        out.search = search.result()
+        if self.confirm and out.search.outcome is Outcome.FOUND:
+            out.confirmed = self._confirm(out)
+        return out
+
+    def _confirm(self, out: PhaseResult) -> bool:
+        """Re-measure the last-good / first-bad pair (new repeats) and check the verdicts hold."""
+        pairs = [(out.search.last_good, Verdict.GOOD), (out.search.first_bad, Verdict.BAD)]
+        ok = True
+        for index, expected in pairs:
+            j = self._judge(index, out.calibrated, first_repeat=self.criterion.max_repeats)
+            self.on_step(self.name + ":confirm", self.candidates[index], j)
+            ok = ok and j.verdict is expected
+        return ok

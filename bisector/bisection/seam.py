@@ -1,0 +1,34 @@
+"""What the bisect needs from measuring: the two protocols that bisector.measure's Measurer and
+Measurers fulfil, and that the fast tests' fakes fulfil instead (no environment, no probe)."""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Optional, Protocol
+
+from bisector.core.candidate import Candidate
+from bisector.core.measurement import Measurement
+from bisector.envs import EnvSpec
+
+
+class Measures(Protocol):
+    """Measures candidates of one phase and counts what it did."""
+
+    exit_code_mode: bool
+    probes_run: int
+    reused_keys: set[str]
+
+    def measure(self, c: Candidate, repeat: int = 0) -> Measurement:
+        """Repeat ``repeat`` of ``c``: stored, or taken now."""
+
+    def prefetch(self, candidates: list[Candidate]) -> None:
+        """Prepare what these candidates' measurements will need, in the background."""
+
+
+class MeasurerFactory(Protocol):
+    """Makes each phase's measurer; says which spec environments follow and which GPUs probes get."""
+
+    spec: EnvSpec
+    gpus: list[str]
+
+    def __call__(self, run_id: str, repo_path: Optional[Path] = None) -> Measures:
+        """The measurer of a phase (``repo_path``: the repository commit candidates come from)."""

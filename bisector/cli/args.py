@@ -1,0 +1,185 @@
+"""The argument parser, and the mapping of CLI flags onto the config tables (``run`` and ``matrix``
+share one set of probe, verdict and execution flags and one mapping of them)."""
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+from typing import Any, Optional
+
+RUN, MATRIX = "run", "matrix"
+
+# flag, argparse options, help for `run`, help for `matrix` (None: not a matrix flag)
+CRITERION_FLAGS: list[tuple[str, dict[str, Any], str, Optional[str]]] = [
+    ("--metric", {}, "metric the criterion reads", "metric the criterion reads"),
+    ("--threshold", {"type": float}, "BAD when the metric is beyond this value",
+     "regression when the metric goes beyond this value"),
+    ("--max-increase", {}, "BAD when the metric moved more than this from good ('20%%' or a delta)",
+     "regression when the metric moved more than this from the baseline cell ('20%%' or a delta)"),
+    ("--auto", {"action": "store_true", "default": None}, "threshold midway between the endpoints", None),
+    ("--direction", {"choices": ["increase", "decrease"]}, "which way a regression moves the metric",
+     "which way a regression moves the metric"),
+    ("--repeats", {"type": int}, "measurements per candidate", "measurements per cell (median)"),
+    ("--max-repeats", {"type": int}, "cap for adaptive repeats near the threshold", None),
+    ("--noise", {"type": float}, "noise band around the threshold (metric units)",
+     "noise band around the threshold (metric units)"),
+    ("--crash-is-bad", {"action": "store_true", "default": None}, "a crashing probe counts as BAD", None),
+    ("--confirm", {"action": argparse.BooleanOptionalAction, "default": None},
+     "re-measure the boundary pair at the end", None),
+]
+EXECUTION_HELP = {RUN: ("candidates probed at once (k-way search)",
+                        "build the next midpoints' environments while a probe runs"),
+                  MATRIX: ("cells measured at once (one probe per GPU when GPUs are present)",
+                           "build the next cells' environments while probes run")}
+
+
+def _dest(flag: str) -> str:
+    return flag.lstrip("-").replace("-", "_")
+
+
+def add_env_and_probe_flags(p: argparse.ArgumentParser, g) -> None:
+    """--env and --index-url (into group ``g``) and the probe group."""
+    g.add_argument("--env", help="environment spec: a built-in name (bisector/data/specs) or a path to a .toml")
+    g.add_argument("--index-url", help="package index (default: the installers' configuration)")
+    g = p.add_argument_group("probe")
+    g.add_argument("--probe", help="built-in probe name, or a path to a probe script")
+    g.add_argument("--probe-cmd", help="command run in the environment: exit 0 good, 125 skip, 1-127 bad")
+    g.add_argument("--probe-arg", action="append", dest="probe_args", help="argument passed to the probe")
+    g.add_argument("--timeout", type=float, help="seconds before a probe run is stopped (SKIP)")
+
+
+def add_criterion_flags(p: argparse.ArgumentParser, command: str) -> None:
+    """The verdicts group: every criterion flag ``command`` takes, with its help."""
+    g = p.add_argument_group("verdicts")
+    for flag, options, run_help, matrix_help in CRITERION_FLAGS:
+        text = run_help if command == RUN else matrix_help
+        if text is not None:
+            g.add_argument(flag, help=text, **options)
+
+
+def add_execution_flags(p: argparse.ArgumentParser, command: str):
+    """The execution group; returns it for command-specific flags."""
+    jobs_help, prefetch_help = EXECUTION_HELP[command]
+    g = p.add_argument_group("execution")
+    g.add_argument("--jobs", type=int, help=jobs_help)
+    g.add_argument("--prefetch", action=argparse.BooleanOptionalAction, default=None, help=prefetch_help)
+    g.add_argument("--store", type=Path, help="SQLite store (default: in the user cache dir)")
+    g.add_argument("--cache-dir", type=Path, help="environment and repository cache")
+    g.add_argument("--env-backend", choices=["uv", "virtualenv"])
+    g.add_argument("--json", action="store_true", help="print the result as JSON")
+    return g
+
+
+def probe_overrides(args: argparse.Namespace) -> dict[str, Any]:
+    """--probe (a built-in name or a script path), --probe-cmd, --probe-arg, --timeout as a [probe] table."""
+    probe: dict[str, Any] = {"cmd": getattr(args, "probe_cmd", None), "args": args.probe_args,
+                             "timeout": getattr(args, "timeout", None)}
+    if args.probe:
+        looks_like_path = args.probe.endswith(".py") or "/" in args.probe or Path(args.probe).is_file()
+        probe["path" if looks_like_path else "name"] = args.probe
+    return probe
+
+
+def shared_overrides(args: argparse.Namespace) -> dict[str, Any]:
+    """The [probe], [criterion] and [run] tables from the flags ``run`` and ``matrix`` share (None = not given)."""
+    return {"probe": probe_overrides(args),
+            "criterion": {_dest(flag): getattr(args, _dest(flag), None) for flag, *_ in CRITERION_FLAGS},
+            "run": {"jobs": args.jobs, "prefetch": args.prefetch, "store": args.store, "cache_dir": args.cache_dir,
+                    "env_backend": args.env_backend}}
+
+
+def run_overrides(args: argparse.Namespace) -> dict[str, Any]:
+    """``bisector run``'s flags as a partial job config."""
+    job = {"package": args.package, "good": args.good, "bad": args.bad, "mode": args.mode, "repo": args.repo,
+           "repo_url": args.repo_url, "pre": args.pre, "first_parent": args.first_parent, "find_fix": args.find_fix,
+           "widen": args.widen, "env": args.env, "index_url": args.index_url, "pins": args.with_}
+    return {"job": job, **shared_overrides(args)}
+
+
+def matrix_overrides(args: argparse.Namespace) -> dict[str, Any]:
+    """``bisector matrix``'s flags as a partial matrix config."""
+    return {"matrix": {"env": args.env, "index_url": args.index_url}, **shared_overrides(args)}
+
+
+class OneLineParser(argparse.ArgumentParser):
+    """Usage errors as one line and exit code 2 (no usage dump)."""
+
+    def error(self, message: str):
+        self.exit(2, f"{self.prog}: error: {message} (see --help)\n")
+
+
+def _run_parser(sub) -> None:
+    p = sub.add_parser(RUN, help="bisect a version range (default job: ./bisect.toml)")
+    g = p.add_argument_group("job")
+    g.add_argument("--config", type=Path, help="job file (default: ./bisect.toml when present)")
+    g.add_argument("--package", help="distribution to bisect, e.g. accelerate")
+    g.add_argument("--good", help="known good release or git ref")
+    g.add_argument("--bad", help="known bad release or git ref")
+    g.add_argument("--mode", choices=["auto", "releases", "commits"])
+    g.add_argument("--repo", help="git repository (local path or URL) for commit mode / refinement")
+    g.add_argument("--repo-url", help="web URL for commit/PR/compare links when --repo is a local clone")
+    g.add_argument("--pre", action="store_true", default=None, help="include pre-releases and yanked releases")
+    g.add_argument("--all-parents", dest="first_parent", action="store_false", default=None,
+                   help="bisect all commits, not only the first-parent line")
+    g.add_argument("--find-fix", action="store_true", default=None, help="search the first GOOD after BAD")
+    g.add_argument("--widen", action="store_true", default=None,
+                   help="when good is already BAD, walk back through older releases until one is GOOD")
+    g.add_argument("--with", dest="with_", action="append", metavar="PKG==VERSION",
+                   help="pin a companion exactly over the env spec (torch==X sets the base); repeatable")
+    add_env_and_probe_flags(p, g)
+    add_criterion_flags(p, RUN)
+    g = add_execution_flags(p, RUN)
+    g.add_argument("--resume", nargs="?", const="", metavar="RUN",
+                   help="resume a stored run (default: the latest) with its own configuration")
+
+
+def _matrix_parser(sub) -> None:
+    p = sub.add_parser(MATRIX, help="probe a grid of versions, compare with the last run, bisect what moved",
+                       description="Run the probe over the [matrix] grid of versions, store the run, compare it "
+                       "with the previous run of the same grid (or --baseline) and write reports to --out. "
+                       "Exit 0: no regression, 1: confirmed regression, 2: usage error, 3: nothing measured.")
+    g = p.add_argument_group("matrix")
+    g.add_argument("--config", type=Path, help="job file with a [matrix] table (default: ./bisect.toml)")
+    g.add_argument("--out", type=Path, default=Path("bisector-matrix"),
+                   help="report directory: matrix.md, matrix.json, plot-<metric>.png (default: ./bisector-matrix)")
+    g.add_argument("--baseline", metavar="RUN_ID", help="compare with this matrix run "
+                   "(default: the previous run of the same grid and probe)")
+    g.add_argument("--bisect-on-regression", action="store_true",
+                   help="bisect each confirmed regression between the versions that bound it")
+    add_env_and_probe_flags(p, g)
+    add_criterion_flags(p, MATRIX)
+    add_execution_flags(p, MATRIX)
+
+
+def _other_parsers(sub) -> None:
+    p = sub.add_parser("probe", help="measure one version: build (or reuse) its environment and run the probe")
+    p.add_argument("--with", dest="with_", action="append", required=True, metavar="PKG==VERSION",
+                   help="package pin; the first is the candidate, further pins are companions")
+    for flag in ("--probe", "--env", "--index-url", "--store", "--cache-dir"):
+        p.add_argument(flag, type=Path if flag in ("--store", "--cache-dir") else str)
+    p.add_argument("--probe-arg", action="append", dest="probe_args")
+    p.add_argument("--json", action="store_true")
+    for name, text in (("log", "print a run's bisect log"), ("report", "print a run's report")):
+        q = sub.add_parser(name, help=text)
+        q.add_argument("run", nargs="?", help="run id (default: the latest)")
+        q.add_argument("--store", type=Path)
+        if name == "report":
+            q.add_argument("--format", choices=["markdown", "json", "text"], default="markdown")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The ``bisector`` parser and its subcommands."""
+    parser = OneLineParser(prog="bisector", description="Find the release or commit that made a "
+                                     "training step use more memory, run slower, or break.")
+    parser.add_argument("--debug", action="store_true", help="show tracebacks")
+    sub = parser.add_subparsers(dest="command")
+    _run_parser(sub)
+    _other_parsers(sub)
+    _matrix_parser(sub)
+    q = sub.add_parser("runs", help="list stored runs")
+    q.add_argument("--store", type=Path)
+    q = sub.add_parser("envs", help="list or garbage-collect cached environments")
+    q.add_argument("action", choices=["list", "gc"])
+    q.add_argument("--cache-dir", type=Path)
+    q.add_argument("--keep-last", type=int)
+    q.add_argument("--max-size", help="e.g. 2G, 500M")
+    return parser

@@ -1,0 +1,150 @@
+"""The ``bisector`` command: one clear line and an exit code for every failure, tracebacks with --debug.
+
+``run`` reads the job (bisect.toml and flags), hands it to the bisect driver and prints the report;
+``matrix``, ``probe`` and ``envs`` are in their own modules next to this one.
+"""
+from __future__ import annotations
+
+import signal
+import sys
+from pathlib import Path
+from typing import Optional
+
+from bisector.bisection.job import bisector_for
+from bisector.cli.args import build_parser, run_overrides
+from bisector.cli.envs import envs_command
+from bisector.cli.matrix import matrix_command
+from bisector.cli.probe import probe_command
+from bisector.config import JobConfig, load_config
+from bisector.errors import BisectorError, UsageError
+from bisector.paths import default_store_path
+from bisector.procs import SHUTDOWN, Interrupted, request_shutdown, stop_all
+from bisector.redact import redact_text
+from bisector.report.progress import PrintHandler
+from bisector.report.render import load_result, render, render_json, write_reports
+from bisector.report.text import render_log, render_text
+from bisector.storage import RunKind, Store
+
+
+def _on_signal(signum, frame):  # exercised by the reliability tests with real signals
+    """Ctrl-C or SIGTERM: stop every child (workers see the shutdown flag), then unwind (once)."""
+    if SHUTDOWN.is_set():
+        return
+    request_shutdown()
+    raise Interrupted()
+
+
+def _store(path: Optional[Path]) -> Store:
+    return Store(path or default_store_path())
+
+
+def cmd_run(args) -> int:
+    """Bisect; print the report (text, or JSON with --json); exit 0 with an answer, 3 without."""
+    config_path = args.config
+    if config_path is None and Path("bisect.toml").is_file():
+        config_path = Path("bisect.toml")
+    command = ["bisector", *sys.argv[1:]]
+    if args.resume is not None:
+        config, command = _resumed(args)
+    else:
+        config = load_config(config_path, run_overrides(args))
+    config.probe.script()  # an unknown probe is a usage error before any work
+    store = _store(config.run.store)
+    result = bisector_for(config, store, handler=PrintHandler(), command=command).run()
+    write_reports(store, result)
+    if args.json:
+        print(render_json(result))
+    else:
+        print(render_text(result))
+    return result.exit_code
+
+
+def _resumed(args):
+    """The configuration and command of a stored run, for --resume [RUN]."""
+    store = _store(args.store)
+    run = store.get_run(args.resume or None)
+    if run is None or run.kind is not RunKind.BISECT:
+        raise UsageError(f"no bisect run {args.resume!r} to resume in {store.path}")
+    print(f"resuming run {run.id}: {' '.join(run.command)}", file=sys.stderr)
+    return JobConfig.model_validate(run.config), run.command
+
+
+def cmd_log(args) -> int:
+    """A stored run's git-bisect-style log."""
+    store = _store(args.store)
+    run = store.get_run(args.run)
+    if run is None:
+        raise UsageError(f"no run {args.run!r} in {store.path}" if args.run else f"no runs in {store.path}")
+    print(render_log(store, run))
+    return 0
+
+
+def cmd_runs(args) -> int:
+    """The stored runs, oldest first."""
+    store = _store(args.store)
+    for run in store.list_runs():
+        job = run.config.get("job") or {}
+        what = (f"{job.get('package')} {job.get('good')}..{job.get('bad')}" if run.kind is RunKind.BISECT
+                else ", ".join((run.config.get("matrix") or {}).get("grid", {}) or []) or "-")
+        print(f"{run.id}  {run.updated}  {run.kind:7s} {run.status:15s} {what}")
+    return 0
+
+
+def cmd_report(args) -> int:
+    """A stored bisect's report in --format."""
+    store = _store(args.store)
+    result = load_result(store, args.run)
+    print(render(result, args.format))
+    return 0
+
+
+COMMANDS = {"matrix": matrix_command, "run": cmd_run, "log": cmd_log, "runs": cmd_runs, "report": cmd_report,
+            "envs": envs_command, "probe": probe_command}
+
+
+def _parse(argv: list[str]):
+    """The parsed arguments (``run`` when no command is named), or the exit code argparse ended with."""
+    parser = build_parser()
+    if not argv or argv[0].startswith("-") and argv[0] not in ("-h", "--help", "--debug"):
+        argv = ["run", *argv]
+    if argv == ["--debug"]:
+        argv = ["--debug", "run"]
+    try:
+        args = parser.parse_args(argv)
+        return parser.parse_args([*argv, "run"]) if args.command is None else args
+    except SystemExit as exc:  # --help, or a usage error already printed as one line
+        return int(exc.code or 0)
+
+
+def main(argv: Optional[list[str]] = None) -> int:
+    """Parse ``argv`` (default: sys.argv), run the command, and return its exit code."""
+    args = _parse(list(sys.argv[1:] if argv is None else argv))
+    if isinstance(args, int):
+        return args
+    signal.signal(signal.SIGTERM, _on_signal)
+    signal.signal(signal.SIGINT, _on_signal)
+    try:
+        return COMMANDS[args.command](args)
+    except (KeyboardInterrupt, Interrupted):
+        request_shutdown()
+        stop_all()
+        print("bisector: interrupted; every finished measurement is stored. "
+              "Run the same command again to resume.", file=sys.stderr)
+        return 130
+    except BrokenPipeError:
+        return 0
+    except BisectorError as exc:
+        if args.debug:
+            raise
+        print(f"bisector: error: {redact_text(str(exc))}", file=sys.stderr)
+        return exc.exit_code
+    except Exception as exc:  # noqa: BLE001 - last resort: one line, not a traceback
+        if args.debug:
+            raise
+        print(f"bisector: internal error: {type(exc).__name__}: {redact_text(str(exc))} "
+              "(rerun with --debug for the traceback)", file=sys.stderr)
+        return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,45 @@
+"""A candidate: one release or one commit of the package under test."""
+from __future__ import annotations
+
+import datetime as dt
+import enum
+from typing import Optional
+
+from pydantic import BaseModel, ConfigDict
+
+
+class CandidateKind(enum.StrEnum):
+    """Where a candidate comes from."""
+
+    RELEASE = "release"
+    COMMIT = "commit"
+
+
+class Candidate(BaseModel):
+    """One point of the searched range.
+
+    For a release, ``ref`` is the normalised version ("0.22.0") and ``date`` its upload time.
+    For a commit, ``ref`` is the full SHA, ``date`` the committer date, and ``source`` a path
+    to a directory (or wheel) holding exactly that commit's tree, filled in when it is built.
+    """
+
+    model_config = ConfigDict(frozen=True)
+
+    package: str
+    kind: CandidateKind
+    ref: str
+    date: Optional[dt.datetime] = None
+    subject: Optional[str] = None
+    author: Optional[str] = None
+    pr: Optional[int] = None
+    repo_url: Optional[str] = None
+
+    @property
+    def short(self) -> str:
+        """Short label for logs: the version, or the first 10 characters of the SHA."""
+        return self.ref[:10] if self.kind is CandidateKind.COMMIT else self.ref
+
+    @property
+    def requirement(self) -> str:
+        """The PEP 508 requirement that installs a release candidate."""
+        return f"{self.package}=={self.ref}"

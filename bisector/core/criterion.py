@@ -1,0 +1,179 @@
+"""When a candidate is BAD: a metric, a threshold rule, a direction, the noise band and the failure
+classes; and every description of a rule the reports print (one place for all of them)."""
+from __future__ import annotations
+
+import enum
+import re
+from typing import Optional
+
+from pydantic import BaseModel, ConfigDict, field_validator, model_validator
+
+from bisector.core.measurement import Measurement, Status
+from bisector.core.units import human_value
+from bisector.core.verdict import Verdict
+from bisector.errors import UsageError
+
+_INCREASE = re.compile(r"^\s*([0-9]*\.?[0-9]+(?:[eE][+-]?\d+)?)\s*(%?)\s*$")
+EXIT_CODE_RULE = "probe exit code (0 good, 125 skip, 1-127 bad)"
+
+
+class Direction(enum.StrEnum):
+    """Which way a regression moves the metric (memory goes up; throughput goes down)."""
+
+    INCREASE = "increase"
+    DECREASE = "decrease"
+
+
+class Criterion(BaseModel):
+    """When a candidate is BAD. Exactly one rule: ``threshold`` (absolute), ``max_increase``
+    ("20%" or an absolute delta, relative to the good endpoint), or ``auto`` (midpoint between
+    the endpoints, refused when they do not differ beyond ``noise``)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    metric: Optional[str] = None
+    threshold: Optional[float] = None
+    max_increase: Optional[str] = None
+    auto: bool = False
+    direction: Direction = Direction.INCREASE
+    noise: float = 0.0
+    repeats: int = 1
+    max_repeats: int = 5
+    crash_is_bad: bool = False
+    oom_is_bad: bool = True
+    timeout_is_bad: bool = False
+    confirm: Optional[bool] = None
+
+    @property
+    def should_confirm(self) -> bool:
+        """Re-measure the boundary pair at the end: by default only for noisy metrics."""
+        return self.confirm if self.confirm is not None else (self.repeats > 1 or self.noise > 0)
+
+    @field_validator("max_increase")
+    @classmethod
+    def _parse_increase(cls, value: Optional[str]) -> Optional[str]:
+        if value is not None and not _INCREASE.match(str(value)):
+            raise ValueError(f"'{value}' is not a percentage like '20%' or a number")
+        return None if value is None else str(value)
+
+    @model_validator(mode="after")
+    def _one_rule(self) -> "Criterion":
+        rules = [self.threshold is not None, self.max_increase is not None, self.auto]
+        if sum(rules) > 1:
+            raise ValueError("give only one of threshold, max_increase, auto")
+        if any(rules) and not self.metric:
+            raise ValueError("a threshold rule needs a metric")
+        if self.repeats < 1 or self.max_repeats < self.repeats:
+            raise ValueError("repeats must be >= 1 and <= max_repeats")
+        if self.noise < 0:
+            raise ValueError("noise must be >= 0")
+        return self
+
+
+class Calibrated(BaseModel):
+    """A criterion with its threshold fixed (after the endpoints were measured when relative)."""
+
+    criterion: Criterion
+    threshold: Optional[float] = None
+    good_value: Optional[float] = None
+    bad_value: Optional[float] = None
+
+    def is_bad_value(self, value: float) -> bool:
+        """Beyond the threshold in the regression's direction."""
+        if self.criterion.direction is Direction.INCREASE:
+            return value > self.threshold
+        return value < self.threshold
+
+    def in_band(self, value: float) -> bool:
+        """Within the noise band around the threshold (no band without a noise level)."""
+        noise = self.criterion.noise
+        return noise > 0 and abs(value - self.threshold) <= noise
+
+    def clearly_bad(self, value: float) -> bool:
+        """Beyond the threshold and outside the noise band."""
+        return self.is_bad_value(value) and not self.in_band(value)
+
+    def describe(self) -> str:
+        """'peak_bytes > 1.47e+08' (the result's ``criterion``), or the exit-code rule."""
+        if self.threshold is None:
+            return EXIT_CODE_RULE
+        return _comparison(self.criterion, self.threshold)
+
+
+def needs_endpoints(criterion: Criterion) -> bool:
+    """True when the threshold depends on the endpoints' values."""
+    return criterion.max_increase is not None or criterion.auto
+
+
+def calibrate(criterion: Criterion, good: Optional[float] = None, bad: Optional[float] = None) -> Calibrated:
+    """Fix the threshold; relative rules need the good endpoint's value (auto needs both)."""
+    c = criterion
+    if c.threshold is not None:
+        return Calibrated(criterion=c, threshold=c.threshold, good_value=good, bad_value=bad)
+    if c.max_increase is not None:
+        number, pct = _INCREASE.match(c.max_increase).groups()
+        delta = abs(good) * float(number) / 100 if pct else float(number)
+        sign = 1 if c.direction is Direction.INCREASE else -1
+        return Calibrated(criterion=c, threshold=good + sign * delta, good_value=good, bad_value=bad)
+    if c.auto:
+        if good is None or bad is None or abs(bad - good) <= max(c.noise, 1e-12):
+            raise UsageError(f"auto criterion: endpoints do not differ beyond noise "
+                             f"({c.metric}: good {good}, bad {bad}, noise {c.noise})")
+        return Calibrated(criterion=c, threshold=(good + bad) / 2, good_value=good, bad_value=bad)
+    return Calibrated(criterion=c)
+
+
+def failure_verdict(m: Measurement, criterion: Criterion) -> tuple[Verdict, str]:
+    """The verdict for a measurement that did not produce metrics."""
+    reason = m.reason or m.status.value
+    if m.status is Status.OOM and criterion.oom_is_bad:
+        return Verdict.BAD, f"out of memory counts as the regression: {reason}"
+    if m.status is Status.TIMEOUT and criterion.timeout_is_bad:
+        return Verdict.BAD, reason
+    if m.status in (Status.CRASHED, Status.BAD_OUTPUT) and criterion.crash_is_bad:
+        return Verdict.BAD, reason
+    return Verdict.SKIP, reason
+
+
+def exit_code_verdict(code: Optional[int], reason: Optional[str] = None) -> tuple[Verdict, str]:
+    """git-bisect-run contract: 0 good, 125 skip, 1-127 bad; signals and >127 are skips."""
+    if code == 0:
+        return Verdict.GOOD, "exit 0"
+    if code == 125 or code is None or code < 0 or code > 127:
+        return Verdict.SKIP, reason or f"exit {code}"
+    return Verdict.BAD, f"exit {code}" + (f": {reason}" if reason else "")
+
+
+# -- descriptions ----------------------------------------------------------------------------------
+def _comparison(criterion: Criterion, threshold: float) -> str:
+    op = ">" if criterion.direction is Direction.INCREASE else "<"
+    return f"{criterion.metric} {op} {threshold:.6g}"
+
+
+def describe_against_baseline(c: Criterion) -> str:
+    """The rule of a matrix run, where the baseline cell plays the good endpoint."""
+    if c.threshold is not None:
+        return _comparison(c, c.threshold)
+    if c.max_increase is not None:
+        way = "up" if c.direction is Direction.INCREASE else "down"
+        return f"{c.metric} moves {way} more than {c.max_increase} from the baseline cell"
+    return f"{c.metric} reported (no threshold)" if c.metric else "probe failures only (no metric criterion)"
+
+
+def describe_rule(c: Criterion, exit_code_mode: bool = False) -> str:
+    """The decision rule in words, as the report states it."""
+    if exit_code_mode:
+        return "probe exit code: 0 GOOD, 125 SKIP, 1-127 BAD; signals and codes above 127 SKIP"
+    fails = (f"out of memory {'BAD' if c.oom_is_bad else 'SKIP'}, crash or bad output "
+             f"{'BAD' if c.crash_is_bad else 'SKIP'}, timeout {'BAD' if c.timeout_is_bad else 'SKIP'}, "
+             "broken environment SKIP")
+    if not c.metric:
+        return f"a probe that succeeds is GOOD; failures: {fails}"
+    if c.repeats == 1 and c.noise == 0:
+        rule = "one measurement per candidate, BAD when it is beyond the threshold, else GOOD"
+    else:
+        noise = f" or their median is within ±{human_value(c.noise, c.metric)} of it" if c.noise else ""
+        rule = (f"{c.repeats} measurement{'s' if c.repeats > 1 else ''} per candidate, up to {c.max_repeats} "
+                f"while they straddle the threshold{noise}; BAD when all are beyond the threshold, GOOD "
+                "when none is, otherwise SKIP (unknown)")
+    return f"{rule}; failures: {fails}"

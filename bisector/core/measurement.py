@@ -1,0 +1,67 @@
+"""One probe run of one candidate (verdict-free) and how it ended."""
+from __future__ import annotations
+
+import enum
+import statistics
+from typing import Any, Iterable, Optional
+
+from pydantic import BaseModel
+
+
+class Status(enum.StrEnum):
+    """How a measurement ended. String-valued: the store and the JSON reports hold the values."""
+
+    OK = "ok"                      # the probe wrote valid metrics
+    EXIT_CODE = "exit-code"        # an exit-code probe ran to its end (the code is the evidence)
+    ENV_FAILED = "env-failed"      # the environment could not be built or failed its health check
+    IMPORT_FAILED = "import-failed"
+    CRASHED = "crashed"
+    TIMEOUT = "timeout"
+    BAD_OUTPUT = "bad-output"
+    OOM = "oom"
+    RUNNING = "running"            # being taken (never stored)
+    INTERRUPTED = "interrupted"
+
+    @property
+    def measured(self) -> bool:
+        """The probe ran to its end: metrics (OK) or an exit code (EXIT_CODE)."""
+        return self in (Status.OK, Status.EXIT_CODE)
+
+
+RETRIED_ON_RERUN = frozenset({Status.ENV_FAILED, Status.INTERRUPTED})
+
+
+class Measurement(BaseModel):
+    """One probe run of one candidate in one environment (verdict-free: verdicts come from a criterion)."""
+
+    key: str
+    package: str
+    candidate: str
+    env_fingerprint: str
+    probe_fingerprint: str
+    repeat: int = 0
+    status: Status
+    metrics: dict[str, float] = {}
+    exit_code: Optional[int] = None
+    reason: Optional[str] = None
+    seconds: float
+    created: str = ""
+    details: dict[str, Any] = {}
+    run_id: Optional[str] = None
+
+
+def metric_values(measurements: Iterable[Measurement], metric: str) -> list[float]:
+    """The metric's value in every successful repeat that produced it."""
+    return [m.metrics[metric] for m in measurements if m.status is Status.OK and metric in m.metrics]
+
+
+def metric_value(measurements: Iterable[Measurement], metric: str) -> Optional[float]:
+    """The median of the metric over successful repeats (None when no repeat produced it)."""
+    values = metric_values(measurements, metric)
+    return statistics.median(values) if values else None
+
+
+def medians(measurements: list[Measurement]) -> dict[str, float]:
+    """Each metric's median over the successful repeats, in first-seen order."""
+    names = dict.fromkeys(k for m in measurements if m.status is Status.OK for k in m.metrics)
+    return {k: metric_value(measurements, k) for k in names}

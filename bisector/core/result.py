@@ -1,0 +1,108 @@
+"""The typed result of a bisect (what ``bisector.bisect`` returns and ``--json`` prints)."""
+from __future__ import annotations
+
+import datetime as dt
+from typing import Any, Optional
+
+from pydantic import BaseModel, model_serializer
+
+from bisector.core.candidate import Candidate, CandidateKind
+from bisector.core.search import Outcome
+from bisector.core.verdict import Verdict
+
+
+class Point(BaseModel):
+    """A candidate as reported: ref, commit facts, links, and its metric value."""
+
+    ref: str
+    kind: CandidateKind
+    sha: Optional[str] = None
+    date: Optional[dt.datetime] = None
+    subject: Optional[str] = None
+    author: Optional[str] = None
+    pr: Optional[int] = None
+    link: Optional[str] = None
+    pr_link: Optional[str] = None
+    value: Optional[float] = None
+    metrics: dict[str, float] = {}
+    details: dict[str, Any] = {}     # compact probe facts behind the value: per-cell peaks, peak phases
+
+    @classmethod
+    def of(cls, c: Candidate, value: Optional[float] = None, metrics: Optional[dict] = None) -> "Point":
+        commit = c.kind is CandidateKind.COMMIT
+        link = pr_link = None
+        if commit and c.repo_url:
+            link = f"{c.repo_url}/commit/{c.ref}"
+            pr_link = f"{c.repo_url}/pull/{c.pr}" if c.pr else None
+        return cls(ref=c.ref if not commit else c.ref[:12], kind=c.kind, sha=c.ref if commit else None,
+                   date=c.date, subject=c.subject, author=c.author, pr=c.pr, link=link, pr_link=pr_link,
+                   value=value, metrics=metrics or {})
+
+
+class Step(BaseModel):
+    """One verdict given during the bisect."""
+
+    seq: int
+    phase: str
+    candidate: str
+    date: Optional[dt.datetime] = None
+    verdict: Verdict
+    metric: Optional[str] = None
+    value: Optional[float] = None
+    metrics: dict[str, float] = {}
+    repeats: int = 1
+    seconds: float
+    reason: Optional[str] = None
+    reused: bool = False
+
+    def log_line(self) -> str:
+        """One git-bisect-style line: verdict, phase, candidate, value, repeats, seconds, reason."""
+        value = f" value={self.value:.6g}" if self.value is not None else ""
+        repeats = f" repeats={self.repeats}" if self.repeats != 1 else ""
+        reason = f" # {self.reason}" if self.reason else ""
+        return f"{self.verdict} {self.phase} {self.candidate}{value}{repeats} ({self.seconds:.1f}s){reason}"
+
+
+class BisectResult(BaseModel):
+    """The answer: ``status`` is found, no-regression, predates-range or undecided.
+
+    ``metric`` is the metric the criterion reads (None for exit-code and metric-free probes); it is
+    serialized only when known, so results stored before it existed read and render as they did.
+    """
+
+    run_id: str
+    package: str
+    mode: CandidateKind
+    status: Outcome
+    reason: str
+    find_fix: bool = False
+    criterion: str
+    metric: Optional[str] = None
+    first_bad: Optional[Point] = None
+    last_good: Optional[Point] = None
+    ambiguous: list[str] = []
+    probes_run: int = 0
+    measurements_reused: int = 0
+    steps: list[Step] = []
+    notes: list[str] = []
+    compare_link: Optional[str] = None
+    refine_command: Optional[str] = None
+    widen_command: Optional[str] = None
+    command: Optional[str] = None
+    decision_rule: Optional[str] = None
+    probe: dict[str, Any] = {}
+    environment: dict[str, Any] = {}
+    also_changed: dict[str, list[str]] = {}   # stack package -> [last good version, first bad version]
+    log: list[str] = []
+
+    @model_serializer(mode="wrap")
+    def _metric_when_known(self, handler):
+        data = handler(self)
+        if self.metric is None:
+            data.pop("metric", None)
+        return data
+
+    @property
+    def exit_code(self) -> int:
+        """0 for an answer (found, no-regression), 3 otherwise."""
+        return 0 if self.status in (Outcome.FOUND, Outcome.NO_REGRESSION) else 3

@@ -1,0 +1,90 @@
+"""Bisects of what moved: each confirmed regression whose cell moved one package is bisected between
+the two versions, in the regressed cell's environment, and its report attached to the matrix's."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from packaging.version import Version
+
+from bisector.bisection.job import bisector_for
+from bisector.config import JobConfig, JobSection, Mode
+from bisector.envs import EnvSpec
+from bisector.errors import BisectorError
+from bisector.matrix.cells import Cell
+from bisector.matrix.config import MatrixConfig
+from bisector.matrix.model import BisectAttachment, MatrixResult
+from bisector.matrix.run import CellRunner
+from bisector.report.progress import PrintHandler
+from bisector.report.render import render_markdown
+from bisector.storage import Store
+
+
+def _toml_value(value: Any) -> str:
+    if isinstance(value, dict):
+        items = (f"{json.dumps(k, ensure_ascii=False)} = {_toml_value(v)}" for k, v in value.items())
+        return "{" + ", ".join(items) + "}"
+    return json.dumps(value, ensure_ascii=False)
+
+
+def write_env_spec(spec: EnvSpec, path: Path) -> Path:
+    """Write ``spec`` as an env spec TOML (what the bisect loads; also the reproduce command's --env)."""
+    lines = [f"{k} = {_toml_value(v)}" for k, v in spec.model_dump(mode="json").items() if v is not None]
+    path.write_text("# written by bisector matrix: the regressed cell's environment\n" + "\n".join(lines) + "\n")
+    return path
+
+
+def _bisect_command(config: MatrixConfig, pkg: str, good: str, bad: str, env: Path) -> list[str]:
+    p, c = config.probe, config.criterion
+    argv = ["bisector", "run", "--package", pkg, "--good", good, "--bad", bad, "--mode", "releases",
+            "--env", str(env)]
+    argv += ["--index-url", config.matrix.index_url] if config.matrix.index_url else []
+    argv += ["--probe-cmd", p.cmd] if p.cmd else ["--probe", str(p.path or p.name)]
+    argv += [x for a in p.args for x in ("--probe-arg", a)]
+    for flag, value in (("--metric", c.metric), ("--threshold", c.threshold), ("--max-increase", c.max_increase)):
+        argv += [flag, str(value)] if value is not None else []
+    return argv + ["--direction", c.direction.value]
+
+
+def _bisect_one(config: MatrixConfig, store: Store, cache_dir: Path, out: Path, pkg: str, good: str, bad: str,
+                spec: EnvSpec) -> BisectAttachment:
+    stem = f"bisect-{pkg}-{good}-{bad}"
+    env = write_env_spec(spec, out.resolve() / f"{stem}.env.toml")
+    job = JobConfig(job=JobSection(package=pkg, good=good, bad=bad, mode=Mode.RELEASES, env=str(env),
+                                   index_url=config.matrix.index_url, pre=config.matrix.pre),
+                    probe=config.probe, criterion=config.criterion,
+                    run=config.run.model_copy(update={"store": store.path, "cache_dir": cache_dir}))
+    try:
+        res = bisector_for(job, store, handler=PrintHandler(), command=_bisect_command(config, pkg, good, bad, env)).run()
+    except BisectorError as exc:
+        return BisectAttachment(package=pkg, good=good, bad=bad, status="error",
+                                markdown=f"The bisect could not run: {exc}")
+    md = render_markdown(res)
+    (out / f"{stem}.md").write_text(md)
+    return BisectAttachment(package=pkg, good=good, bad=bad, status=res.status.value, run_id=res.run_id,
+                            first_bad=res.first_bad.ref if res.first_bad else None,
+                            last_good=res.last_good.ref if res.last_good else None,
+                            report_file=f"{stem}.md", markdown=md, result=res.model_dump(mode="json"))
+
+
+def bisect_regressions(config: MatrixConfig, result: MatrixResult, runner: CellRunner, cells: list[Cell],
+                       store: Store, cache_dir: Path, out: Path) -> MatrixResult:
+    """Bisect each confirmed regression whose cell moved exactly one package forward."""
+    by_key = {c.key: c for c in cells}
+    notes, done, attached = list(result.notes), set(), []
+    for cell in result.confirmed:
+        moved = cell.moved_packages
+        if len(moved) != 1:
+            notes.append(f"no bisect for {cell.key}: " + (f"several packages moved ({', '.join(moved)})" if moved
+                         else "no version moved (the environment or the probe changed)"))
+            continue
+        pkg, good, bad = moved[0], cell.baseline.versions[moved[0]], cell.versions[moved[0]]
+        spec = runner.spec_for(by_key[cell.key], candidate=pkg)
+        if Version(good) > Version(bad):
+            notes.append(f"no bisect for {cell.key}: {pkg} moved back from {good} to {bad}")
+        elif (pkg, good, bad, spec.model_dump_json()) not in done:
+            done.add((pkg, good, bad, spec.model_dump_json()))
+            out.mkdir(parents=True, exist_ok=True)
+            attached.append(_bisect_one(config, store, cache_dir, out, pkg, good, bad, spec))
+    return result.model_copy(update={"bisects": attached, "notes": notes})

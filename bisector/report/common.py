@@ -1,0 +1,129 @@
+"""What every bisect report says the same way: the headline, the move, the explanation, the caution
+about what else changed, and escaping for markdown (text, markdown and JSON build on this)."""
+from __future__ import annotations
+
+import html
+import re
+from typing import Optional
+
+from bisector.commandline import reproduce_command
+from bisector.core.candidate import CandidateKind
+from bisector.core.result import BisectResult, Point, Step
+from bisector.core.search import Outcome
+from bisector.core.units import human_value
+from bisector.explain.generic import Explainer
+from bisector.explain.registry import explainer_for
+
+_MD_SPECIAL = re.compile(r"([\\`*_\[\]|~])")
+_LINE_START = re.compile(r"^(\d*)([-+=#>.)])")
+_REFERENCE = re.compile(r"([#@])(?=[\w-])")
+_CRITERION = re.compile(r"^(\S+) [<>] \S+$")
+
+
+def md_escape(text: Optional[str], line_start: bool = False) -> str:
+    """Escape text from outside (commit subjects, author names, probe errors) for markdown text and
+    table cells: HTML-significant characters become entities, markdown punctuation is backslash-escaped,
+    and ``#123`` / ``@name`` get a zero-width break so GitHub links no wrong issue and pings nobody.
+    ``line_start``: the text begins a line (or a list item), so a leading '-', '#', '1.' is escaped too."""
+    if not text:
+        return ""
+    flat = " ".join(str(text).split())
+    out = _MD_SPECIAL.sub(r"\\\1", html.escape(flat, quote=False))
+    out = _REFERENCE.sub(lambda m: m[1] + "&#8203;", out)
+    if not line_start:
+        return out
+    return _LINE_START.sub(lambda m: m[1] + "\\" + m[2] if m[1] or m[2] not in ".)" else m[0], out)
+
+
+def md_code(text: Optional[str]) -> str:
+    """``text`` as an inline code span that no backtick in it can close (not for table cells)."""
+    flat = " ".join(str(text or "").split())
+    fence = "`" * (max((len(run) for run in re.findall(r"`+", flat)), default=0) + 1)
+    pad = " " if flat.startswith("`") or flat.endswith("`") else ""
+    return f"{fence}{pad}{flat}{pad}{fence}"
+
+
+def explainer(result: BisectResult) -> Explainer:
+    """The explainer of the result's probe (by its schema; by its metric names for older results)."""
+    sides = [p for p in (result.last_good, result.first_bad) if p is not None]
+    metrics = {k: v for p in sides for k, v in p.metrics.items()}
+    metric = result_metric(result)
+    if metric:
+        metrics.setdefault(metric, 0.0)
+    details = next((p.details for p in sides if p.details), {})
+    return explainer_for(result.probe.get("schema_version"), metrics, details)
+
+
+def result_metric(result: BisectResult) -> Optional[str]:
+    """The metric the criterion reads (None for exit-code and metric-free probes); results stored
+    before the result named it give it through their steps or their criterion."""
+    if result.metric:
+        return result.metric
+    metric = next((s.metric for s in result.steps if s.metric), None)
+    if metric:
+        return metric
+    m = _CRITERION.match(result.criterion or "")
+    return m[1] if m else None
+
+
+def step_of(result: BisectResult, p: Optional[Point]) -> Optional[Step]:
+    """The last step that judged the candidate of ``p``."""
+    if p is None:
+        return None
+    labels = {p.ref, p.ref[:10], (p.sha or "")[:10]}
+    return next((s for s in reversed(result.steps) if s.candidate in labels), None)
+
+
+def move_phrase(result: BisectResult) -> str:
+    """'GA cost rose from 0.370 to 1.940 B/param', or why the first bad counts as bad."""
+    metric, good, bad = result_metric(result), result.last_good, result.first_bad
+    if bad is not None and bad.value is not None and good is not None and good.value is not None:
+        word = "rose" if bad.value > good.value else "fell" if bad.value < good.value else "stayed"
+        return (f"{explainer(result).label(metric)} {word} from {human_value(good.value, metric)} "
+                f"to {human_value(bad.value, metric)}")
+    step = step_of(result, bad)
+    reason = (step.reason or step.verdict) if step else "verdict"
+    return reason if len(reason) <= 160 else reason[:159] + "…"
+
+
+def explanation(result: BisectResult) -> list[str]:
+    """Which underlying measurements moved between last good and first bad (see bisector.explain)."""
+    good, bad = result.last_good, result.first_bad
+    if result.status is not Outcome.FOUND or good is None or bad is None:
+        return []
+    return explainer(result).explain(good.metrics, bad.metrics, result_metric(result), good.details, bad.details)
+
+
+def point_label(p: Point, with_subject: bool = True) -> str:
+    """'0.22.0', or '145a98fc12 (#2472) 'subject'' for a commit."""
+    if p.kind is not CandidateKind.COMMIT:
+        return p.ref
+    pr = f" (#{p.pr})" if p.pr else ""
+    subject = f" '{p.subject}'" if with_subject and p.subject else ""
+    return f"{p.ref[:10]}{pr}{subject}"
+
+
+def headline(result: BisectResult) -> str:
+    """The one-line verdict (plain text)."""
+    r = result
+    if r.status is Outcome.FOUND and r.first_bad:
+        last = f" (last good: {point_label(r.last_good, False)})" if r.last_good else ""
+        return f"{'First fixed' if r.find_fix else 'First bad'}: {r.package} {point_label(r.first_bad)} — {move_phrase(r)}{last}"
+    if r.status is Outcome.NO_REGRESSION:
+        return f"No regression in range for {r.package}: {r.reason}"
+    if r.status is Outcome.PREDATES_RANGE:
+        return f"The change predates the range for {r.package}: {r.reason}"
+    return f"Undecided for {r.package}: {r.reason}"
+
+
+def also_changed_sentence(result: BisectResult, code=lambda text: text) -> Optional[str]:
+    """'accelerate 0.27.2 -> 0.28.0 also changed ...': companions that moved with the candidate."""
+    if not result.also_changed:
+        return None
+    moved = ", ".join(f"{name} {code(a)} → {code(b)}" for name, (a, b) in result.also_changed.items())
+    pins = [f"--with {name}=={a}" for name, (a, _) in result.also_changed.items() if a != "-"]
+    it = "it" if len(result.also_changed) == 1 else "them"
+    rerun = " ".join([reproduce_command(result.command) or "bisector run ...", *pins])
+    fix = f"; to rule {it} out, rerun with {it} pinned at the last good's version: {code(rerun)}" if pins else ""
+    return (f"also changed between the last good and first bad environments: {moved} (resolved as of each "
+            f"candidate's date, so the step may come from {it}){fix}")

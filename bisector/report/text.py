@@ -1,0 +1,52 @@
+"""The terminal report of a bisect and the git-bisect-style log of a stored run."""
+from __future__ import annotations
+
+from bisector.core.result import BisectResult
+from bisector.core.units import human_value
+from bisector.redact import redact_text
+from bisector.report.common import also_changed_sentence, explanation, headline, point_label, result_metric
+from bisector.storage import RunRow, Store
+
+
+def render_text(result: BisectResult) -> str:
+    """The terminal report: headline, criterion, the boundary, why, caution, hints, notes."""
+    lines = [headline(result), f"criterion: {result.criterion}"]
+    if result.decision_rule:
+        lines.append(f"rule: {result.decision_rule}")
+    lines.append(f"probes run: {result.probes_run}, measurements reused from the store: {result.measurements_reused}")
+    for p, name in ((result.last_good, "last good"), (result.first_bad, "first bad")):
+        if p is not None:
+            value = "-" if p.value is None else human_value(p.value, result_metric(result))
+            lines.append(f"{name}: {point_label(p)}  {value}" + (f"  {p.date:%Y-%m-%d}" if p.date else ""))
+            lines += [f"  {x}" for x in (p.author and f"author: {p.author}", p.link, p.pr_link) if x]
+    lines += [f"why: {s}" for s in explanation(result)]
+    caution = also_changed_sentence(result)
+    if caution:
+        lines.append(f"caution: {caution}")
+    if result.ambiguous:
+        lines.append("the first bad is one of: " + ", ".join(result.ambiguous))
+    if result.compare_link:
+        lines.append(f"compare: {result.compare_link}")
+    for cmd, text in ((result.refine_command, "refine to commits with"), (result.widen_command, "widen with")):
+        if cmd:
+            lines.append(f"{text}: {cmd}")
+    lines += [f"note: {n}" for n in result.notes]
+    lines.append(f"run: {result.run_id}  (bisector log {result.run_id} / bisector report {result.run_id})")
+    return "\n".join(lines)
+
+
+def render_log(store: Store, run: RunRow) -> str:
+    """git-bisect-style log of a stored run."""
+    job = run.config.get("job", {})
+    lines = [f"# bisector run {run.id}: {job.get('package')} good={job.get('good')} bad={job.get('bad')}",
+             f"# command: {redact_text(' '.join(run.command))}", f"# status: {run.status}"]
+    for step in store.steps(run.id):
+        value = "" if step.value is None else f" value={step.value:.6g}"
+        reason = f" # {step.reason}" if step.reason else ""
+        repeats = f" repeats={len(step.measurements)}" if len(step.measurements) != 1 else ""
+        lines.append(f"{step.verdict} {step.candidate}{value}{repeats} ({step.seconds:.1f}s){reason}")
+    if run.result:
+        lines.append(f"# {headline(BisectResult.model_validate(run.result))}")
+    return "\n".join(lines)
+
+

@@ -1,0 +1,223 @@
+"""The one git layer: validated refs, clones, first-parent ranges, commit facts, links, archives.
+
+Repositories are GitPython ``Repo`` objects whose every git command runs through
+:func:`bisector.procs.run_bounded`: an argument list (never a shell), its own process group, a time
+limit, and on Ctrl-C / SIGTERM the same SIGINT -> SIGTERM -> SIGKILL escalation as a probe. Reads that
+GitPython does in Python (config, tags) start no process. A failed command is one clear line
+(:class:`GitFailure`), credentials redacted.
+"""
+from __future__ import annotations
+
+import datetime as dt
+import hashlib
+import os
+import re
+from pathlib import Path
+from typing import Any, Optional
+
+import git as gitpython
+
+from bisector.core.candidate import Candidate, CandidateKind
+from bisector.errors import BisectorError, UsageError
+from bisector.procs import run_bounded
+from bisector.redact import redact_text, redact_url
+
+TIMEOUT_S = 600
+_PR = re.compile(r"\(#(\d+)\)|Merge pull request #(\d+)")
+_SEP = "\x1f"
+_SHELL_CHARS = ";|&$`<>\\'\""
+
+
+class GitFailure(BisectorError):
+    """A git command failed: ``command`` is git's subcommand, ``reason`` its last line, redacted."""
+
+    def __init__(self, command: str, reason: str):
+        super().__init__(f"git {command} failed: {reason}")
+        self.command, self.reason = command, reason
+
+
+class _CommandError(gitpython.GitCommandError):
+    """GitPython's command error, keeping git's own output undecorated."""
+
+    def __init__(self, argv: list[str], status: int, stderr: str, stdout: str):
+        super().__init__(argv, status, stderr, stdout)
+        self.argv, self.raw_stderr, self.raw_stdout = argv, stderr, stdout
+
+
+class _BoundedGit(gitpython.Git):
+    """GitPython's command runner with every command run through bisector.procs (see the module)."""
+
+    def execute(self, command: Any, *, with_extended_output: bool = False, with_exceptions: bool = True,
+                as_process: bool = False, kill_after_timeout: Optional[float] = None,
+                strip_newline_in_stdout: bool = True, env: Optional[dict] = None, **_: Any) -> Any:
+        if as_process:  # streaming would bypass procs; nothing here needs it
+            raise NotImplementedError("bisector reads git's output whole")
+        argv = [str(a) for a in command]
+        done = run_bounded(argv, {**os.environ, **(env or {}), "GIT_TERMINAL_PROMPT": "0"},
+                           cwd=Path(self._working_dir) if self._working_dir else None,
+                           timeout=kill_after_timeout or TIMEOUT_S, limit=None)
+        out, err = done.stdout_tail, done.stderr_tail.rstrip("\n")
+        if strip_newline_in_stdout:
+            out = out.removesuffix("\n")
+        status = done.returncode
+        if with_exceptions and (done.timed_out or status != 0):
+            why = f"timed out after {kill_after_timeout or TIMEOUT_S:.0f}s" if done.timed_out else err
+            raise _CommandError(argv, status, why, out)
+        return (status, out, err) if with_extended_output else out
+
+
+class _Repo(gitpython.Repo):
+    GitCommandWrapperType = _BoundedGit
+
+
+def _failure(exc: _CommandError) -> GitFailure:
+    lines = (exc.raw_stderr or exc.raw_stdout).strip().splitlines()
+    detail = redact_text(lines[-1]) if lines else f"exit {exc.status}"
+    return GitFailure(exc.argv[1] if len(exc.argv) > 1 else "", detail)
+
+
+def _run(where: Any, *args: str, timeout: float = TIMEOUT_S) -> str:
+    """``git <args>`` through ``where`` (a repository or a bare runner); GitFailure on failure."""
+    runner = where.git if isinstance(where, gitpython.Repo) else where
+    try:
+        return runner.execute(["git", *args], kill_after_timeout=timeout, strip_newline_in_stdout=False)
+    except _CommandError as exc:
+        raise _failure(exc) from None
+    except FileNotFoundError:
+        raise GitFailure(args[0], "git is not installed") from None
+
+
+def repository(path: Path) -> gitpython.Repo:
+    """The GitPython repository at ``path`` (its commands bounded as above)."""
+    try:
+        return _Repo(path)
+    except (gitpython.InvalidGitRepositoryError, gitpython.NoSuchPathError):
+        raise BisectorError(f"no git repository at {path}") from None
+
+
+def validate_ref(ref: str) -> str:
+    """Refuse refs that could be read as options or are not valid git ref names."""
+    if not ref or ref.startswith("-") or any(c.isspace() or ord(c) < 32 for c in ref):
+        raise UsageError(f"invalid git ref {ref!r}")
+    if re.fullmatch(r"[0-9a-fA-F]{4,40}", ref):
+        return ref
+    try:
+        _run(_BoundedGit(), "check-ref-format", "--allow-onelevel", ref)
+    except GitFailure:
+        raise UsageError(f"invalid git ref {ref!r}") from None
+    if any(c in ref for c in _SHELL_CHARS):
+        raise UsageError(f"invalid git ref {ref!r}")
+    return ref
+
+
+def is_url(repo: str) -> bool:
+    """Whether ``repo`` names a remote (scheme://... or user@host:path) rather than a local path."""
+    return bool(re.match(r"^[a-zA-Z][a-zA-Z0-9+.-]*://", repo)) or bool(re.match(r"^[\w.-]+@[\w.-]+:", repo))
+
+
+def open_repo(repo: str, cache_dir: Path) -> Path:
+    """A local repository path, or a URL cloned once into the cache and fetched afterwards."""
+    if repo.startswith("-"):
+        raise UsageError(f"invalid repository {repo!r}")
+    if not is_url(repo):
+        path = Path(repo).expanduser().resolve()
+        if not (path / ".git").exists() and not (path / "HEAD").exists():
+            raise UsageError(f"repository {repo} not found (no git repository at {path})")
+        return path
+    target = cache_dir / "repos" / hashlib.sha256(repo.encode()).hexdigest()[:16]
+    if (target / "HEAD").exists():
+        _run(repository(target), "fetch", "--quiet", "--tags", "--force", "origin")
+        return target
+    target.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        _run(_BoundedGit(), "clone", "--quiet", "--bare", "--", repo, str(target))
+    except GitFailure as exc:
+        raise BisectorError(f"cannot clone {redact_url(repo)}: {exc}") from None
+    _run(repository(target), "config", "remote.origin.fetch", "+refs/heads/*:refs/heads/*")
+    return target
+
+
+def resolve(repo: Path, ref: str) -> str:
+    """The full SHA a ref names, or a usage error naming the unknown ref."""
+    validate_ref(ref)
+    try:
+        return _run(repository(repo), "rev-parse", "--verify", "--quiet", "--end-of-options",
+                    f"{ref}^{{commit}}").strip()
+    except GitFailure:
+        raise UsageError(f"unknown ref '{ref}' in {repo}") from None
+
+
+def is_ancestor(repo: Path, older: str, newer: str) -> bool:
+    """Whether commit ``older`` is an ancestor of ``newer`` (both full SHAs)."""
+    try:
+        return repository(repo).is_ancestor(older, newer)
+    except _CommandError:
+        return False
+
+
+def merge_base(repo: Path, a: str, b: str) -> str:
+    """The merge-base of two commits."""
+    return _run(repository(repo), "merge-base", a, b).strip()
+
+
+def first_parent_range(repo: Path, good_sha: str, bad_sha: str, first_parent: bool = True) -> list[str]:
+    """SHAs from good to bad inclusive, oldest first, along the first-parent line by default."""
+    args = ["rev-list", "--reverse", *(["--first-parent"] if first_parent else []), f"{good_sha}..{bad_sha}"]
+    return [good_sha, *_run(repository(repo), *args).split()]
+
+
+def commit_candidates(repo: Path, package: str, shas: list[str], repo_url: Optional[str]) -> list[Candidate]:
+    """Commit facts (subject, author, committer date, PR number) for each SHA."""
+    fmt = _SEP.join(["%H", "%cI", "%an", "%s"])
+    out = _run(repository(repo), "show", "--no-patch", f"--format={fmt}", *shas) if shas else ""
+    facts = {parts[0]: parts for line in out.splitlines() if len(parts := line.split(_SEP, 3)) == 4}
+    result = []
+    for sha in shas:
+        _, date, author, subject = facts[sha]
+        match = _PR.search(subject)
+        pr = int(next(g for g in match.groups() if g)) if match else None
+        result.append(Candidate(package=package, kind=CandidateKind.COMMIT, ref=sha,
+                                date=dt.datetime.fromisoformat(date), subject=subject,
+                                author=author, pr=pr, repo_url=repo_url))
+    return result
+
+
+def web_url(repo: str) -> Optional[str]:
+    """A browsable https URL for a remote repository (for commit/compare/PR links), credentials removed."""
+    if not is_url(repo):
+        return None
+    url = redact_url(repo)
+    ssh = re.match(r"^[\w.-]+@([\w.-]+):(.+)$", repo)
+    if ssh:
+        url = f"https://{ssh.group(1)}/{ssh.group(2)}"
+    url = url.replace("***@", "")
+    return re.sub(r"\.git/?$", "", url.rstrip("/"))
+
+
+def origin_url(repo: Path) -> Optional[str]:
+    """The ``origin`` remote of a local repository, if it has one (read from its config)."""
+    reader = repository(repo).config_reader()
+    return str(reader.get_value('remote "origin"', "url", default="")).strip() or None
+
+
+def tag_for_version(repo: Path, version: str) -> Optional[str]:
+    """The tag naming a release (``v0.22.0``, ``0.22.0``, ``v0.22``), if the repository has one."""
+    tags = {tag.name for tag in repository(repo).tags}
+    short = version[:-2] if version.endswith(".0") else version
+    return next((name for name in (f"v{version}", version, f"v{short}", short) if name in tags), None)
+
+
+def archive(source: Path, sha: str, tar_path: Path) -> None:
+    """Write the tree of commit ``sha`` as a tar file (never the working copy); GitFailure if it is unknown."""
+    repo = repository(source)
+    _run(repo, "cat-file", "-e", f"{sha}^{{commit}}")
+    _run(repo, "archive", "--format=tar", "-o", str(tar_path), sha, timeout=1800)
+
+
+def describe(source: Path, sha: str) -> Optional[str]:
+    """``git describe --tags --long`` of a commit over version-like tags (None without such a tag)."""
+    try:
+        return _run(repository(source), "describe", "--tags", "--long", "--abbrev=12", "--match", "v[0-9]*",
+                    "--match", "[0-9]*", sha).strip()
+    except GitFailure:
+        return None

@@ -1,0 +1,137 @@
+"""Release candidates from a package index (PEP 691 JSON simple API, PEP 700 upload times)."""
+from __future__ import annotations
+
+import datetime as dt
+import json
+import urllib.error
+import urllib.parse
+import urllib.request
+from typing import Optional
+
+from packaging.utils import canonicalize_name, parse_wheel_filename, parse_sdist_filename
+from packaging.version import InvalidVersion, Version
+from pydantic import BaseModel
+
+from bisector.core.candidate import Candidate, CandidateKind
+from bisector.errors import BisectorError, UsageError
+from bisector.redact import redact_url
+
+JSON_ACCEPT = "application/vnd.pypi.simple.v1+json, application/json;q=0.5"
+
+
+class Release(BaseModel):
+    """One version of a package on the index, with its first upload time."""
+
+    version: str
+    uploaded: Optional[dt.datetime] = None
+    yanked: bool = False
+
+    @property
+    def parsed(self) -> Version:
+        """The version, parsed (PEP 440)."""
+        return Version(self.version)
+
+    @property
+    def usable(self) -> bool:
+        """Neither a pre-release nor yanked (what a range holds unless --pre)."""
+        return not (self.parsed.is_prerelease or self.yanked)
+
+
+def release_candidate(package: str, release: Release) -> Candidate:
+    """The candidate a release is: its version and upload time (the one place this is made)."""
+    return Candidate(package=package, kind=CandidateKind.RELEASE, ref=release.version, date=release.uploaded)
+
+
+def parse_version(text: str) -> Version:
+    """Parse a user-given version: ``v0.20``, ``0.20`` and ``0.20.0`` are the same version."""
+    cleaned = text.strip()
+    if cleaned[:1] in ("v", "V"):
+        cleaned = cleaned[1:]
+    try:
+        return Version(cleaned)
+    except InvalidVersion:
+        raise UsageError(f"'{text}' is not a valid version") from None
+
+
+def _file_version(name: str, filename: str) -> Optional[Version]:
+    try:
+        if filename.endswith(".whl"):
+            return parse_wheel_filename(filename)[1]
+        return parse_sdist_filename(filename)[1]
+    except Exception:
+        return None
+
+
+def _parse_time(value: Optional[str]) -> Optional[dt.datetime]:
+    if not value:
+        return None
+    return dt.datetime.fromisoformat(value.replace("Z", "+00:00"))
+
+
+def fetch_project(index_url: str, package: str, timeout: float = 60) -> dict:
+    """Fetch a project's PEP 691 JSON page from the index."""
+    name = canonicalize_name(package)
+    url = urllib.parse.urljoin(index_url.rstrip("/") + "/", name + "/")
+    if url.startswith("file:"):
+        raise UsageError(f"index {redact_url(index_url)} is a file index; an HTTP(S) simple API is needed")
+    request = urllib.request.Request(url, headers={"Accept": JSON_ACCEPT})
+    try:
+        with urllib.request.urlopen(request, timeout=timeout) as response:
+            return json.load(response)
+    except urllib.error.HTTPError as exc:
+        if exc.code == 404:
+            raise UsageError(f"package '{package}' not found on {redact_url(index_url)}") from None
+        raise BisectorError(f"index {redact_url(index_url)} answered HTTP {exc.code} for {name}") from None
+    except (urllib.error.URLError, OSError, ValueError) as exc:
+        raise BisectorError(f"cannot read {redact_url(url)}: {exc}") from None
+
+
+def releases_from_page(package: str, page: dict) -> list[Release]:
+    """Group a PEP 691 page's files into releases: earliest upload time, yanked only if all files are."""
+    found: dict[Version, dict] = {}
+    for entry in page.get("files", []):
+        version = _file_version(package, entry.get("filename", ""))
+        if version is None:
+            continue
+        slot = found.setdefault(version, {"uploaded": None, "yanked": True})
+        uploaded = _parse_time(entry.get("upload-time"))
+        if uploaded and (slot["uploaded"] is None or uploaded < slot["uploaded"]):
+            slot["uploaded"] = uploaded
+        slot["yanked"] = slot["yanked"] and bool(entry.get("yanked"))
+    return [Release(version=str(v), **found[v]) for v in sorted(found)]
+
+
+def list_releases(index_url: str, package: str) -> list[Release]:
+    """All releases of ``package`` on the index, oldest version first."""
+    return releases_from_page(package, fetch_project(index_url, package))
+
+
+def find_release(releases: list[Release], text: str) -> Release:
+    """The release a user named, or a usage error listing the nearest existing versions."""
+    wanted = parse_version(text)
+    for release in releases:
+        if release.parsed == wanted:
+            return release
+    below = [r.version for r in releases if r.parsed < wanted][-2:]
+    above = [r.version for r in releases if r.parsed > wanted][:2]
+    hint = ", ".join(below + above) or "the package has no releases"
+    raise UsageError(f"version {text} does not exist (nearest: {hint})")
+
+
+def releases_between(releases: list[Release], good: str, bad: str, pre: bool = False) -> list[Release]:
+    """Releases from good to bad inclusive, sorted by version; pre-releases and yanked ones
+    are excluded unless ``pre`` (the endpoints themselves are always kept)."""
+    lo, hi = find_release(releases, good), find_release(releases, bad)
+    if lo.parsed == hi.parsed:
+        raise UsageError(f"good and bad name the same version ({lo.version})")
+    if lo.parsed > hi.parsed:
+        raise UsageError(f"good {lo.version} is newer than bad {hi.version} (use --find-fix to search for a fix)")
+    keep = []
+    for release in releases:
+        if not lo.parsed <= release.parsed <= hi.parsed:
+            continue
+        endpoint = release.parsed in (lo.parsed, hi.parsed)
+        if endpoint or pre or release.usable:
+            keep.append(release)
+    return keep
+

@@ -1,0 +1,228 @@
+"""The SQLite store of runs, measurements and step logs. Every write is one transaction.
+
+WAL mode with a busy timeout lets several bisector processes share one store.
+"""
+from __future__ import annotations
+
+import datetime as dt
+import enum
+import json
+import sqlite3
+import threading
+from pathlib import Path
+from typing import Any, Optional
+
+from filelock import FileLock, Timeout
+from pydantic import BaseModel
+
+from bisector.core.measurement import Measurement
+from bisector.core.verdict import Verdict
+from bisector.errors import BisectorError
+
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS measurements (
+    key TEXT PRIMARY KEY, package TEXT NOT NULL, candidate TEXT NOT NULL,
+    env_fingerprint TEXT NOT NULL, probe_fingerprint TEXT NOT NULL, repeat INTEGER NOT NULL,
+    status TEXT NOT NULL, metrics TEXT NOT NULL, exit_code INTEGER, reason TEXT,
+    seconds REAL NOT NULL, created TEXT NOT NULL, details TEXT NOT NULL, run_id TEXT
+);
+CREATE TABLE IF NOT EXISTS runs (
+    id TEXT PRIMARY KEY, created TEXT NOT NULL, updated TEXT NOT NULL, kind TEXT NOT NULL,
+    command TEXT NOT NULL, config TEXT NOT NULL, status TEXT NOT NULL, result TEXT
+);
+CREATE TABLE IF NOT EXISTS steps (
+    run_id TEXT NOT NULL, seq INTEGER NOT NULL, candidate TEXT NOT NULL, verdict TEXT NOT NULL,
+    value REAL, reason TEXT, seconds REAL NOT NULL, measurements TEXT NOT NULL, created TEXT NOT NULL,
+    PRIMARY KEY (run_id, seq)
+);
+"""
+STORE_VERSION = "1"
+
+
+def now() -> str:
+    """The current UTC time as stored (ISO 8601, seconds)."""
+    return dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
+
+
+class RunKind(enum.StrEnum):
+    """What a stored run is."""
+
+    BISECT = "bisect"
+    MATRIX = "matrix"
+
+
+class RunState(enum.StrEnum):
+    """A run's status while it is not finished (a finished bisect stores its outcome instead)."""
+
+    RUNNING = "running"
+    INTERRUPTED = "interrupted"
+    FAILED = "failed"
+    DONE = "done"
+
+
+class RunRow(BaseModel):
+    """A stored bisect or matrix run: its command, config and final result.
+
+    ``status`` is a :class:`RunState`, or for a finished bisect its outcome (found, undecided, ...).
+    """
+
+    id: str
+    created: str
+    updated: str
+    kind: RunKind
+    command: list[str]
+    config: dict[str, Any]
+    status: str
+    result: Optional[dict[str, Any]] = None
+
+
+class StepRow(BaseModel):
+    """One line of a run's bisect log."""
+
+    run_id: str
+    seq: int
+    candidate: str
+    verdict: Verdict
+    value: Optional[float] = None
+    reason: Optional[str] = None
+    seconds: float
+    measurements: list[str]
+    created: str = ""
+
+
+class Store:
+    """The measurement store at ``path`` (created on first use)."""
+
+    def __init__(self, path: Path):
+        self.path = Path(path)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._lock = threading.RLock()  # one connection shared by the k-way worker threads
+        try:
+            # Switching to WAL needs the database to itself and SQLite does not wait for that,
+            # so processes opening one store at the same moment take turns at setting it up.
+            with FileLock(str(self.path) + ".init.lock", timeout=120):
+                self._db = sqlite3.connect(str(self.path), timeout=60, isolation_level=None,
+                                           check_same_thread=False)
+                self._db.execute("PRAGMA busy_timeout = 60000")
+                self._db.execute("PRAGMA journal_mode = WAL")
+                self._db.executescript(SCHEMA)
+                self._check_version()
+        except sqlite3.DatabaseError as exc:
+            raise BisectorError(f"store {self.path} is not a usable bisector store ({exc}); "
+                                "move it away or pass --store to use another file") from None
+        except Timeout:
+            raise BisectorError(f"store {self.path} stayed locked by another process for 120 s "
+                                f"(lock file {self.path}.init.lock)") from None
+        except OSError as exc:
+            raise BisectorError(f"store {self.path} cannot be opened: {exc.strerror or exc}") from None
+
+    def _check_version(self) -> None:
+        with self._tx() as db:
+            row = db.execute("SELECT value FROM meta WHERE key='version'").fetchone()
+            if row is None:
+                db.execute("INSERT INTO meta VALUES ('version', ?)", (STORE_VERSION,))
+            elif row[0] != STORE_VERSION:
+                raise sqlite3.DatabaseError(f"store version {row[0]}, expected {STORE_VERSION}")
+
+    def _tx(self):
+        return _Transaction(self._db, self._lock)
+
+    def _query(self, sql: str, args=()) -> list[tuple]:
+        with self._lock:
+            return self._db.execute(sql, args).fetchall()
+
+    def close(self) -> None:
+        self._db.close()
+
+    # measurements -------------------------------------------------------------------------
+    def get_measurement(self, key: str) -> Optional[Measurement]:
+        rows = self._query("SELECT * FROM measurements WHERE key=?", (key,))
+        return _measurement(rows[0]) if rows else None
+
+    def put_measurement(self, m: Measurement) -> None:
+        m = m.model_copy(update={"created": m.created or now()})
+        with self._tx() as db:
+            db.execute(
+                "INSERT OR REPLACE INTO measurements VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+                (m.key, m.package, m.candidate, m.env_fingerprint, m.probe_fingerprint, m.repeat,
+                 m.status, json.dumps(m.metrics), m.exit_code, m.reason, m.seconds, m.created,
+                 json.dumps(m.details), m.run_id))
+
+    def measurements_for(self, package: str, probe_fingerprint: Optional[str] = None) -> list[Measurement]:
+        sql, args = "SELECT * FROM measurements WHERE package=?", [package]
+        if probe_fingerprint:
+            sql, args = sql + " AND probe_fingerprint=?", args + [probe_fingerprint]
+        return [_measurement(r) for r in self._query(sql + " ORDER BY created", args)]
+
+    # runs and steps -----------------------------------------------------------------------
+    def put_run(self, run: RunRow) -> None:
+        with self._tx() as db:
+            db.execute("INSERT OR REPLACE INTO runs VALUES (?,?,?,?,?,?,?,?)",
+                       (run.id, run.created, run.updated, run.kind, json.dumps(run.command),
+                        json.dumps(run.config), run.status,
+                        json.dumps(run.result) if run.result is not None else None))
+
+    def get_run(self, run_id: Optional[str] = None) -> Optional[RunRow]:
+        if run_id is None:
+            rows = self._query("SELECT * FROM runs ORDER BY updated DESC, rowid DESC LIMIT 1")
+            row = rows[0] if rows else None
+        else:
+            rows = self._query("SELECT * FROM runs WHERE id=?", (run_id,))
+            if not rows:
+                rows = self._query("SELECT * FROM runs WHERE id LIKE ?", (run_id + "%",))
+            row = rows[0] if len(rows) == 1 else None
+        return _run(row) if row else None
+
+    def list_runs(self) -> list[RunRow]:
+        return [_run(r) for r in self._query("SELECT * FROM runs ORDER BY created")]
+
+    def add_step(self, step: StepRow) -> None:
+        step = step.model_copy(update={"created": step.created or now()})
+        with self._tx() as db:
+            db.execute("INSERT OR REPLACE INTO steps VALUES (?,?,?,?,?,?,?,?,?)",
+                       (step.run_id, step.seq, step.candidate, step.verdict, step.value, step.reason,
+                        step.seconds, json.dumps(step.measurements), step.created))
+
+    def steps(self, run_id: str) -> list[StepRow]:
+        rows = self._query("SELECT * FROM steps WHERE run_id=? ORDER BY seq", (run_id,))
+        return [StepRow(run_id=r[0], seq=r[1], candidate=r[2], verdict=r[3], value=r[4], reason=r[5],
+                        seconds=r[6], measurements=json.loads(r[7]), created=r[8]) for r in rows]
+
+    def clear_steps(self, run_id: str) -> None:
+        with self._tx() as db:
+            db.execute("DELETE FROM steps WHERE run_id=?", (run_id,))
+
+
+class _Transaction:
+    """BEGIN IMMEDIATE ... COMMIT, rolled back on any exception (a kill never leaves a half row)."""
+
+    def __init__(self, db: sqlite3.Connection, lock: threading.RLock):
+        self.db, self.lock = db, lock
+
+    def __enter__(self) -> sqlite3.Connection:
+        self.lock.acquire()
+        try:
+            self.db.execute("BEGIN IMMEDIATE")
+        except BaseException:
+            self.lock.release()
+            raise
+        return self.db
+
+    def __exit__(self, exc_type, exc, tb) -> None:
+        try:
+            self.db.execute("ROLLBACK" if exc_type else "COMMIT")
+        finally:
+            self.lock.release()
+
+
+def _measurement(row: tuple) -> Measurement:
+    return Measurement(key=row[0], package=row[1], candidate=row[2], env_fingerprint=row[3],
+                       probe_fingerprint=row[4], repeat=row[5], status=row[6], metrics=json.loads(row[7]),
+                       exit_code=row[8], reason=row[9], seconds=row[10], created=row[11],
+                       details=json.loads(row[12]), run_id=row[13])
+
+
+def _run(row: tuple) -> RunRow:
+    return RunRow(id=row[0], created=row[1], updated=row[2], kind=row[3], command=json.loads(row[4]),
+                  config=json.loads(row[5]), status=row[6], result=json.loads(row[7]) if row[7] else None)

@@ -1,0 +1,71 @@
+"""The one fake outside the search core, and only behind the driver's measuring seam
+(bisector.bisection.seam): measurements come from a table, no environment is built, no probe runs.
+
+A table maps a candidate's ref (a version, or a commit's full SHA) to what each repeat measures:
+a number (the metric's value), a :class:`Status` (that failure), an int exit code (with
+``exit_code_mode``), or a list of those, one per repeat (the last one repeats).
+"""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Mapping, Optional, Union
+
+from bisector.core.candidate import Candidate
+from bisector.core.measurement import Measurement, Status
+from bisector.envs import EnvSpec
+
+Entry = Union[float, Status, list]
+
+
+class FakeMeasurer:
+    """Measures from ``table``; a (ref, repeat) measured before by any measurer of the same factory is
+    "reused" (counted in ``reused_keys``, no probe), as the store would make it."""
+
+    def __init__(self, table: Mapping[str, Entry], seen: dict, metric: str = "m", exit_code_mode: bool = False):
+        self.table, self.seen, self.metric, self.exit_code_mode = table, seen, metric, exit_code_mode
+        self.probes_run = 0
+        self.reused_keys: set[str] = set()
+        self.asked: list[tuple[str, int]] = []
+        self.prefetched: list[list[str]] = []
+
+    def measure(self, c: Candidate, repeat: int = 0) -> Measurement:
+        self.asked.append((c.ref, repeat))
+        key = f"{c.ref}:{repeat}"
+        if key in self.seen:
+            self.reused_keys.add(key)
+            return self.seen[key]
+        self.probes_run += 1
+        self.seen[key] = m = self._measurement(c, repeat, key)
+        return m
+
+    def _measurement(self, c: Candidate, repeat: int, key: str) -> Measurement:
+        entry = self.table[c.ref]
+        value = entry[min(repeat, len(entry) - 1)] if isinstance(entry, list) else entry
+        base = Measurement(key=key, package=c.package, candidate=c.ref, env_fingerprint="fake",
+                           probe_fingerprint="fake", repeat=repeat, status=Status.OK, seconds=1.0)
+        if isinstance(value, Status):
+            return base.model_copy(update={"status": value, "reason": f"{value.value} in the fake probe"})
+        if self.exit_code_mode:
+            return base.model_copy(update={"status": Status.EXIT_CODE, "exit_code": int(value)})
+        details = {"result": {"schema_version": "fake/1", "probe": {"name": "fake", "version": "1"},
+                              "peak_phase": "backward" if value > 1.5 else "forward"}}
+        return base.model_copy(update={"metrics": {self.metric: float(value), "other": 7.0}, "details": details})
+
+    def prefetch(self, candidates: list[Candidate]) -> None:
+        self.prefetched.append([c.ref for c in candidates])
+
+
+class FakeMeasurers:
+    """The factory the Bisector is handed: every phase's measurer reads the same table."""
+
+    def __init__(self, table: Mapping[str, Entry], gpus: Optional[list[str]] = None, **options):
+        self.table, self.options = table, options
+        self.spec = EnvSpec(name="fake", companions={"helper": "as-of-candidate"})
+        self.gpus = list(gpus or [])
+        self.seen: dict = {}
+        self.made: list[FakeMeasurer] = []
+
+    def __call__(self, run_id: str, repo_path: Optional[Path] = None) -> FakeMeasurer:
+        measurer = FakeMeasurer(self.table, self.seen, **self.options)
+        self.made.append(measurer)
+        return measurer

@@ -1,0 +1,217 @@
+"""The driver end to end in milliseconds: a real loopback index, real git repositories, a real store,
+and fake measurements behind the measuring seam (no environment, no probe). Release plan -> phases
+(widen, confirm, find-fix, auto refinement to commits) -> the assembled result and the stored run."""
+from __future__ import annotations
+
+import datetime as dt
+import json
+from pathlib import Path
+
+import pytest
+
+from bisector.bisection.driver import Bisector
+from bisector.config import JobConfig
+from bisector.core.measurement import Status
+from bisector.core.search import Outcome
+from bisector.core.verdict import Verdict
+from bisector.errors import UsageError
+from bisector.report.render import render_json
+from bisector.storage import RunState, Store
+from tests.support.fakes import FakeMeasurers
+from tests.support.gitfixture import make_repo
+from tests.support.pkgindex import LocalIndex, build_wheel
+
+PROBE = Path(__file__).resolve().parent / "probes" / "tiny_memory.py"
+T0 = dt.datetime(2024, 3, 1, tzinfo=dt.timezone.utc)
+VERSIONS = ["1.0.0", "1.1.0", "1.2.0", "1.3.0", "1.4.0", "1.5.0", "1.6.0", "2.0.0rc1", "2.0.0"]
+STEP = {v: (2.0 if v >= "1.4.0" else 1.0) for v in VERSIONS}     # 1.4.0 is the first bad release
+
+
+@pytest.fixture(scope="module")
+def index_url(tmp_path_factory):
+    root = tmp_path_factory.mktemp("driver-index")
+    idx = LocalIndex(root / "idx")
+    for i, v in enumerate(VERSIONS):
+        idx.add(build_wheel(root / "w", "tinypkg", v), T0 + dt.timedelta(days=i))
+    with idx.serve() as url:
+        yield url
+
+
+class Collect:
+    """A handler that keeps what the driver tells it."""
+
+    def __init__(self):
+        self.notes, self.plans, self.steps = [], [], []
+
+    def note(self, text):
+        self.notes.append(text)
+
+    def plan(self, phase, candidates):
+        self.plans.append((phase, [c.short for c in candidates]))
+
+    def step(self, step):
+        self.steps.append(step)
+
+
+def job(tmp_path: Path, index_url: str, good="1.0", bad="1.6", mode="releases", probe=None, package="tinypkg",
+        **sections) -> JobConfig:
+    data = {"job": {"package": package, "good": good, "bad": bad, "mode": mode, "index_url": index_url,
+                    **sections.pop("job", {})},
+            "probe": probe or {"path": str(PROBE)},
+            "criterion": {"metric": "m", "threshold": 1.5, **sections.pop("criterion", {})},
+            "run": {"cache_dir": str(tmp_path / "cache")}}
+    return JobConfig.model_validate(data)
+
+
+def bisect(config: JobConfig, store: Store, measurers: FakeMeasurers, command=None):
+    handler = Collect()
+    result = Bisector(config, store, measurers, handler=handler, command=command).run()
+    return result, handler
+
+
+@pytest.fixture
+def store(tmp_path):
+    db = Store(tmp_path / "s.db")
+    yield db
+    db.close()
+
+
+def test_releases_found_assembles_the_result_and_stores_the_run(tmp_path, index_url, store):
+    result, seen = bisect(job(tmp_path, index_url), store, FakeMeasurers(STEP))
+    assert result.status is Outcome.FOUND and result.exit_code == 0
+    assert (result.first_bad.ref, result.last_good.ref, result.mode.value) == ("1.4.0", "1.3.0", "release")
+    assert result.reason == "1.4.0 is the first bad candidate and 1.3.0 the last good one"
+    assert result.criterion == "m > 1.5" and result.metric == "m"
+    assert result.decision_rule.startswith("one measurement per candidate, BAD when it is beyond the threshold")
+    assert "2.0.0rc1" not in seen.plans[0][1] and seen.plans[0] == ("releases", VERSIONS[:7])
+    assert [s.verdict for s in result.steps[:2]] == [Verdict.GOOD, Verdict.BAD] and seen.steps == result.steps
+    assert result.log == [s.log_line() for s in result.steps] and result.log[0].startswith("good releases 1.0.0")
+    assert result.probes_run == len(result.steps) and result.measurements_reused == 0
+    assert result.first_bad.metrics == {"m": 2.0, "other": 7.0} and result.first_bad.details == {"peak_phase": "backward"}
+    assert result.probe["schema_version"] == "fake/1" and result.probe["name"] == "fake"
+    assert result.environment["env spec"] == "fake" and result.environment["env base"] == "current"
+    report = json.loads(render_json(result))
+    assert report["metric"] == "m" and report["explanation"] == [
+        "other did not change.", "The peak moved from phase forward (last good) to phase backward (first bad)."]
+    run = store.get_run(result.run_id)
+    assert run.status == Outcome.FOUND and run.result["first_bad"]["ref"] == "1.4.0"
+    rows = store.steps(result.run_id)
+    assert [r.candidate for r in rows] == [f"releases {s.candidate}" for s in result.steps]
+
+
+def test_an_identical_run_reuses_every_measurement(tmp_path, index_url, store):
+    measurers = FakeMeasurers(STEP)
+    first, _ = bisect(job(tmp_path, index_url), store, measurers)
+    again, _ = bisect(job(tmp_path, index_url), store, measurers)
+    assert again.run_id == first.run_id and again.probes_run == 0
+    assert again.measurements_reused == first.probes_run and all(s.reused for s in again.steps)
+    assert len(store.steps(again.run_id)) == len(again.steps)   # the log is the latest run's, not both
+
+
+def test_auto_mode_without_a_repository_says_how_to_refine(tmp_path, index_url, store):
+    command = ["bisector", "run", "--package", "tinypkg", "--good", "1.0", "--bad", "1.6"]
+    result, seen = bisect(job(tmp_path, index_url, mode="auto"), store, FakeMeasurers(STEP), command)
+    assert result.refine_command == ("bisector run --package tinypkg --mode commits --good 1.3.0 --bad 1.4.0 "
+                                     "--repo '<REPO>'")
+    assert seen.notes[-1].startswith("no --repo given: the answer stops at releases; refine with:")
+    assert result.notes == seen.notes
+
+
+def test_predates_range_offers_the_widen_command(tmp_path, index_url, store):
+    command = ["bisector", "run", "--good", "1.4", "--bad", "1.6"]
+    result, _ = bisect(job(tmp_path, index_url, good="1.4"), store, FakeMeasurers(STEP), command)
+    assert result.status is Outcome.PREDATES_RANGE and result.exit_code == 3
+    assert result.widen_command == "bisector run --good 1.4 --bad 1.6 --widen"
+    assert result.reason.endswith("the regression predates the range; try an older good, e.g.: "
+                                  "bisector run --good 1.4 --bad 1.6 --widen")
+    assert store.get_run(result.run_id).status == Outcome.PREDATES_RANGE
+
+
+def test_widen_walks_back_then_bisects_the_wider_range(tmp_path, index_url, store):
+    config = job(tmp_path, index_url, good="1.5", job={"widen": True})
+    result, seen = bisect(config, store, FakeMeasurers(STEP))
+    assert result.status is Outcome.FOUND and result.first_bad.ref == "1.4.0" and result.last_good.ref == "1.3.0"
+    assert [s.candidate for s in result.steps if s.phase == "widen"] == ["1.4.0", "1.3.0"]
+    assert "widened: 1.3.0 is GOOD; bisecting 1.3.0..1.5" in result.notes
+    assert [phase for phase, _ in seen.plans] == ["releases", "releases"]
+    assert seen.plans[1][1] == ["1.3.0", "1.4.0", "1.5.0"]
+
+
+def test_no_regression_and_skips_that_hide_the_boundary(tmp_path, index_url, store):
+    flat, _ = bisect(job(tmp_path, index_url, bad="1.3"), store, FakeMeasurers(STEP))
+    assert flat.status is Outcome.NO_REGRESSION and flat.exit_code == 0 and flat.first_bad is None
+    hidden = {**STEP, "1.4.0": Status.CRASHED}
+    result, _ = bisect(job(tmp_path, index_url, bad="1.5"), store, FakeMeasurers(hidden))
+    assert result.status is Outcome.UNDECIDED and result.ambiguous == ["1.4.0", "1.5.0"]
+    skipped = next(s for s in result.steps if s.candidate == "1.4.0")
+    assert skipped.verdict is Verdict.SKIP and skipped.reason == "crashed: crashed in the fake probe"
+
+
+def test_a_boundary_that_does_not_hold_on_confirmation_is_undecided(tmp_path, index_url, store):
+    flaky = {**STEP, "1.4.0": [2.0, 2.0, 2.0, 2.0, 2.0, 1.0]}    # reads good at the confirmation repeat
+    config = job(tmp_path, index_url, criterion={"confirm": True})
+    result, _ = bisect(config, store, FakeMeasurers(flaky))
+    assert result.status is Outcome.UNDECIDED and result.exit_code == 3
+    assert result.reason.startswith("re-measuring the boundary pair gave different verdicts: 1.4.0 is the first bad")
+    assert [s.phase for s in result.steps][-2:] == ["releases:confirm"] * 2
+    steady, _ = bisect(config, store, FakeMeasurers(STEP))
+    assert steady.status is Outcome.FOUND
+
+
+def test_find_fix_names_the_first_fixed_release(tmp_path, index_url, store):
+    fixed = {v: (1.0 if v >= "1.4.0" else 2.0) for v in VERSIONS}
+    result, _ = bisect(job(tmp_path, index_url, good="1.6", bad="1.0", job={"find_fix": True}), store,
+                       FakeMeasurers(fixed))
+    assert result.status is Outcome.FOUND and result.find_fix and result.first_bad.ref == "1.4.0"
+    assert json.loads(render_json(result))["headline"].startswith("First fixed: tinypkg 1.4.0")
+
+
+def test_exit_code_probes_have_no_metric(tmp_path, index_url, store):
+    codes = {v: (1 if v >= "1.4.0" else 0) for v in VERSIONS}
+    config = job(tmp_path, index_url, probe={"cmd": "sh repro.sh"}, criterion={"metric": None, "threshold": None})
+    result, _ = bisect(config, store, FakeMeasurers(codes, exit_code_mode=True))
+    assert result.first_bad.ref == "1.4.0" and result.metric is None and result.first_bad.value is None
+    assert result.criterion == "probe exit code (0 good, 125 skip, 1-127 bad)"
+    assert result.decision_rule.startswith("probe exit code: 0 GOOD, 125 SKIP")
+    assert "metric" not in json.loads(render_json(result))   # as results were before the field existed
+
+
+def test_usage_errors_before_any_measurement(tmp_path, index_url, store):
+    measurers = FakeMeasurers(STEP)
+    with pytest.raises(UsageError, match="--mode commits needs --repo"):
+        bisect(job(tmp_path, index_url, mode="commits"), store, measurers)
+    with pytest.raises(UsageError, match="torch is bisected by release"):
+        bisect(job(tmp_path, index_url, mode="commits", package="torch"), store, measurers)
+    with pytest.raises(UsageError, match="version 9.9 does not exist"):
+        bisect(job(tmp_path, index_url, bad="9.9"), store, measurers)
+    assert measurers.made == [] and store.get_run().status == RunState.INTERRUPTED
+
+
+@pytest.fixture(scope="module")
+def repo(tmp_path_factory):
+    return make_repo(tmp_path_factory.mktemp("driver-repo"), commits=8, bad_at=5, tags={3: "v1.3.0", 6: "v1.4.0"})
+
+
+def test_commits_of_a_repository_with_links(tmp_path, index_url, store, repo):
+    path, shas = repo
+    table = {sha: (2.0 if i >= 5 else 1.0) for i, sha in enumerate(shas)}
+    config = job(tmp_path, index_url, good=shas[0], bad=shas[-1], mode="commits",
+                 job={"repo": str(path), "repo_url": "https://example.org/tiny"})
+    result, seen = bisect(config, store, FakeMeasurers(table))
+    assert result.status is Outcome.FOUND and result.mode.value == "commit"
+    assert result.first_bad.sha == shas[5] and result.first_bad.pr == 105 and result.last_good.sha == shas[4]
+    assert result.first_bad.link == f"https://example.org/tiny/commit/{shas[5]}"
+    assert result.compare_link == f"https://example.org/tiny/compare/{shas[4]}...{shas[5]}"
+    assert result.reason == f"{shas[5][:10]} is the first bad candidate and {shas[4][:10]} the last good one"
+    assert seen.plans == [("commits", [s[:10] for s in shas])]
+
+
+def test_auto_mode_refines_between_the_boundary_release_tags(tmp_path, index_url, store, repo):
+    path, shas = repo
+    table = {**STEP, **{sha: (2.0 if i >= 5 else 1.0) for i, sha in enumerate(shas)}}
+    config = job(tmp_path, index_url, mode="auto", job={"repo": str(path)})
+    result, seen = bisect(config, store, FakeMeasurers(table))
+    assert result.mode.value == "commit" and result.first_bad.sha == shas[5] and result.last_good.sha == shas[4]
+    assert [phase for phase, _ in seen.plans] == ["releases", "commits"]
+    assert seen.plans[1][1] == [s[:10] for s in shas[3:7]]     # v1.3.0 .. v1.4.0
+    assert {s.phase for s in result.steps} == {"releases", "commits"}
