@@ -8,9 +8,9 @@ from pathlib import Path
 from typing import Any, Optional, TypeVar
 
 from packaging.utils import canonicalize_name
-from pydantic import BaseModel, ConfigDict, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, ValidationError, field_validator, model_validator
 
-from bisector.core.criterion import Criterion
+from bisector.core.criterion import Compare, Criterion
 from bisector.envs.spec import parse_pin
 from bisector.errors import UsageError
 from bisector.measure.spec import ProbeSpec
@@ -100,6 +100,16 @@ class JobConfig(BaseModel):
     probe: ProbeSpec = ProbeSpec(name="ga_memory")
     criterion: Criterion = Criterion()
     run: RunSection = RunSection()
+
+    @model_validator(mode="after")
+    def _stats_fits(self) -> "JobConfig":
+        if self.criterion.compare is Compare.STATS:
+            if self.probe.exit_code_mode:
+                raise ValueError("criterion.compare = stats compares metric samples: an exit-code probe has none")
+            if self.job.find_fix:
+                raise ValueError("criterion.compare = stats looks for a regression from the good endpoint; "
+                                 "find_fix is not supported with it")
+        return self
 
 
 def _location(error: dict) -> str:

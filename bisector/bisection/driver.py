@@ -19,9 +19,11 @@ from bisector.bisection.judge import Judgement, judge
 from bisector.bisection.phase import Phase, PhaseResult
 from bisector.bisection.plan import Plan, commit_plan, older_releases, release_plan
 from bisector.bisection.seam import MeasurerFactory, Measures
+from bisector.bisection.stats_phase import StatsPhase
 from bisector.bisection.widen import walk_back
 from bisector.commandline import with_flags
 from bisector.config import JobConfig, Mode
+from bisector.core.criterion import Compare
 from bisector.core.candidate import Candidate
 from bisector.core.result import BisectResult, Step
 from bisector.core.search import Outcome
@@ -128,8 +130,9 @@ class Bisector:
         jobs = effective_jobs(run.jobs, self.measurers.gpus)
         # default: prefetch when a core is left over beyond the probes running at once
         prefetch = run.prefetch if run.prefetch is not None else (os.cpu_count() or 1) > jobs
-        phase = Phase(name, plan.candidates, measurer, criterion, self._on_step, jobs=jobs, prefetch=prefetch,
-                      find_fix=self.config.job.find_fix, confirm=criterion.should_confirm)
+        kind = StatsPhase if criterion.compare is Compare.STATS else Phase
+        phase = kind(name, plan.candidates, measurer, criterion, self._on_step, jobs=jobs, prefetch=prefetch,
+                     find_fix=self.config.job.find_fix, confirm=criterion.should_confirm)
         return phase.run()
 
     def _run_mode(self) -> BisectResult:

@@ -8,17 +8,19 @@ from bisector.bisection.seam import Measures
 from bisector.core.candidate import Candidate
 from bisector.core.criterion import Calibrated, Criterion, exit_code_verdict, failure_verdict
 from bisector.core.measurement import Measurement, Status, medians, metric_value, metric_values
+from bisector.core.stats import SampleEvidence
 from bisector.core.verdict import Verdict
 
 
 @dataclass
 class Judgement:
-    """A candidate's verdict with the evidence behind it."""
+    """A candidate's verdict with the evidence behind it (in stats mode also the samples compared)."""
 
     verdict: Verdict
     reason: str
     value: Optional[float]
     measurements: list[Measurement] = field(default_factory=list)
+    evidence: Optional[SampleEvidence] = None
 
     @property
     def seconds(self) -> float:

@@ -56,13 +56,24 @@ class Phase:
             j.verdict = _FLIP[j.verdict]
         return j
 
+    def _early_result(self, calibrated: Calibrated) -> Optional[PhaseResult]:
+        """A result the endpoints decide before any search (none here; stats mode's can)."""
+        return None
+
+    def _batch_started(self, batch: list[int]) -> None:
+        """Called before each batch is judged (stats mode pools the good endpoint's samples here)."""
+
     def run(self) -> PhaseResult:
         """Calibrate, search, and re-measure the boundary pair when ``confirm``."""
         calibrated = self._calibrate()
+        early = self._early_result(calibrated)
+        if early is not None:
+            return early
         search = Search(len(self.candidates), jobs=self.jobs, labels=[c.short for c in self.candidates])
         out = PhaseResult(self.candidates, None, calibrated)  # type: ignore[arg-type]
         with ThreadPoolExecutor(max_workers=self.jobs) as pool:
             while batch := search.next_batch():
+                self._batch_started(batch)
                 if self.prefetch:
                     self.measurer.prefetch([self.candidates[i] for i in search.speculative(self.jobs)])
                 for index, j in zip(batch, pool.map(lambda i: self._judge(i, calibrated), batch)):

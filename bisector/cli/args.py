@@ -25,6 +25,11 @@ CRITERION_FLAGS: list[tuple[str, dict[str, Any], str, Optional[str]]] = [
     ("--crash-is-bad", {"action": "store_true", "default": None}, "a crashing probe counts as BAD", None),
     ("--confirm", {"action": argparse.BooleanOptionalAction, "default": None},
      "re-measure the boundary pair at the end", None),
+    # stats mode (noisy metrics): samples against the good endpoint's, Mann-Whitney U and Kolmogorov-Smirnov
+    ("--compare", {"choices": ["threshold", "stats"]},
+     "threshold (default), or stats: each candidate's samples against the good endpoint's (MWU + KS)", None),
+    ("--min-effect", {}, "stats mode: the smallest shift that is a regression ('5%%' of good, or a delta)", None),
+    ("--alpha", {"type": float}, "stats mode: DIFFERENT at or below this p-value (default 0.0002)", None),
 ]
 EXECUTION_HELP = {RUN: ("candidates probed at once (k-way search)",
                         "build the next midpoints' environments while a probe runs"),

@@ -24,10 +24,23 @@ class Direction(enum.StrEnum):
     DECREASE = "decrease"
 
 
+class Compare(enum.StrEnum):
+    """How a candidate's measurements are judged: against a threshold, or statistically against the
+    good endpoint's samples (for noisy metrics such as time)."""
+
+    THRESHOLD = "threshold"
+    STATS = "stats"
+
+
+STATS_REPEATS, STATS_MAX_REPEATS, STATS_MIN_EFFECT = 5, 100, "5%"
+
+
 class Criterion(BaseModel):
     """When a candidate is BAD. Exactly one rule: ``threshold`` (absolute), ``max_increase``
     ("20%" or an absolute delta, relative to the good endpoint), or ``auto`` (midpoint between
-    the endpoints, refused when they do not differ beyond ``noise``)."""
+    the endpoints, refused when they do not differ beyond ``noise``). With ``compare = "stats"``
+    none of them: BAD when the samples differ from the good endpoint's (``alpha``) by at least
+    ``min_effect`` ("5%" or an absolute shift); ``repeats`` pairs per round, up to ``max_repeats``."""
 
     model_config = ConfigDict(extra="forbid")
 
@@ -43,18 +56,48 @@ class Criterion(BaseModel):
     oom_is_bad: bool = True
     timeout_is_bad: bool = False
     confirm: Optional[bool] = None
+    compare: Compare = Compare.THRESHOLD
+    min_effect: Optional[str] = None
+    alpha: float = 0.0002
 
     @property
     def should_confirm(self) -> bool:
         """Re-measure the boundary pair at the end: by default only for noisy metrics."""
         return self.confirm if self.confirm is not None else (self.repeats > 1 or self.noise > 0)
 
-    @field_validator("max_increase")
+    @field_validator("max_increase", "min_effect")
     @classmethod
     def _parse_increase(cls, value: Optional[str]) -> Optional[str]:
         if value is not None and not _INCREASE.match(str(value)):
             raise ValueError(f"'{value}' is not a percentage like '20%' or a number")
         return None if value is None else str(value)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _stats_defaults(cls, data):
+        """Stats mode samples in rounds of 5 pairs, up to 100, unless told otherwise; floor 5%."""
+        if isinstance(data, dict) and str(data.get("compare") or "") == Compare.STATS:
+            data = {"repeats": STATS_REPEATS, "max_repeats": STATS_MAX_REPEATS, "min_effect": STATS_MIN_EFFECT,
+                    **{k: v for k, v in data.items() if v is not None}}
+        return data
+
+    @model_validator(mode="after")
+    def _stats_rule(self) -> "Criterion":
+        if self.compare is Compare.STATS:
+            if not self.metric:
+                raise ValueError("compare = stats needs a metric")
+            if self.threshold is not None or self.max_increase is not None or self.auto:
+                raise ValueError("compare = stats judges by the samples: give min_effect, not threshold, "
+                                 "max_increase or auto")
+        if not 0 < self.alpha < 0.5:
+            raise ValueError("alpha must be between 0 and 0.5")
+        return self
+
+    def effect_floor(self, good_median: float) -> float:
+        """The smallest shift (metric units) stats mode calls a regression: ``min_effect`` of the good
+        median ("5%") or as given."""
+        number, pct = _INCREASE.match(self.min_effect or "0").groups()
+        return abs(good_median) * float(number) / 100 if pct else float(number)
 
     @model_validator(mode="after")
     def _one_rule(self) -> "Criterion":
@@ -95,6 +138,8 @@ class Calibrated(BaseModel):
 
     def describe(self) -> str:
         """'peak_bytes > 1.47e+08' (the result's ``criterion``), or the exit-code rule."""
+        if self.criterion.compare is Compare.STATS:
+            return describe_stats(self.criterion)
         if self.threshold is None:
             return EXIT_CODE_RULE
         return _comparison(self.criterion, self.threshold)
@@ -160,6 +205,22 @@ def describe_against_baseline(c: Criterion) -> str:
     return f"{c.metric} reported (no threshold)" if c.metric else "probe failures only (no metric criterion)"
 
 
+def describe_stats(c: Criterion) -> str:
+    """'step_seconds: worse than the good endpoint by >= 5% (MWU/KS p <= 0.001)'."""
+    way = "higher" if c.direction is Direction.INCREASE else "lower"
+    return f"{c.metric} {way} than the good endpoint's samples by >= {c.min_effect} (min of MWU and KS p <= {c.alpha:g})"
+
+
+def _stats_rule_text(c: Criterion) -> str:
+    return (f"samples interleaved with the good endpoint's (good, candidate, good, ...) in rounds of {c.repeats} "
+            f"pairs, up to {c.max_repeats}; DIFFERENT when the smaller of the one-sided Mann-Whitney U and "
+            f"Kolmogorov-Smirnov p-values against the good endpoint's samples is <= {c.alpha:g}: BAD when the "
+            f"Hodges-Lehmann shift is at least {c.min_effect}, else GOOD; SAME (GOOD) when that p-value is above "
+            "the threshold a regression as large as the endpoints' would stay below 99% of the time, or when the "
+            f"bad endpoint's samples are worse than the candidate's at p <= {c.alpha:g}; UNKNOWN asks for another "
+            "round, and is a SKIP (with its numbers) after the last")
+
+
 def describe_rule(c: Criterion, exit_code_mode: bool = False) -> str:
     """The decision rule in words, as the report states it."""
     if exit_code_mode:
@@ -167,6 +228,8 @@ def describe_rule(c: Criterion, exit_code_mode: bool = False) -> str:
     fails = (f"out of memory {'BAD' if c.oom_is_bad else 'SKIP'}, crash or bad output "
              f"{'BAD' if c.crash_is_bad else 'SKIP'}, timeout {'BAD' if c.timeout_is_bad else 'SKIP'}, "
              "broken environment SKIP")
+    if c.compare is Compare.STATS:
+        return f"{_stats_rule_text(c)}; failures: {fails}"
     if not c.metric:
         return f"a probe that succeeds is GOOD; failures: {fails}"
     if c.repeats == 1 and c.noise == 0:

@@ -24,17 +24,19 @@ def git(repo: Path, *args: str, date: str = "2024-01-01T00:00:00+00:00") -> str:
     return subprocess.run(["git", *args], cwd=repo, env=env, check=True, capture_output=True, text=True).stdout
 
 
-def write_package(repo: Path, name: str, version: str, kib: int) -> None:
+def write_package(repo: Path, name: str, version: str, kib: int, source: str | None = None) -> None:
     """The package's files; it builds offline with the in-tree backend of tests.support.gitrepo."""
-    for rel, text in package_files(name, version, module_source=MODULE.format(kib=kib)).items():
+    for rel, text in package_files(name, version, module_source=source or MODULE.format(kib=kib)).items():
         target = repo / rel
         target.parent.mkdir(parents=True, exist_ok=True)
         target.write_text(text)
 
 
-def make_repo(root: Path, name: str = "tinypkg", commits: int = 30, bad_at: int = 17,
-              good_kib: int = 100, bad_kib: int = 400, tags: dict[int, str] | None = None) -> tuple[Path, list[str]]:
-    """Create ``commits`` commits; from index ``bad_at`` on, step() allocates ``bad_kib``.
+def make_repo(root: Path, name: str = "tinypkg", commits: int = 30, bad_at: int | None = 17,
+              good_kib: int = 100, bad_kib: int = 400, tags: dict[int, str] | None = None,
+              slowdown: float = 1.0) -> tuple[Path, list[str]]:
+    """Create ``commits`` commits; from index ``bad_at`` on (never when None), step() allocates
+    ``bad_kib`` and the module's ``SLOWDOWN`` is ``slowdown`` (1.0 before; a timed probe reads it).
 
     Returns the repo path and the SHAs oldest first. Subjects carry PR numbers like real merges.
     """
@@ -43,8 +45,9 @@ def make_repo(root: Path, name: str = "tinypkg", commits: int = 30, bad_at: int 
     git(repo, "init", "-q", "-b", "main")
     shas = []
     for i in range(commits):
-        kib = bad_kib if i >= bad_at else good_kib
-        write_package(repo, name, f"0.1.{i}", kib)
+        bad = bad_at is not None and i >= bad_at
+        kib = bad_kib if bad else good_kib
+        write_package(repo, name, f"0.1.{i}", kib, MODULE.format(kib=kib) + f"SLOWDOWN = {slowdown if bad else 1.0}\n")
         (repo / "CHANGES.txt").write_text(f"change {i}\n")
         date = f"2024-01-{1 + i % 28:02d}T{10 + i // 28:02d}:00:00+00:00"
         git(repo, "add", "-A", date=date)
