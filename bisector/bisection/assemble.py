@@ -9,6 +9,7 @@ from typing import Optional
 from packaging.utils import canonicalize_name
 
 from bisector.bisection.boundary import also_changed, boundary_sides, environment_section
+from bisector.bisection.paired import boundary_evidence
 from bisector.bisection.phase import PhaseResult
 from bisector.bisection.plan import Plan
 from bisector.commandline import with_flags
@@ -55,7 +56,8 @@ def assemble(run: RunFacts, plan: Plan, phase: PhaseResult) -> BisectResult:
         probe=_probe_facts(run.config, phase),
         environment=environment_section(sides, job.package, run.spec.name, _base_label(job.package, run.spec)),
         also_changed=also_changed(phase, sides, job.package, run.spec.companions),
-        log=[step.log_line() for step in run.steps])
+        log=[step.log_line() for step in run.steps],
+        evidence=boundary_evidence(phase.judgements, s.last_good, s.first_bad))
 
 
 def _outcome(run: RunFacts, plan: Plan, phase: PhaseResult) -> tuple[Outcome, str, Optional[str]]:

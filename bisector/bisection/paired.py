@@ -6,7 +6,8 @@ in earlier search batches, and those interleaved with this candidate; when the i
 from the earlier ones (the machine drifted: a load burst), only the interleaved ones count, and the
 bad endpoint's (earlier) samples are not consulted. Verdicts (see
 :mod:`bisector.core.stats`): DIFFERENT and worse by at least ``min_effect`` is BAD; DIFFERENT by less
-is GOOD; SAME is GOOD, also when the bad endpoint's samples are worse than the candidate's; UNKNOWN
+than half of it is GOOD, and in between takes more samples (the shift's estimate settles); SAME is GOOD, also when the bad endpoint's samples are worse than the candidate's, provided the
+shift is below ``min_effect``; UNKNOWN
 takes another round of ``repeats`` pairs, and after ``max_repeats`` is a SKIP with its numbers.
 
 Every sample is a stored measurement with its own repeat index, so a resumed run asks for exactly the
@@ -25,7 +26,7 @@ from bisector.bisection.seam import Measures
 from bisector.core.candidate import Candidate
 from bisector.core.criterion import Criterion, Direction, failure_verdict
 from bisector.core.measurement import Measurement, Status
-from bisector.core.stats import (Comparison, SampleComparison, SampleEvidence, compare_samples, drifted,
+from bisector.core.stats import (SAME_FLOOR, Comparison, SampleComparison, SampleEvidence, compare_samples, drifted,
                                  superiority_lower_bound)
 from bisector.core.verdict import Verdict
 
@@ -67,8 +68,8 @@ class PairedJudge:
         while True:
             self._round(good, self.good, 0, bad, self.bad, 0)
             j = self._verdict(bad, good.values(self.metric), ENDPOINT_RULE_OUT, endpoint=True)
-            found = j.evidence.vs_good.comparison if j.evidence else None
-            more = found is Comparison.UNKNOWN or len(bad.measurements) < ENDPOINT_MIN_PAIRS
+            undecided = j.evidence is not None and j.verdict is Verdict.SKIP
+            more = j.evidence is not None and (undecided or len(bad.measurements) < ENDPOINT_MIN_PAIRS)
             if not more or len(bad.measurements) >= self.criterion.max_repeats:
                 break
         self.reference = [m for m in good.measurements if m.status is Status.OK and self.metric in m.metrics]
@@ -153,10 +154,13 @@ class PairedJudge:
             floor = self.criterion.effect_floor(g.good_median)
             if g.shift >= floor:
                 return Verdict.BAD, f"different: {facts}"
-            return Verdict.GOOD, f"different by less than min-effect {self.criterion.min_effect}: {facts}"
-        if g.comparison is Comparison.SAME:
+            if g.shift < floor / 2:
+                return Verdict.GOOD, f"different by less than min-effect {self.criterion.min_effect}: {facts}"
+            return Verdict.SKIP, f"unknown: different, but the shift is near min-effect {self.criterion.min_effect}: {facts}"
+        small = g.shift < self.criterion.effect_floor(g.good_median)   # SAME also needs a shift below min-effect
+        if g.comparison is Comparison.SAME and small:
             return Verdict.GOOD, f"same: {facts}, SAME above p={g.same_above:.2g}"
-        if e.vs_bad is not None and e.vs_bad.comparison is Comparison.DIFFERENT:
+        if e.vs_bad is not None and e.vs_bad.comparison is Comparison.DIFFERENT and g.p_value > SAME_FLOOR and small:
             return Verdict.GOOD, f"same: the bad endpoint is worse (p={e.vs_bad.p_value:.2g}); {facts}"
         what = "the endpoints do not differ decisively" if endpoint else "unknown"
         return Verdict.SKIP, f"{what}: {facts}, SAME needs p above {g.same_above:.2g}"
@@ -176,3 +180,14 @@ def _failure(side: _Samples, criterion: Criterion, metric: str) -> Judgement:
         return Judgement(Verdict.SKIP, f"metric {metric} missing from the probe result", None, side.measurements)
     verdict, reason = failure_verdict(failed, criterion)
     return Judgement(verdict, f"{failed.status.value}: {reason}", None, side.measurements)
+
+
+def boundary_evidence(judgements: dict[int, Judgement], last_good: Optional[int],
+                      first_bad: Optional[int]) -> dict[str, SampleEvidence]:
+    """The samples and comparisons of the boundary candidates (stats mode; {} otherwise)."""
+    out = {}
+    for name, index in (("last_good", last_good), ("first_bad", first_bad)):
+        j = judgements.get(index) if index is not None else None
+        if j is not None and j.evidence is not None:
+            out[name] = j.evidence
+    return out

@@ -215,9 +215,10 @@ def _stats_rule_text(c: Criterion) -> str:
     return (f"samples interleaved with the good endpoint's (good, candidate, good, ...) in rounds of {c.repeats} "
             f"pairs, up to {c.max_repeats}; DIFFERENT when the smaller of the one-sided Mann-Whitney U and "
             f"Kolmogorov-Smirnov p-values against the good endpoint's samples is <= {c.alpha:g}: BAD when the "
-            f"Hodges-Lehmann shift is at least {c.min_effect}, else GOOD; SAME (GOOD) when that p-value is above "
-            "the threshold a regression as large as the endpoints' would stay below 99% of the time, or when the "
-            f"bad endpoint's samples are worse than the candidate's at p <= {c.alpha:g}; UNKNOWN asks for another "
+            f"Hodges-Lehmann shift is at least {c.min_effect}, GOOD below half of it (between: another round); SAME (GOOD) when that p-value is above "
+            "the threshold a regression as large as the endpoints' (a conservative estimate) would stay below 99% of the time, or when the "
+            f"bad endpoint's samples are worse than the candidate's at p <= {c.alpha:g} (never below p = 0.01 against "
+            f"the good endpoint's), either only with a shift below {c.min_effect}; UNKNOWN asks for another "
             "round, and is a SKIP (with its numbers) after the last")
 
 

@@ -8,6 +8,7 @@ from pydantic import BaseModel, model_serializer
 
 from bisector.core.candidate import Candidate, CandidateKind
 from bisector.core.search import Outcome
+from bisector.core.stats import SampleEvidence
 from bisector.core.verdict import Verdict
 
 
@@ -68,6 +69,8 @@ class BisectResult(BaseModel):
 
     ``metric`` is the metric the criterion reads (None for exit-code and metric-free probes); it is
     serialized only when known, so results stored before it existed read and render as they did.
+    ``evidence`` (stats mode only, else not serialized): each boundary candidate's samples, the good
+    endpoint's samples it was compared with, the p-values and the shift.
     """
 
     run_id: str
@@ -94,12 +97,15 @@ class BisectResult(BaseModel):
     environment: dict[str, Any] = {}
     also_changed: dict[str, list[str]] = {}   # stack package -> [last good version, first bad version]
     log: list[str] = []
+    evidence: dict[str, SampleEvidence] = {}  # stats mode: "last_good" / "first_bad" -> samples and p-values
 
     @model_serializer(mode="wrap")
     def _metric_when_known(self, handler):
         data = handler(self)
         if self.metric is None:
             data.pop("metric", None)
+        if not self.evidence:
+            data.pop("evidence", None)
         return data
 
     @property

@@ -20,6 +20,7 @@ from pydantic import BaseModel
 
 ALPHA = 0.01          # DIFFERENT at or below this p-value
 DRIFT_P = 0.01        # the good endpoint's samples of two stretches of time differ: the machine drifted
+SAME_FLOOR = 0.01     # a p-value at or below this is never SAME, however large the regression looked for
 MISS = 0.01           # SAME only where a regression of the size looked for would show below the threshold 99% of the time
 
 
@@ -68,12 +69,12 @@ def same_threshold(n_good: int, n_candidate: int, superiority: float, alpha: flo
     the good samples is ``superiority`` (0.5: none; the bad endpoint's, for a bisect) would give a
     smaller one-sided MWU p-value with probability 1 - ``miss`` (normal approximation: the statistic's
     spread under no shift is sqrt((n1 + n2 + 1) / (12 n1 n2))). It falls as the samples grow; never
-    below ``alpha``."""
+    below ``alpha`` nor ``SAME_FLOOR``: samples that differ at p <= 1% are never the same."""
     if superiority <= 0.5 or n_good < 1 or n_candidate < 1:
         return 1.0
     spread = math.sqrt((n_good + n_candidate + 1) / (12 * n_good * n_candidate))
     expected_z = (superiority - 0.5) / spread
-    return max(alpha, 1 - _phi(expected_z - _inverse_phi(1 - miss)))
+    return max(alpha, SAME_FLOOR, 1 - _phi(expected_z - _inverse_phi(1 - miss)))
 
 
 def one_sided_p(good: Sequence[float], candidate: Sequence[float], increase: bool) -> tuple[float, float]:

@@ -24,6 +24,7 @@ from bisector.core.units import human_value
 from bisector.core.verdict import Verdict
 from bisector.report.common import (also_changed_sentence, explainer, explanation, md_code, md_escape, move_phrase,
                                     result_metric)
+from bisector.report.samples import evidence_markdown
 
 _NOTE_MAX = 160
 _ENV_LABELS = {"os": "OS", "python": "Python", "cuda": "CUDA", "gpu": "GPU", "cpu": "CPU"}
@@ -193,7 +194,8 @@ def _commands(r: BisectResult) -> list[str]:
 def markdown(r: BisectResult) -> str:
     """The whole report (ends with a newline)."""
     metric = result_metric(r)
-    out = _verdict_line(r) + _points(r, metric) + _caution(r) + _ambiguous(r) + _explained(r) + _criterion(r, metric)
+    out = _verdict_line(r) + _points(r, metric) + _caution(r) + _ambiguous(r) + _explained(r) + evidence_markdown(r)
+    out += _criterion(r, metric)
     out += _steps(r, metric) + _probe(r) + _environment(r) + _commands(r)
     for note in r.notes:
         out += [f"Note: {md_escape(note)}", ""]

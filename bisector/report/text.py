@@ -5,6 +5,7 @@ from bisector.core.result import BisectResult
 from bisector.core.units import human_value
 from bisector.redact import redact_text
 from bisector.report.common import also_changed_sentence, explanation, headline, point_label, result_metric
+from bisector.report.samples import evidence_lines
 from bisector.storage import RunRow, Store
 
 
@@ -19,6 +20,7 @@ def render_text(result: BisectResult) -> str:
             value = "-" if p.value is None else human_value(p.value, result_metric(result))
             lines.append(f"{name}: {point_label(p)}  {value}" + (f"  {p.date:%Y-%m-%d}" if p.date else ""))
             lines += [f"  {x}" for x in (p.author and f"author: {p.author}", p.link, p.pr_link) if x]
+    lines += evidence_lines(result)
     lines += [f"why: {s}" for s in explanation(result)]
     caution = also_changed_sentence(result)
     if caution:

@@ -1,33 +1,34 @@
 """A timed probe with seeded noise: sleeps ``base * tinypkg.SLOWDOWN * (1 + noise)`` and reports how long
-the sleep took (``step_seconds``). The noise is uniform in +-``--noise`` (default 25%), drawn from
-``random.Random(f"{seed}:{candidate}:{n}")`` where ``n`` counts this candidate's runs in ``--state``
-(so each seed gives one fixed sequence per candidate), and ``--seed`` is a probe argument: it is part
-of the probe's fingerprint, so every seed takes fresh measurements.
+the sleep took (``step_seconds``). The noise is uniform in +-``noise`` (default 25%), drawn from
+``random.Random(f"{seed}:{candidate}:{n}")`` where ``n`` counts this candidate's runs in the ``state``
+directory (so each seed gives one fixed sequence per candidate); ``seed`` is a probe argument, part of
+the probe's fingerprint, so every seed takes fresh measurements.
+
+Arguments ``--seed=N --base=SECONDS --noise=FRACTION --state=DIR`` (parsed by hand: argparse and
+pathlib alone would double the probe's start-up time, which the 20-seed tests pay 5,000 times).
 """
-import argparse
-import json
 import os
 import random
+import sys
 import time
-from pathlib import Path
 
 import tinypkg
 
-parser = argparse.ArgumentParser()
-parser.add_argument("--seed", type=int, default=0)
-parser.add_argument("--base", type=float, default=0.03)
-parser.add_argument("--noise", type=float, default=0.25)
-parser.add_argument("--state", type=Path, required=True)
-args = parser.parse_args()
-
+args = {"seed": "0", "base": "0.03", "noise": "0.25", "state": ""}
+for arg in sys.argv[1:]:
+    key, _, value = arg.removeprefix("--").partition("=")
+    args[key] = value
+if not args["state"]:
+    sys.exit("noisy_timer: --state=DIR is required")
 candidate = os.environ.get("BISECTOR_CANDIDATE", "unknown")
-counter = args.state / f"{args.seed}-{candidate}.count"
-args.state.mkdir(parents=True, exist_ok=True)
-n = int(counter.read_text()) if counter.exists() else 0
-counter.write_text(str(n + 1))
-noise = random.Random(f"{args.seed}:{candidate}:{n}").uniform(-args.noise, args.noise)
+os.makedirs(args["state"], exist_ok=True)
+counter = os.path.join(args["state"], f"{args['seed']}-{candidate}.count")
+n = int(open(counter).read()) if os.path.exists(counter) else 0
+with open(counter, "w") as fh:
+    fh.write(str(n + 1))
+noise = random.Random(f"{args['seed']}:{candidate}:{n}").uniform(-float(args["noise"]), float(args["noise"]))
 start = time.perf_counter()
-time.sleep(args.base * tinypkg.SLOWDOWN * (1 + noise))
+time.sleep(float(args["base"]) * tinypkg.SLOWDOWN * (1 + noise))
 took = time.perf_counter() - start
 with open(os.environ["BISECTOR_RESULT"], "w") as fh:
-    json.dump({"metrics": {"step_seconds": took}}, fh)
+    fh.write('{"metrics": {"step_seconds": %r}}' % took)  # by hand: importing json (and re) is a third of start-up
