@@ -206,7 +206,11 @@ def test_planted_step_is_a_confirmed_regression_exit_1(scenario):
     assert moved["key"] == "latest" and moved["baseline"]["versions"] == {"tinypkg": "1.3.0"}
     assert moved["versions"] == {"tinypkg": "1.5.0"} and moved["verdict"] == "regression"
     assert moved["confirmed"] is True and moved["threshold"] == 150 and moved["confirm_value"] == 400
-    assert third["out"]["probes_run"] == 2  # the new cell and its confirmation only
+    # the new cell and its confirmation, and both cells of the step along the versions, re-measured
+    assert third["out"]["probes_run"] == 4
+    [step] = third["out"]["version_steps"]
+    assert (step["good"], step["bad"], step["confirmed"], step["new"]) == ("1.0.0", "1.5.0", True, True)
+    assert step["good_value"] == 100 and step["bad_value"] == 400 and step["confirm_values"] == [100, 400]
 
 
 @pytest.mark.slow
@@ -237,9 +241,11 @@ def test_markdown_table_matches_golden(scenario):
 def test_bisect_on_regression_attaches_a_report_naming_the_first_bad(scenario):
     run = scenario["bisect"]
     assert run["code"] == 1
-    [attached] = run["out"]["bisects"]
+    # the regression against the baseline (1.3.0 -> 1.5.0), then the step along the versions (1.0.0 -> 1.5.0)
+    attached, along = run["out"]["bisects"]
     assert (attached["package"], attached["good"], attached["bad"]) == ("tinypkg", "1.3.0", "1.5.0")
     assert attached["status"] == "found" and attached["first_bad"] == "1.4.0" and attached["last_good"] == "1.3.0"
+    assert (along["good"], along["bad"], along["status"], along["first_bad"]) == ("1.0.0", "1.5.0", "found", "1.4.0")
     report = (run["dir"] / "matrix.md").read_text()
     assert "## Bisect: tinypkg 1.3.0 -> 1.5.0" in report and "First bad: tinypkg `1.4.0`" in report
     assert (run["dir"] / attached["report_file"]).read_text() == attached["markdown"]

@@ -150,6 +150,9 @@ def _matrix_parser(sub) -> None:
                    "(default: the previous run of the same grid and probe)")
     g.add_argument("--bisect-on-regression", action="store_true",
                    help="bisect each confirmed regression between the versions that bound it")
+    g.add_argument("--html", type=Path, metavar="DIR",
+                   help="also write a static history page (index.html, opens from disk): per metric the cells "
+                   "over the stored nights with change points, and the grid lines over the versions")
     add_env_and_probe_flags(p, g)
     add_criterion_flags(p, MATRIX)
     add_execution_flags(p, MATRIX)

@@ -13,6 +13,7 @@ from bisector.cli.args import matrix_overrides
 from bisector.matrix.bisects import bisect_regressions
 from bisector.matrix.config import load_matrix_config
 from bisector.matrix.history import save_run
+from bisector.matrix.html import write_html
 from bisector.matrix.report import render_text, write_reports
 from bisector.matrix.run import run_matrix
 from bisector.paths import default_cache_dir, default_store_path
@@ -34,9 +35,11 @@ def matrix_command(args) -> int:
     command = ["bisector", *sys.argv[1:]]
     try:
         result, runner, cells = run_matrix(config, store, cache_dir, args.baseline, command)
-        if args.bisect_on_regression and result.confirmed:
+        if args.bisect_on_regression and (result.confirmed or result.new_steps):
             result = bisect_regressions(config, result, runner, cells, store, cache_dir, args.out)
         paths = write_reports(result, args.out)
+        if args.html is not None:
+            paths["html"] = write_html(result, args.html, args.out)
         save_run(store, config, result, RunState.DONE, command)
     finally:
         store.close()

@@ -70,7 +70,8 @@ def _bisect_one(config: MatrixConfig, store: Store, cache_dir: Path, out: Path, 
 
 def bisect_regressions(config: MatrixConfig, result: MatrixResult, runner: CellRunner, cells: list[Cell],
                        store: Store, cache_dir: Path, out: Path) -> MatrixResult:
-    """Bisect each confirmed regression whose cell moved exactly one package forward."""
+    """Bisect each confirmed regression whose cell moved exactly one package forward, and each new
+    confirmed step along the candidate's versions (between the two neighbouring versions)."""
     by_key = {c.key: c for c in cells}
     notes, done, attached = list(result.notes), set(), []
     for cell in result.confirmed:
@@ -87,4 +88,10 @@ def bisect_regressions(config: MatrixConfig, result: MatrixResult, runner: CellR
             done.add((pkg, good, bad, spec.model_dump_json()))
             out.mkdir(parents=True, exist_ok=True)
             attached.append(_bisect_one(config, store, cache_dir, out, pkg, good, bad, spec))
+    for step in result.new_steps:  # a step along the versions: bisect between the two neighbouring releases
+        spec = runner.spec_for(by_key[step.bad_key], candidate=step.package)
+        if (step.package, step.good, step.bad, spec.model_dump_json()) not in done:
+            done.add((step.package, step.good, step.bad, spec.model_dump_json()))
+            out.mkdir(parents=True, exist_ok=True)
+            attached.append(_bisect_one(config, store, cache_dir, out, step.package, step.good, step.bad, spec))
     return result.model_copy(update={"bisects": attached, "notes": notes})

@@ -61,6 +61,71 @@ class CellResult(BaseModel):
         return [p for p, v in self.versions.items() if self.baseline.versions.get(p) not in (None, v)]
 
 
+class HistoryMethod(enum.StrEnum):
+    """How a grid line's history was read: E-Divisive means, or (short histories) percent against the
+    previous night."""
+
+    E_DIVISIVE = "e-divisive"
+    PERCENT = "percent"
+
+
+class Night(BaseModel):
+    """One stored run's value of a grid line's metric."""
+
+    run_id: str
+    created: str
+    value: float
+    versions: dict[str, str]
+
+
+class HistoryChange(BaseModel):
+    """A level shift in a grid line's history: the night it starts (1 = the oldest stored night), that
+    night's run and versions, the level before and after, the permutation p-value (E-Divisive only);
+    ``regression`` when it goes the regression's way beyond the criterion, ``new`` when no earlier run
+    reported it (then it counts for the exit code)."""
+
+    night: int
+    run_id: str
+    created: str
+    versions: dict[str, str]
+    before: float
+    after: float
+    relative: float
+    p_value: Optional[float] = None
+    regression: bool = False
+    new: bool = False
+
+
+class HistoryLine(BaseModel):
+    """One grid line (a cell key) and metric over the stored nights, with its change points."""
+
+    key: str
+    metric: str
+    method: HistoryMethod
+    nights: list[Night] = []
+    changes: list[HistoryChange] = []
+
+
+class VersionStep(BaseModel):
+    """Neighbouring cells along the candidate's axis, in this run, whose values cross the criterion
+    (the older version plays the good endpoint): where in the versions a regression entered, confirmed
+    when re-measuring both cells still crosses, ``new`` when the baseline run did not have it."""
+
+    line: str
+    metric: str
+    package: str
+    good: str
+    bad: str
+    good_key: str
+    bad_key: str
+    good_value: float
+    bad_value: float
+    threshold: Optional[float] = None
+    confirmed: Optional[bool] = None
+    confirm_values: list[float] = []
+    new: bool = True
+
+
 class BisectAttachment(BaseModel):
     """A bisect started for a regression, with its markdown report."""
 
@@ -99,6 +164,8 @@ class MatrixResult(BaseModel):
     measurements_reused: int = 0
     bisects: list[BisectAttachment] = []
     notes: list[str] = []
+    version_steps: list[VersionStep] = []
+    history_lines: list[HistoryLine] = []
 
     @property
     def regressions(self) -> list[CellResult]:
@@ -111,10 +178,22 @@ class MatrixResult(BaseModel):
         return [c for c in self.regressions if c.confirmed]
 
     @property
+    def new_steps(self) -> list[VersionStep]:
+        """Confirmed steps along the versions that the baseline run did not have."""
+        return [s for s in self.version_steps if s.confirmed and s.new]
+
+    @property
+    def new_changes(self) -> list[tuple[HistoryLine, HistoryChange]]:
+        """E-Divisive change points in the regression's direction that no earlier run reported."""
+        return [(line, c) for line in self.history_lines if line.method is HistoryMethod.E_DIVISIVE
+                for c in line.changes if c.regression and c.new]
+
+    @property
     def exit_code(self) -> int:
-        """0 no regression, 1 confirmed regression, 3 nothing could be measured."""
+        """0 no regression, 1 confirmed regression (against the baseline, along the versions, or a new
+        change point of the history), 3 nothing could be measured."""
         if not any(c.status.measured for c in self.cells):
             return 3
-        return 1 if self.confirmed else 0
+        return 1 if self.confirmed or self.new_steps or self.new_changes else 0
 
 

@@ -12,6 +12,7 @@ from packaging.version import Version
 from bisector.core.measurement import Status
 from bisector.core.units import human_value
 from bisector.matrix.model import CellResult, CellVerdict, MatrixResult
+from bisector.matrix.report_trend import findings, markdown_sections, text_lines
 from bisector.report.common import md_escape
 
 MARKDOWN_FILE, JSON_FILE = "matrix.md", "matrix.json"
@@ -26,9 +27,11 @@ def headline(result: MatrixResult) -> str:
     """One line: what the run found."""
     if result.exit_code == 3:
         return "Nothing could be measured"
-    confirmed, found = len(result.confirmed), len(result.regressions)
+    confirmed, found, more = len(result.confirmed), len(result.regressions), findings(result)
     if confirmed:
-        return f"{confirmed} confirmed regression" + ("s" if confirmed > 1 else "")
+        return ", ".join([f"{confirmed} confirmed regression" + ("s" if confirmed > 1 else ""), *more])
+    if more:
+        return ", ".join(more)[0].upper() + ", ".join(more)[1:]
     if found:
         return f"No confirmed regression ({found} not confirmed on re-measurement)"
     return "No regression" if result.baseline_run else "No baseline yet: this run is the first of its grid"
@@ -108,6 +111,7 @@ def markdown(result: MatrixResult, plots: dict[str, str]) -> str:
     out += _facts(result) + [""] + table(result) + [""]
     for metric, name in plots.items():
         out.append(f"![{md_escape(metric)} over versions]({name})")
+    out += markdown_sections(result)
     out += [""] + [f"> {md_escape(note)}" for note in result.notes]
     for b in result.bisects:
         link = f" ([report]({b.report_file}))" if b.report_file else ""
@@ -129,8 +133,9 @@ def _series(result: MatrixResult, metric: str, baseline: bool) -> dict[str, dict
 
 
 def plot(result: MatrixResult, metric: str, path: Path) -> None:
-    """A PNG of the metric over the candidate's versions: a line per companion combination,
-    the baseline dashed, confirmed regressions marked."""
+    """A PNG of the metric over the candidate's versions: a step line per companion combination (a
+    release holds its value until the next; nothing suggests values between releases), the baseline
+    dashed, confirmed regressions marked."""
     # imported here: matplotlib is optional and heavy (write_plots skips plots without it); Agg canvas,
     # no pyplot state
     from matplotlib.figure import Figure
@@ -140,12 +145,13 @@ def plot(result: MatrixResult, metric: str, path: Path) -> None:
     fig = Figure(figsize=(8, 4.5), dpi=100)
     ax = fig.subplots()
     for name, line in now.items():
-        drawn = ax.plot([xs.index(v) for v in sorted(line, key=Version)],
-                        [line[v] for v in sorted(line, key=Version)], marker="o", label=name)
+        drawn = ax.plot([xs.index(v) for v in sorted(line, key=Version)], [line[v] for v in sorted(line, key=Version)],
+                        marker="o", drawstyle="steps-post", label=name)  # steps: no values between releases
         if name in before:
             old = before[name]
             ax.plot([xs.index(v) for v in sorted(old, key=Version)], [old[v] for v in sorted(old, key=Version)],
-                    linestyle="--", marker=".", color=drawn[0].get_color(), label=f"{name} (baseline)")
+                    linestyle="--", marker=".", drawstyle="steps-post", color=drawn[0].get_color(),
+                    label=f"{name} (baseline)")
     bad = [c for c in result.confirmed if c.metrics.get(metric) is not None]
     if bad:
         ax.scatter([xs.index(c.versions[result.packages[0]]) for c in bad], [c.metrics[metric] for c in bad],
@@ -194,6 +200,7 @@ def render_text(result: MatrixResult, paths: dict[str, Path]) -> str:
         state = "confirmed" if cell.confirmed else "not confirmed"
         moved = ", ".join(f"{p} {cell.baseline.versions[p]} -> {cell.versions[p]}" for p in cell.moved_packages)
         lines.append(f"  regression at {cell.key} [{moved or 'no version moved'}]: {state}")
+    lines += text_lines(result)
     for b in result.bisects:
         lines.append(f"  bisect {b.package} {b.good}..{b.bad}: {b.status}"
                      + (f", first bad {b.first_bad}" if b.first_bad else ""))

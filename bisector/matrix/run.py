@@ -27,6 +27,8 @@ from bisector.matrix.compare import compare, match_baseline, still_bad, summaris
 from bisector.matrix.config import MatrixConfig
 from bisector.matrix.history import grid_history, load_baseline, new_run_id, save_run, timestamp
 from bisector.matrix.model import CellResult, CellVerdict, MatrixResult
+from bisector.matrix.steps import confirm_steps, find_steps, mark_new
+from bisector.matrix.trend import history_lines
 from bisector.measure.gpus import GpuPool, detect_gpus
 from bisector.measure.measurer import Measurer
 from bisector.measure.spec import ProbeSpec
@@ -197,6 +199,22 @@ def run_matrix(config: MatrixConfig, store: Store, cache_dir: Path, baseline_id:
         save_run(store, config, result, RunState.FAILED if isinstance(exc, Exception) else RunState.INTERRUPTED,
                  command)
         raise
-    result = result.model_copy(update={"cells": compared, "metrics": _metrics(config, compared),
-                                       "probes_run": runner.probes_run, "measurements_reused": len(runner.reused)})
+    result = result.model_copy(update={"cells": compared, "metrics": _metrics(config, compared)})
+    try:
+        result = _steps_and_history(config, store, runner, cells, result, baseline)
+    except BaseException as exc:
+        save_run(store, config, result, RunState.FAILED if isinstance(exc, Exception) else RunState.INTERRUPTED,
+                 command)
+        raise
+    result = result.model_copy(update={"probes_run": runner.probes_run, "measurements_reused": len(runner.reused)})
     return result, runner, cells
+
+
+def _steps_and_history(config: MatrixConfig, store: Store, runner: CellRunner, cells: list[Cell],
+                       result: MatrixResult, baseline: Optional[MatrixResult]) -> MatrixResult:
+    """Steps along the candidate's versions in this run (re-measured), and the history's change points."""
+    by_key = {c.key: c for c in cells}
+    steps = confirm_steps(find_steps(result, config.criterion), runner.measure, by_key, config.criterion)
+    past = [MatrixResult.model_validate(r.result) for r in grid_history(store, result.grid_id)]
+    return result.model_copy(update={"version_steps": mark_new(steps, baseline),
+                                     "history_lines": history_lines(past, result, config.criterion)})

@@ -1,0 +1,124 @@
+"""The matrix's history and steps as tables (pure, milliseconds): E-Divisive change points on synthetic
+histories, the percent fallback, which change points are regressions and which are new, the exit
+code they give, the steps along the versions within one run, and the HTML page's pieces."""
+from __future__ import annotations
+
+import random
+
+import pytest
+
+from bisector.core.changepoints import e_divisive, percent_steps
+from bisector.core.criterion import Criterion
+from bisector.matrix.html import night_chart, page, svg, version_charts
+from bisector.matrix.model import BisectAttachment, CellResult, HistoryMethod, MatrixResult
+from bisector.matrix.steps import find_steps, mark_new
+from bisector.matrix.trend import history_lines
+
+CRIT = Criterion(metric="m", max_increase="5%")
+
+
+def series(n: int, seed: int, step_at: int | None = None, size: float = 0.2, noise: float = 0.03) -> list[float]:
+    """``n`` nights around 100 with +-``noise`` relative noise; +``size`` from index ``step_at`` on."""
+    rng = random.Random(seed)
+    return [100 * (1 + (size if step_at is not None and i >= step_at else 0)) * (1 + rng.uniform(-noise, noise))
+            for i in range(n)]
+
+
+def test_a_step_at_night_12_of_30_is_found_there():
+    for seed in range(10):
+        [found] = e_divisive(series(30, seed, step_at=11))       # nights 12..30 are 20% higher
+        assert found.index + 1 == 12 and found.p_value <= 0.01
+        assert found.before == pytest.approx(100, rel=0.03) and found.relative == pytest.approx(0.2, abs=0.03)
+
+
+def test_pure_noise_yields_no_change_point():
+    for seed in range(20):
+        assert e_divisive(series(30, 100 + seed)) == []
+
+
+def test_two_steps_and_a_small_history():
+    both = e_divisive(series(45, 7, step_at=15) [:30] + [v * 0.8 for v in series(15, 8)])
+    assert [c.index for c in both] == [15, 30]
+    assert e_divisive([1.0, 2.0, 3.0]) == []                 # too short for two sides of three
+    assert [c.index for c in percent_steps([100, 101, 130, 131], 0.1)] == [2]
+
+
+def result_of(run: int, values: dict[str, float], created: str | None = None, **extra) -> MatrixResult:
+    cells = [CellResult(key=key, labels=[key], versions={"pkg": version}, status="ok", metrics={"m": value})
+             for key, (version, value) in values.items()]
+    return MatrixResult(run_id=f"run{run:02d}", created=created or f"2025-01-{run + 1:02d}T00:00:00+00:00",
+                        grid_id="g", packages=["pkg"], grid={"pkg": list(values)}, probe="p", criterion="c",
+                        criterion_metric="m", metrics=["m"], cells=cells, **extra)
+
+
+def nights(values: list[float]) -> list[MatrixResult]:
+    return [result_of(i, {"latest": (f"1.{i}.0", v)}) for i, v in enumerate(values)]
+
+
+def test_history_change_points_are_regressions_and_new_once():
+    runs = nights(series(30, 3, step_at=11))
+    [line] = history_lines(runs[:-1], runs[-1], CRIT)
+    assert line.method is HistoryMethod.E_DIVISIVE and len(line.nights) == 30
+    [change] = line.changes
+    assert (change.night, change.run_id, change.regression, change.new) == (12, "run11", True, True)
+    assert change.versions == {"pkg": "1.11.0"}
+    now = runs[-1].model_copy(update={"history_lines": [line]})
+    assert now.exit_code == 1 and now.new_changes == [(line, change)]
+    # the next night: an earlier run reported it, so it is known (no second alarm)
+    later = result_of(30, {"latest": ("1.30.0", 120.0)})
+    [again] = history_lines([*runs[:-1], now], later, CRIT)
+    assert [c.new for c in again.changes] == [False]
+    assert later.model_copy(update={"history_lines": [again]}).exit_code == 0
+
+
+def test_improvements_short_histories_and_rules_without_a_threshold():
+    faster = nights([v * 0.8 if i >= 12 else v for i, v in enumerate(series(30, 4))])
+    [line] = history_lines(faster[:-1], faster[-1], CRIT)
+    assert [c.regression for c in line.changes] == [False]
+    short = nights([100, 101, 99, 125])
+    [line] = history_lines(short[:-1], short[-1], CRIT)
+    assert line.method is HistoryMethod.PERCENT and [(c.night, c.p_value) for c in line.changes] == [(4, None)]
+    small = nights(series(30, 5, step_at=11, size=0.04, noise=0.005))   # significant, but under the 5% rule
+    [line] = history_lines(small[:-1], small[-1], CRIT)
+    assert [c.regression for c in line.changes] == [False]
+    [line] = history_lines(small[:-1], small[-1], Criterion(metric="m"))  # no rule: any worse shift counts
+    assert [c.regression for c in line.changes] == [True]
+
+
+def grid(values: dict[tuple[str, str], float]) -> MatrixResult:
+    cells = [CellResult(key=f"{a} | {b}", labels=[a, b], versions={"acc": a, "tf": b}, status="ok", metrics={"m": v})
+             for (a, b), v in values.items()]
+    return MatrixResult(run_id="r", created="2025-01-01T00:00:00+00:00", grid_id="g", packages=["acc", "tf"],
+                        grid={}, probe="p", criterion="c", criterion_metric="m", metrics=["m"], cells=cells)
+
+
+def test_steps_along_the_versions_on_each_grid_line():
+    now = grid({("0.27.2", "4.38.2"): 0.0, ("0.28.0", "4.38.2"): 1.244, ("0.29.0", "4.38.2"): 1.244,
+                ("0.27.2", "4.40.0"): 1.0, ("0.28.0", "4.40.0"): 1.0})
+    crit = Criterion(metric="m", threshold=0.5)
+    [step] = find_steps(now, crit)
+    assert (step.line, step.good, step.bad, step.good_value, step.bad_value) == (
+        "tf==4.38.2", "0.27.2", "0.28.0", 0.0, 1.244)
+    assert step.new and step.threshold == 0.5
+    [known] = mark_new([step], now.model_copy(update={"version_steps": [step]}))
+    assert known.new is False
+    assert find_steps(now, Criterion(metric="m")) == []       # no rule: nothing crosses
+    assert now.model_copy(update={"version_steps": [step.model_copy(update={"confirmed": True})]}).exit_code == 1
+
+
+def test_page_pieces_plot_nights_and_versions_and_link_the_bisects(tmp_path):
+    runs = nights(series(12, 6, step_at=6))
+    [line] = history_lines(runs[:-1], runs[-1], CRIT)
+    chart = night_chart(line)
+    assert len(chart.labels) == 12 and chart.marks == [(6, f"{line.changes[0].relative:+.1%} new")]
+    drawn = svg(chart)
+    assert drawn.startswith('<svg class="plot"') and drawn.count('<circle class="point"') == 12
+    assert drawn.count('class="change-point"') == 1
+    now = grid({("0.27.2", "4.38.2"): 0.0, ("0.28.0", "4.38.2"): 1.244})
+    [versions] = version_charts(now, "m")
+    assert versions.steps and " H" in svg(versions)            # steps between releases, never a slope
+    attached = BisectAttachment(package="acc", good="0.27.2", bad="0.28.0", status="found", first_bad="0.28.0",
+                                report_file="bisect-acc-0.27.2-0.28.0.md", markdown="# report\n")
+    text = page(now.model_copy(update={"bisects": [attached]}),
+                ['<a class="bisect-report" href="bisect-acc-0.27.2-0.28.0.md">x</a>'])
+    assert text.startswith("<!DOCTYPE html>") and "bisect-acc-0.27.2-0.28.0.md" in text and "<script" not in text
