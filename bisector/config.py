@@ -162,7 +162,8 @@ def layer(raw: dict, overrides: dict) -> dict:
     for section, keys in EXCLUSIVE.items():
         given = overrides.get(section) or {}
         table = data.get(section)
-        if isinstance(table, dict) and any(given.get(k) is not None for k in keys):
+        stats = section == "criterion" and given.get("compare") == Compare.STATS  # stats takes no threshold rule
+        if isinstance(table, dict) and (stats or any(given.get(k) is not None for k in keys)):
             data[section] = {k: v for k, v in table.items() if k not in keys or given.get(k) is not None}
     return data
 

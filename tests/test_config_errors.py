@@ -36,6 +36,11 @@ BAD_TOMLS = {
     "wrong type": (GOOD_TOML + "[run]\njobs='many'\n", "run.jobs"),
     "negative noise": (GOOD_TOML + "[criterion]\nnoise=-1\n", "noise must be"),
     "repo url not web": (GOOD_TOML.replace('mode = "releases"', 'repo_url = "file:///x"'), "job.repo_url: must be"),
+    "stats with a threshold": (GOOD_TOML + "[criterion]\nmetric='m'\ncompare='stats'\nthreshold=1\n", "give min_effect"),
+    "stats without metric": (GOOD_TOML + "[criterion]\ncompare='stats'\n", "compare = stats needs a metric"),
+    "bad min effect": (GOOD_TOML + "[criterion]\nmetric='m'\ncompare='stats'\nmin_effect='big'\n", "not a percentage"),
+    "bad alpha": (GOOD_TOML + "[criterion]\nmetric='m'\ncompare='stats'\nalpha=0.9\n", "alpha must be between"),
+    "unknown compare": (GOOD_TOML + "[criterion]\nmetric='m'\ncompare='vibes'\n", "criterion.compare"),
 }
 
 

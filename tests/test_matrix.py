@@ -122,6 +122,7 @@ def test_gpu_detection(monkeypatch):
     ('[matrix]\nexclude = [{other = "1.0"}]\n[matrix.grid]\ntinypkg = "latest"\n', r"exclude names other"),
     ('[matrix.grid]\ntinypkg = "latest"\n[matrix.pins]\ntinypkg = "1.0"\n', r"both in the grid and pinned"),
     ('[matrix.grid]\ntinypkg = "latest"\n[criterion]\nmetric = "m"\nauto = true\n', r"auto is not supported"),
+    ('[matrix.grid]\ntinypkg = "latest"\n[criterion]\nmetric = "m"\ncompare = "stats"\n', r"stats is for bisects"),
     ('[job]\npackage = "x"\n', r"no \[matrix\] table"),
     ('[matrix\n', r"not valid TOML"),
 ])

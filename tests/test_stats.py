@@ -175,6 +175,8 @@ def test_stats_defaults_and_refusals():
     job = {"job": {"package": "p", "good": "1", "bad": "2"}}
     with pytest.raises(UsageError, match="find_fix is not supported"):
         build_config({**job, "criterion": {"metric": "m", "compare": "stats"}}, {"job": {"find_fix": True}}, "t")
+    layered = build_config({**job, "criterion": {"metric": "m", "threshold": 2.0}}, {"criterion": {"compare": "stats"}}, "t")
+    assert layered.criterion.compare == "stats" and layered.criterion.threshold is None  # --compare stats drops the file's rule
     with pytest.raises(UsageError, match="an exit-code probe has none"):
         build_config({**job, "probe": {"cmd": "true"}, "criterion": {"metric": "m", "compare": "stats"}}, {}, "t")
 

@@ -18,7 +18,7 @@ from packaging.version import InvalidVersion, Version
 from pydantic import BaseModel, ConfigDict, field_validator, model_validator
 
 from bisector.config import RunSection, layer, read_toml, validated
-from bisector.core.criterion import Criterion
+from bisector.core.criterion import Compare, Criterion
 from bisector.errors import UsageError
 from bisector.measure.spec import ProbeSpec
 
@@ -147,6 +147,9 @@ class MatrixConfig(BaseModel):
     def _rule(self) -> "MatrixConfig":
         if self.criterion.auto:
             raise ValueError("criterion.auto is not supported by matrix; use threshold or max_increase")
+        if self.criterion.compare is Compare.STATS:
+            raise ValueError("criterion.compare = stats is for bisects; the matrix reads noisy metrics through its "
+                             "history's change points: use threshold or max_increase")
         return self
 
 
