@@ -241,12 +241,16 @@ def test_envs_gc_keeps_the_environment_a_running_probe_uses(repo30, tmp_path, pl
 def test_one_probe_per_gpu(repo30, tmp_path, env_cache, plain_spec):
     """With GPUs visible, each probe of a k-way search gets exactly one of them."""
     repo, shas = repo30
+    log = tmp_path / "seen.jsonl"
     proc = cli(*_commit_args(repo, shas, tmp_path, env_cache, plain_spec, "--probe", str(PROBES / "gpu_seen.py"),
                              "--metric", "gpu", "--threshold", "100", "--jobs", "2"),
-               env={"CUDA_VISIBLE_DEVICES": "0,1"})
+               env={"CUDA_VISIBLE_DEVICES": "0,1", "GPU_SEEN_LOG": str(log)})
     assert proc.returncode == 0, proc.stderr
-    seen = {s["value"] for s in json.loads(proc.stdout)["steps"]}
-    assert seen <= {0.0, 1.0} and seen
+    runs = [json.loads(line) for line in log.read_text().splitlines()]
+    assert {r["gpu"] for r in runs} == {"0", "1"} and {r["device"] for r in runs} == {"cuda"}
+    overlapping = [(a, b) for i, a in enumerate(runs) for b in runs[i + 1:]
+                   if a["start"] < b["end"] and b["start"] < a["end"]]
+    assert overlapping and all(a["gpu"] != b["gpu"] for a, b in overlapping)  # never one GPU for two probes
 
 
 def test_auto_mode_refines_to_the_commit_through_the_metadata_repository(tmp_path, env_cache, plain_spec):

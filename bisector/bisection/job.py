@@ -8,7 +8,7 @@ from bisector.bisection.pins import apply_pins
 from bisector.config import JobConfig
 from bisector.data import specs_dir
 from bisector.envs import EnvManager, EnvSpec, load_env_spec
-from bisector.measure.gpus import GpuPool, detect_gpus
+from bisector.measure.gpus import GpuPool, detect_gpus, probe_cpus
 from bisector.measure.measurer import Measurers
 from bisector.paths import default_cache_dir
 from bisector.storage import Store
@@ -23,8 +23,9 @@ def job_spec(config: JobConfig) -> EnvSpec:
 def job_measurers(config: JobConfig, store: Store) -> Measurers:
     """Measurers over the job's spec and probe, the cache dir's environments and this machine's GPUs."""
     envs = EnvManager(config.run.cache_dir or default_cache_dir(), backend=config.run.env_backend)
+    gpus = detect_gpus()
     return Measurers(store, envs, job_spec(config), config.probe, index_url=config.job.index_url,
-                     gpus=GpuPool(detect_gpus()))
+                     gpus=GpuPool(gpus), cpus=probe_cpus(config.run.jobs, gpus))
 
 
 def bisector_for(config: JobConfig, store: Store, handler: Optional[Handler] = None,

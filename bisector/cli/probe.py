@@ -10,6 +10,7 @@ from bisector.data import specs_dir
 from bisector.envs import EnvManager, load_env_spec
 from bisector.envs.spec import parse_pin
 from bisector.errors import UsageError
+from bisector.measure.gpus import GpuPool, detect_gpus, probe_cpus
 from bisector.measure.measurer import Measurer
 from bisector.measure.spec import ProbeSpec
 from bisector.paths import default_cache_dir, default_store_path
@@ -29,8 +30,9 @@ def probe_command(args) -> int:
     probe = validated(ProbeSpec, layer({"probe": {"name": "ga_memory"}}, {"probe": probe_overrides(args)})["probe"],
                       "command line")
     store = Store(args.store or default_store_path())
+    gpus = detect_gpus()[:1]  # one probe: exactly one GPU, by UUID, when there are any
     measurer = Measurer(store, EnvManager(args.cache_dir or default_cache_dir()), spec, probe,
-                        index_url=args.index_url)
+                        index_url=args.index_url, gpus=GpuPool(gpus), cpus=probe_cpus(1, gpus))
     m = measurer.measure(release_candidate(name, release))
     if args.json:
         print(m.model_dump_json(indent=2))

@@ -3,7 +3,8 @@
 
 A table maps a candidate's ref (a version, or a commit's full SHA) to what each repeat measures:
 a number (the metric's value), a :class:`Status` (that failure), an int exit code (with
-``exit_code_mode``), or a list of those, one per repeat (the last one repeats).
+``exit_code_mode``), a :class:`PartialOom` (a value, with some cells out of memory), or a list of
+those, one per repeat (the last one repeats).
 """
 from __future__ import annotations
 
@@ -13,6 +14,17 @@ from typing import Mapping, Optional, Union
 from bisector.core.candidate import Candidate
 from bisector.core.measurement import Measurement, Status
 from bisector.envs import EnvSpec
+
+
+
+class PartialOom(float):
+    """A measured value whose probe run also reports cells that ran out of memory."""
+
+    def __new__(cls, value: float, cells: tuple[str, ...] = ("bf16.ga2.h256",)):
+        made = super().__new__(cls, value)
+        made.cells = list(cells)
+        return made
+
 
 Entry = Union[float, Status, list]
 
@@ -49,6 +61,8 @@ class FakeMeasurer:
             return base.model_copy(update={"status": Status.EXIT_CODE, "exit_code": int(value)})
         details = {"result": {"schema_version": "fake/1", "probe": {"name": "fake", "version": "1"},
                               "peak_phase": "backward" if value > 1.5 else "forward"}}
+        if isinstance(value, PartialOom):
+            details["result"]["oom_cells"] = value.cells
         return base.model_copy(update={"metrics": {self.metric: float(value), "other": 7.0}, "details": details})
 
     def prefetch(self, candidates: list[Candidate]) -> None:
