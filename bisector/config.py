@@ -8,11 +8,12 @@ from pathlib import Path
 from typing import Any, Optional, TypeVar
 
 from packaging.utils import canonicalize_name
-from pydantic import BaseModel, ConfigDict, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, ValidationError, field_validator, model_validator
 
 from bisector.core.criterion import Criterion
 from bisector.envs.spec import parse_pin
 from bisector.errors import UsageError
+from bisector.measure.executors import ExecutorKind
 from bisector.measure.spec import ProbeSpec
 
 
@@ -82,6 +83,8 @@ class RunSection(BaseModel):
     store: Optional[Path] = None
     cache_dir: Optional[Path] = None
     env_backend: Optional[str] = None
+    executor: ExecutorKind = ExecutorKind.LOCAL   # where measurements run: local threads, or Ray tasks
+    ray_address: Optional[str] = None             # with executor "ray": a cluster address or "auto"
 
     @field_validator("jobs")
     @classmethod
@@ -89,6 +92,12 @@ class RunSection(BaseModel):
         if value < 1:
             raise ValueError("must be at least 1")
         return value
+
+    @model_validator(mode="after")
+    def _ray_address_needs_ray(self) -> "RunSection":
+        if self.ray_address is not None and self.executor is not ExecutorKind.RAY:
+            raise ValueError('ray_address is only used with executor = "ray" (--executor ray)')
+        return self
 
 
 class JobConfig(BaseModel):

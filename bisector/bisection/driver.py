@@ -28,7 +28,6 @@ from bisector.core.search import Outcome
 from bisector.envs import TORCH
 from bisector.envs.project_url import repository_url
 from bisector.errors import BisectorError, UsageError
-from bisector.measure.gpus import effective_jobs
 from bisector.paths import default_cache_dir
 from bisector.sources import git
 from bisector.storage import RunKind, RunRow, RunState, StepRow, Store, now
@@ -125,11 +124,14 @@ class Bisector:
         measurer = self.measurers(self.run_id, plan.repo_path)
         self._measurers.append(measurer)
         run, criterion = self.config.run, self.config.criterion
-        jobs = effective_jobs(run.jobs, self.measurers.gpus)
-        # default: prefetch when a core is left over beyond the probes running at once
-        prefetch = run.prefetch if run.prefetch is not None else (os.cpu_count() or 1) > jobs
+        jobs = max(1, min(run.jobs, self.measurers.slots))
+        # default: prefetch when a core is left over beyond the probes running at once, or (Ray) always:
+        # there spare slots measure the likely next midpoints
+        speculates = self.measurers.speculates
+        prefetch = run.prefetch if run.prefetch is not None else ((os.cpu_count() or 1) > jobs or speculates)
         phase = Phase(name, plan.candidates, measurer, criterion, self._on_step, jobs=jobs, prefetch=prefetch,
-                      find_fix=self.config.job.find_fix, confirm=criterion.should_confirm)
+                      find_fix=self.config.job.find_fix, confirm=criterion.should_confirm,
+                      slots=self.measurers.slots if speculates and prefetch else 0)
         return phase.run()
 
     def _run_mode(self) -> BisectResult:

@@ -8,6 +8,7 @@ from bisector.bisection.pins import apply_pins
 from bisector.config import JobConfig
 from bisector.data import specs_dir
 from bisector.envs import EnvManager, EnvSpec, load_env_spec
+from bisector.measure.engine import make_executor
 from bisector.measure.gpus import GpuPool, detect_gpus, probe_cpus
 from bisector.measure.measurer import Measurers
 from bisector.paths import default_cache_dir
@@ -21,11 +22,16 @@ def job_spec(config: JobConfig) -> EnvSpec:
 
 
 def job_measurers(config: JobConfig, store: Store) -> Measurers:
-    """Measurers over the job's spec and probe, the cache dir's environments and this machine's GPUs."""
-    envs = EnvManager(config.run.cache_dir or default_cache_dir(), backend=config.run.env_backend)
+    """Measurers over the job's spec and probe, the cache dir's environments and this machine's GPUs,
+    taking measurements through the run's executor (local threads, or Ray tasks)."""
+    run = config.run
+    envs = EnvManager(run.cache_dir or default_cache_dir(), backend=run.env_backend)
     gpus = detect_gpus()
+    pool = GpuPool(gpus)
+    executor = make_executor(run.executor, envs, pool, run.ray_address, run.cache_dir)
+    cpus = probe_cpus(run.jobs, gpus) if executor.builds_here else 1
     return Measurers(store, envs, job_spec(config), config.probe, index_url=config.job.index_url,
-                     gpus=GpuPool(gpus), cpus=probe_cpus(config.run.jobs, gpus))
+                     gpus=pool, cpus=cpus, executor=executor)
 
 
 def bisector_for(config: JobConfig, store: Store, handler: Optional[Handler] = None,

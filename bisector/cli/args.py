@@ -65,8 +65,18 @@ def add_execution_flags(p: argparse.ArgumentParser, command: str):
     g.add_argument("--store", type=Path, help="SQLite store (default: in the user cache dir)")
     g.add_argument("--cache-dir", type=Path, help="environment and repository cache")
     g.add_argument("--env-backend", choices=["uv", "virtualenv"])
+    add_executor_flags(g)
     g.add_argument("--json", action="store_true", help="print the result as JSON")
     return g
+
+
+def add_executor_flags(g) -> None:
+    """--executor and --ray-address: where measurements run."""
+    g.add_argument("--executor", choices=["local", "ray"],
+                   help="where measurements run: local threads (default), or Ray tasks, one GPU each")
+    g.add_argument("--ray-address", metavar="ADDR|auto",
+                   help="with --executor ray: the cluster to join ('auto': the one `ray start` runs here; "
+                   "default: start a local Ray)")
 
 
 def probe_overrides(args: argparse.Namespace) -> dict[str, Any]:
@@ -84,7 +94,7 @@ def shared_overrides(args: argparse.Namespace) -> dict[str, Any]:
     return {"probe": probe_overrides(args),
             "criterion": {_dest(flag): getattr(args, _dest(flag), None) for flag, *_ in CRITERION_FLAGS},
             "run": {"jobs": args.jobs, "prefetch": args.prefetch, "store": args.store, "cache_dir": args.cache_dir,
-                    "env_backend": args.env_backend}}
+                    "env_backend": args.env_backend, "executor": args.executor, "ray_address": args.ray_address}}
 
 
 def run_overrides(args: argparse.Namespace) -> dict[str, Any]:

@@ -17,6 +17,7 @@ from bisector.cli.matrix import matrix_command
 from bisector.cli.probe import probe_command
 from bisector.config import JobConfig, load_config
 from bisector.errors import BisectorError, UsageError
+from bisector.measure.engine import check_executor
 from bisector.paths import default_store_path
 from bisector.procs import SHUTDOWN, Interrupted, request_shutdown, stop_all
 from bisector.redact import redact_text
@@ -49,6 +50,7 @@ def cmd_run(args) -> int:
     else:
         config = load_config(config_path, run_overrides(args))
     config.probe.script()  # an unknown probe is a usage error before any work
+    check_executor(config.run.executor)  # so is --executor ray without Ray
     store = _store(config.run.store)
     result = bisector_for(config, store, handler=PrintHandler(), command=command).run()
     write_reports(store, result)

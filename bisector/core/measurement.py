@@ -20,6 +20,7 @@ class Status(enum.StrEnum):
     BAD_OUTPUT = "bad-output"
     OOM = "oom"
     WRONG_DEVICE = "wrong-device"  # measured on another device or with another meter than the run
+    LOST = "lost"                  # its worker or node died (or its objects were lost) on every retry
     RUNNING = "running"            # being taken (never stored)
     INTERRUPTED = "interrupted"
 
@@ -29,7 +30,7 @@ class Status(enum.StrEnum):
         return self in (Status.OK, Status.EXIT_CODE)
 
 
-RETRIED_ON_RERUN = frozenset({Status.ENV_FAILED, Status.INTERRUPTED})
+RETRIED_ON_RERUN = frozenset({Status.ENV_FAILED, Status.INTERRUPTED, Status.LOST})
 
 
 class Measurement(BaseModel):

@@ -5,7 +5,7 @@ import json
 import re
 import tempfile
 from pathlib import Path
-from typing import Optional
+from typing import Callable, Optional
 
 from pydantic import ValidationError
 
@@ -16,6 +16,7 @@ from bisector.procs import Completed, run_bounded
 
 _OOM = re.compile(r"OutOfMemoryError|CUDA out of memory|out of memory|Cannot allocate memory|MemoryError")
 _IMPORT = re.compile(r"^(ModuleNotFoundError|ImportError)\b", re.M)
+Wrap = Callable[[list[str]], list[str]]  # turns the probe's command into the one launched (a Ray node's guard)
 
 
 class ProbeOutcome:
@@ -89,12 +90,15 @@ def _read_result(path: Path, done: Completed) -> ProbeOutcome:
                         result=result, stderr_tail=done.stderr_tail)
 
 
-def run_probe(spec: ProbeSpec, python: Path, env: dict[str, str], workdir: Optional[Path] = None) -> ProbeOutcome:
-    """Run the probe with ``python`` (the candidate env's interpreter) and the env's variables."""
+def run_probe(spec: ProbeSpec, python: Path, env: dict[str, str], workdir: Optional[Path] = None,
+              wrap: Optional[Wrap] = None) -> ProbeOutcome:
+    """Run the probe with ``python`` (the candidate env's interpreter) and the env's variables
+    (``wrap``: launch its command through another one)."""
     with tempfile.TemporaryDirectory(prefix="bisector-probe-") as tmp:
         result_path = Path(tmp) / "result.json"
         run_env = {**env, RESULT_ENV: str(result_path)}
-        done = run_bounded(spec.argv(python), run_env, cwd=workdir or Path(tmp), timeout=spec.timeout)
+        argv = spec.argv(python)
+        done = run_bounded(wrap(argv) if wrap else argv, run_env, cwd=workdir or Path(tmp), timeout=spec.timeout)
         if spec.exit_code_mode and not done.timed_out:
             return ProbeOutcome(Status.EXIT_CODE, done.seconds, exit_code=done.returncode,
                                 reason=_last_line(done.stderr_tail) or None, stderr_tail=done.stderr_tail)

@@ -8,6 +8,7 @@ those, one per repeat (the last one repeats).
 """
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Mapping, Optional, Union
 
@@ -68,6 +69,9 @@ class FakeMeasurer:
     def prefetch(self, candidates: list[Candidate]) -> None:
         self.prefetched.append([c.ref for c in candidates])
 
+    def speculate(self, needed: list[Candidate], likely: list[Candidate]) -> None:
+        pass  # the fakes measure instantly: nothing to do ahead
+
 
 class FakeMeasurers:
     """The factory the Bisector is handed: every phase's measurer reads the same table."""
@@ -78,6 +82,12 @@ class FakeMeasurers:
         self.gpus = list(gpus or [])
         self.seen: dict = {}
         self.made: list[FakeMeasurer] = []
+        self.speculates = False
+
+    @property
+    def slots(self) -> int:
+        """As the local executor: one measurement per GPU, else per core."""
+        return len(self.gpus) or (os.cpu_count() or 1)
 
     def __call__(self, run_id: str, repo_path: Optional[Path] = None) -> FakeMeasurer:
         measurer = FakeMeasurer(self.table, self.seen, **self.options)

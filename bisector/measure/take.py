@@ -1,0 +1,98 @@
+"""Take one measurement: build (or reuse) the candidate's environment, run the probe in it.
+
+The same code runs in the driver's threads (the local executor) and on a Ray node (the ray
+executor's task), so a measurement means the same wherever it was taken. What is taken here is
+never stored here: the driver stores it.
+"""
+from __future__ import annotations
+
+import contextlib
+import time
+from typing import Callable, ContextManager, Optional
+
+from pydantic import BaseModel, ConfigDict
+
+from bisector.core.measurement import Measurement, Status
+from bisector.envs import Environment, EnvManager, Recipe
+from bisector.errors import EnvironmentFailure
+from bisector.measure.execute import ProbeOutcome, Wrap, run_probe
+from bisector.measure.spec import ProbeSpec
+from bisector.procs import SHUTDOWN, Interrupted
+
+GpuSlot = Callable[[], ContextManager[Optional[str]]]  # held around the probe run: CUDA_VISIBLE_DEVICES or None
+
+
+class Proved(BaseModel):
+    """What the environment's health check proved it holds: the candidate's installed version (and,
+    for a commit, the revision stamped into its wheel) and the base's packages (torch's version)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    version: str
+    revision: Optional[str] = None
+    provided: dict[str, str] = {}
+
+
+class TakeJob(BaseModel):
+    """One measurement to take: the stored row it will become (``base``: key, candidate, fingerprints,
+    repeat), the recipe the driver computed, the probe, and the device facts the probe is given."""
+
+    model_config = ConfigDict(frozen=True)
+
+    base: Measurement
+    recipe: Recipe
+    probe: ProbeSpec
+    device: str = "cpu"
+    cpus: int = 1
+
+
+def check_shutdown() -> None:
+    """Never record a measurement cut short by Ctrl-C / SIGTERM."""
+    if SHUTDOWN.is_set():
+        raise Interrupted()
+
+
+@contextlib.contextmanager
+def no_gpu() -> ContextManager[Optional[str]]:
+    """The GPU slot of a CPU-only probe run."""
+    yield None
+
+
+def proved(env: Environment) -> Proved:
+    """The versions the health check of ``env`` proved."""
+    info = env.info
+    return Proved(version=info.installed_version, revision=info.installed_revision, provided=dict(info.provided))
+
+
+def take_measurement(envs: EnvManager, job: TakeJob, gpu_slot: GpuSlot = no_gpu, recipe: Optional[Recipe] = None,
+                     wrap: Optional[Wrap] = None) -> Measurement:
+    """Build (or reuse) the environment of ``recipe`` (default: the job's) and run the probe; an
+    environment failure is an ENV_FAILED measurement; nothing is returned if interrupted."""
+    recipe = recipe or job.recipe
+    start = time.monotonic()
+    base = job.base
+    with contextlib.ExitStack() as held:
+        try:  # held in use until the probe ends, so `envs gc` elsewhere cannot remove it
+            env = held.enter_context(envs.using(recipe))
+        except EnvironmentFailure as exc:
+            check_shutdown()
+            return base.model_copy(update={"status": Status.ENV_FAILED, "reason": str(exc),
+                                           "seconds": time.monotonic() - start})
+        env_seconds = time.monotonic() - start
+        outcome = _run(job, env, gpu_slot, wrap)
+    details = {**outcome.details(), "env_seconds": round(env_seconds, 3), "env_path": str(env.path),
+               "proved": proved(env).model_dump()}
+    return base.model_copy(update={"status": outcome.status, "metrics": outcome.metrics, "details": details,
+                                   "exit_code": outcome.exit_code, "reason": outcome.reason,
+                                   "seconds": time.monotonic() - start})
+
+
+def _run(job: TakeJob, env: Environment, gpu_slot: GpuSlot, wrap: Optional[Wrap]) -> ProbeOutcome:
+    probe_env = {**env.run_env(), "BISECTOR_PACKAGE": job.base.package, "BISECTOR_CANDIDATE": job.base.candidate,
+                 "BISECTOR_DEVICE": job.device, "BISECTOR_CPUS": str(max(1, job.cpus))}
+    with gpu_slot() as gpu:  # one probe per GPU; environments build without holding one
+        if gpu is not None:
+            probe_env["CUDA_VISIBLE_DEVICES"] = gpu
+        outcome = run_probe(job.probe, env.python, probe_env, wrap=wrap)
+    check_shutdown()
+    return outcome
