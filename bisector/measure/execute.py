@@ -5,7 +5,7 @@ import json
 import re
 import tempfile
 from pathlib import Path
-from typing import Optional
+from typing import Callable, Optional
 
 from pydantic import ValidationError
 
@@ -89,12 +89,15 @@ def _read_result(path: Path, done: Completed) -> ProbeOutcome:
                         result=result, stderr_tail=done.stderr_tail)
 
 
-def run_probe(spec: ProbeSpec, python: Path, env: dict[str, str], workdir: Optional[Path] = None) -> ProbeOutcome:
-    """Run the probe with ``python`` (the candidate env's interpreter) and the env's variables."""
+def run_probe(spec: ProbeSpec, python: Path, env: dict[str, str], workdir: Optional[Path] = None,
+              on_line: Optional[Callable[[str], None]] = None) -> ProbeOutcome:
+    """Run the probe with ``python`` (the candidate env's interpreter) and the env's variables;
+    ``on_line`` sees its stderr lines as they come (live progress)."""
     with tempfile.TemporaryDirectory(prefix="bisector-probe-") as tmp:
         result_path = Path(tmp) / "result.json"
         run_env = {**env, RESULT_ENV: str(result_path)}
-        done = run_bounded(spec.argv(python), run_env, cwd=workdir or Path(tmp), timeout=spec.timeout)
+        done = run_bounded(spec.argv(python), run_env, cwd=workdir or Path(tmp), timeout=spec.timeout,
+                           on_line=on_line)
         if spec.exit_code_mode and not done.timed_out:
             return ProbeOutcome(Status.EXIT_CODE, done.seconds, exit_code=done.returncode,
                                 reason=_last_line(done.stderr_tail) or None, stderr_tail=done.stderr_tail)

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional
 
+from bisector import activity
 from bisector.core.candidate import Candidate, CandidateKind
 from bisector.core.measurement import RETRIED_ON_RERUN, Measurement, Status
 from bisector.envs import Environment, EnvManager, EnvSpec, InstallTarget, Recipe
@@ -126,7 +127,12 @@ class Measurer:
 
     def _take(self, c: Candidate, recipe: Recipe, base: Measurement) -> Measurement:
         """Build (or reuse) the environment and run the probe; nothing is returned if interrupted."""
+        with activity.doing(f"{c.package} {c.short}", kind="measure"):
+            return self._take_now(c, recipe, base)
+
+    def _take_now(self, c: Candidate, recipe: Recipe, base: Measurement) -> Measurement:
         start = time.monotonic()
+        activity.update("environment")
         with contextlib.ExitStack() as held:
             try:  # held in use until the probe ends, so `envs gc` elsewhere cannot remove it
                 env = held.enter_context(self.envs.using(recipe))
@@ -149,7 +155,8 @@ class Measurer:
         with self.gpus.slot() as gpu:  # one probe per GPU; environments build without holding one
             if gpu is not None:
                 probe_env["CUDA_VISIBLE_DEVICES"] = gpu.id
-            outcome = run_probe(self.probe, env.python, probe_env)
+            activity.update("probe")
+            outcome = run_probe(self.probe, env.python, probe_env, on_line=activity.line_updater())
         _check_shutdown()
         return self._same_device(outcome)
 
@@ -190,6 +197,11 @@ class Measurers:
     def gpus(self) -> list[str]:
         """The GPU ids probes run on (one probe each)."""
         return self.pool.gpus
+
+    def with_probe_args(self, args: list[str]) -> "Measurers":
+        """The same store, environments and GPUs, the probe run with ``args`` instead."""
+        probe = self.probe.model_copy(update={"args": list(args)})
+        return Measurers(self.store, self.envs, self.spec, probe, self.index_url, self.pool, self.cpus)
 
     def __call__(self, run_id: str, repo_path: Optional[Path] = None) -> Measurer:
         return Measurer(self.store, self.envs, self.spec, self.probe, repo_path=repo_path,

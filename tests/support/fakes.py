@@ -79,7 +79,14 @@ class FakeMeasurers:
         self.seen: dict = {}
         self.made: list[FakeMeasurer] = []
 
+    def with_probe_args(self, args: list[str]) -> "FakeMeasurers":
+        """The contrast's measurers read ``options["contrast"]`` (a table like ``table``)."""
+        other = FakeMeasurers(self.options.get("contrast", self.table), self.gpus,
+                              **{k: v for k, v in self.options.items() if k != "contrast"})
+        other.args = list(args)
+        return other
+
     def __call__(self, run_id: str, repo_path: Optional[Path] = None) -> FakeMeasurer:
-        measurer = FakeMeasurer(self.table, self.seen, **self.options)
+        measurer = FakeMeasurer(self.table, self.seen, **{k: v for k, v in self.options.items() if k != "contrast"})
         self.made.append(measurer)
         return measurer
