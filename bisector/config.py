@@ -42,6 +42,7 @@ class JobSection(BaseModel):
     env: str = "default"
     pins: list[str] = []            # --with PKG==VERSION: exact companions over the env spec
     index_url: Optional[str] = None
+    clone: bool = False             # auto mode may clone the repository the package's metadata names
 
     @field_validator("pins")
     @classmethod

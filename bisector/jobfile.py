@@ -73,9 +73,23 @@ def load_config(path: Optional[Path], overrides: dict) -> JobConfig:
     data, source = builtin_job(), "command line"
     if path is not None:
         data, source = stack(data, read_toml(path)), str(path)
+    below = data
     data = stack(data, overrides, append_args=True)
     job = data.get("job") or {}
     if job.get("package") and (job.get("good") is None or job.get("bad") is None):
         raise UsageError(f"{source}: give good and bad for {job['package']} (--good, --bad): the built-in "
                          "default job's range is for accelerate")
-    return validated(JobConfig, data, source)
+    try:
+        return validated(JobConfig, data, source)
+    except UsageError:
+        if source == "command line" or not _valid(below):
+            raise
+        return validated(JobConfig, data, "command line")  # the file alone is fine: a flag is wrong
+
+
+def _valid(data: dict) -> bool:
+    try:
+        JobConfig.model_validate(data)
+        return True
+    except ValueError:
+        return False

@@ -198,11 +198,14 @@ class Bisector:
         """Auto mode: bisect the commits between the adjacent last-good / first-bad releases."""
         job = self.config.job
         good, bad = plan.candidates[res.search.last_good].ref, plan.candidates[res.search.first_bad].ref
-        repo = job.repo or self._metadata_repo(res)
+        named = None if job.repo else self._metadata_repo(res)
+        repo = job.repo or (named if job.clone else None)
         refine = with_flags(self.command, {"--mode": "commits", "--good": good, "--bad": bad, "--repo": "<REPO>"})
         if not repo:
             released.refine_command = refine
-            self._note(f"no --repo given: the answer stops at releases; refine with: {refine}")
+            where = (f"; {job.package}'s metadata names {named}: refine with --repo <a clone of it>, or add --clone "
+                     "to let bisector clone it" if named else "")
+            self._note(f"no --repo given: the answer stops at releases{where}; refine with: {refine}")
             return released
         try:
             path = git.open_repo(repo, self.cache_dir)
@@ -222,7 +225,8 @@ class Bisector:
             env_path = m.details.get("env_path")
             url = repository_url(Path(env_path)) if env_path else None
             if url:
-                self._note(f"repository from {self.config.job.package}'s metadata: {url}")
+                if self.config.job.clone:
+                    self._note(f"repository from {self.config.job.package}'s metadata: {url}")
                 return url
         return None
 

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Optional
 
 from bisector.bisection.job import bisector_for, preflight
-from bisector.cli.args import build_parser, run_overrides
+from bisector.cli.args import build_parser, glue_dash_values, run_overrides
 from bisector.cli.envs import envs_command
 from bisector.cli.matrix import matrix_command
 from bisector.cli.probe import probe_command
@@ -124,6 +124,7 @@ COMMANDS = {"matrix": matrix_command, "run": cmd_run, "log": cmd_log, "runs": cm
 def _parse(argv: list[str]):
     """The parsed arguments (``run`` when no command is named), or the exit code argparse ended with."""
     parser = build_parser()
+    argv = glue_dash_values(argv)
     if not argv or argv[0].startswith("-") and argv[0] not in ("-h", "--help", "--debug"):
         argv = ["run", *argv]
     if argv == ["--debug"]:

@@ -41,6 +41,18 @@ def _compact_cell(cell: dict) -> dict:
     return out
 
 
+HEADLINE = ("ga_excess_bytes_per_param", "ga_cost_bytes_per_param", "fp32_ga_cost_bytes_per_param",
+            "mixed_cost_bytes_per_param", "ga_excess_fixed_bytes", "fit_r2_min")
+MEANINGS = {
+    "ga_excess_bytes_per_param": "what GA=2 costs beyond GA=1 in mixed precision, minus the same in fp32 (the seed's complaint)",
+    "ga_cost_bytes_per_param": "GA=2 peak minus GA=1 peak, mixed precision, fitted per parameter",
+    "fp32_ga_cost_bytes_per_param": "the same in fp32",
+    "mixed_cost_bytes_per_param": "mixed-precision peak minus fp32 peak at GA=1 (the seed's second complaint)",
+    "ga_excess_fixed_bytes": "the part of the GA excess that does not grow with the model",
+    "fit_r2_min": "the worst straight-line fit over the model sizes (1 = exact)",
+}
+
+
 class GaMemoryExplainer(Explainer):
     """Explains results of the ``ga_memory`` probe (schema ``ga_memory/*``)."""
 
@@ -55,6 +67,13 @@ class GaMemoryExplainer(Explainer):
         return (reference_line(result, self.label) + ours_line(result, self.label, self.setting(result))
                 + ga_memory_story.story(result) + contrast_line(result, self.label)
                 + ga_memory_story.contrast_why(result) + contrast_followup(result))
+
+    def headline(self, metrics, metric) -> list[str]:
+        first = [metric] if metric in metrics else []
+        return first + [n for n in HEADLINE if n in metrics and n not in first]
+
+    def meaning(self, name: str) -> str:
+        return MEANINGS.get(name, "")
 
     def one_version(self, metrics, details, metric) -> list[str]:
         return ga_memory_story.one_version(dict(metrics), dict(details), metric)

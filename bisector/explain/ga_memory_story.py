@@ -43,15 +43,29 @@ def _pair_at(cells, prec_a, ga_a, prec_b, ga_b):
     return h, cells[prec_a, ga_a, h], cells[prec_b, ga_b, h]
 
 
-def _at_phase(a: dict, b: dict, kind: str) -> str:
+def coarse(sites: dict[str, float]) -> dict[str, float]:
+    """Sites with the autograd node folded into '(backward)': one parameter's gradient is made by
+    AddmmBackward0 in fp32 and ToCopyBackward0 under autocast, the same bytes either way."""
+    out: dict[str, float] = {}
+    for site, value in sites.items():
+        head, sep, where = site.partition(" | ")
+        words = head.split()
+        if len(words) > 1:
+            head = f"{words[0]} (backward)"
+        key = f"{head}{sep}{where}"
+        out[key] = out.get(key, 0.0) + value
+    return out
+
+
+def _at_phase(a: dict, b: dict, kind: str, earlier_grads: bool = False) -> str:
     """'at the forward's peak: X rose by 3.3 MiB (...)', comparing a and b at the same phase kind."""
     a_sites, b_sites = (a.get("phase_sites") or {}).get(kind, {}), (b.get("phase_sites") or {}).get(kind, {})
-    moved, kept = site_changes(a_sites, b_sites)
+    moved, kept = site_changes(coarse(a_sites), coarse(b_sites))
     if not moved:
         return ""
     more = f"; unchanged: {', '.join(kept)}" if kept else ""
-    if kind == "forward" and ("Backward" in moved[0] or "AccumulateGrad" in moved[0]):
-        moved[0] += " (made by a backward pass: gradients of an earlier micro-step, alive during this forward)"
+    if earlier_grads and kind == "forward" and "(backward)" in moved[0]:
+        moved[0] += " (made by a backward pass: the gradients of an earlier micro-step, alive during this forward)"
     return f" At the {kind}'s peak, by allocation site: " + "; ".join(moved) + more + "."
 
 
@@ -76,7 +90,7 @@ def where_ga_bytes_live(details: dict, metrics: dict[str, float]) -> list[str]:
     grads = GRADS.get(lo.get("grads_at_step_start"), "")
     when = f" Gradients when a step starts: {grads}." if grads else ""
     return [f"Where the GA bytes live{cost}, {prec} at h{h}: {_peaks(lo, hi, f'GA={gas[0]}', f'GA={gas[-1]}')}."
-            + _at_phase(lo, hi, phase_kind(hi["peak_phase"])) + when]
+            + _at_phase(lo, hi, phase_kind(hi["peak_phase"]), earlier_grads=True) + when]
 
 
 def mixed_cost_lives(details: dict, metrics: dict[str, float]) -> list[str]:

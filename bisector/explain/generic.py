@@ -83,6 +83,14 @@ class Explainer:
         return (reference_line(result, self.label) + ours_line(result, self.label, self.setting(result))
                 + contrast_line(result, self.label))
 
+    def headline(self, metrics: Mapping[str, float], metric: Optional[str]) -> list[str]:
+        """The metrics a single measurement leads with: the criterion's first."""
+        return [metric] if metric and metric in metrics else []
+
+    def meaning(self, name: str) -> str:
+        """What a metric means, in a few words ('' when this explainer does not know)."""
+        return ""
+
     def one_version(self, metrics: Mapping[str, float], details: Mapping[str, Any], metric: Optional[str]) -> list[str]:
         """What one measurement says, headline metric first (``bisector probe --explain``)."""
         if metric and metric in metrics:

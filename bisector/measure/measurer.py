@@ -103,6 +103,13 @@ class Measurer:
         """The stored measurement for this candidate and repeat, if one can be reused."""
         return self._reusable(self._address(c, repeat).key)
 
+    def next_repeat(self, c: Candidate) -> int:
+        """The first repeat number of ``c`` with nothing stored (a fresh measurement keeps the others)."""
+        repeat = 0
+        while self.store.get_measurement(self._address(c, repeat).key) is not None:
+            repeat += 1
+        return repeat
+
     def _reusable(self, key: str) -> Optional[Measurement]:
         found = self.store.get_measurement(key)
         return found if found and found.status not in RETRIED_ON_RERUN else None
