@@ -16,7 +16,7 @@ from bisector.core.search import Outcome
 from bisector.core.verdict import Verdict
 from bisector.errors import UsageError
 from bisector.report.render import render_json
-from bisector.storage import RunState, Store
+from bisector.storage import Store
 from tests.support.fakes import FakeMeasurers
 from tests.support.gitfixture import make_repo
 from tests.support.pkgindex import LocalIndex, build_wheel
