@@ -158,6 +158,9 @@ def test_contrast_is_measured_at_the_ends_and_the_reference_kept_for_its_package
     assert [s.candidate for s in result.steps if s.phase == "contrast"] == ["1.0.0", "1.6.0"]
     assert result.probes_run == len(result.steps) and result.log[-1].startswith("good contrast 1.6.0")
     assert result.reference["values"] == {"m": 2.5}
+    own = job(tmp_path, index_url, probe={"path": str(PROBE), "args": ["--loop=trainer", "--loop=other"]},
+              contrast={"label": "the other loop", "args": ["--loop=other"]})
+    assert bisect(own, store, FakeMeasurers(STEP, contrast=contrast))[0].contrast is None  # the job's own setting
     other = job(tmp_path, index_url, reference={"title": "x", "package": "accelerate", "version": "1",
                                                 "setting": "s"})
     assert bisect(other, store, FakeMeasurers(STEP))[0].reference is None  # about another package

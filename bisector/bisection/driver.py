@@ -15,7 +15,7 @@ from typing import Optional, Protocol
 from packaging.utils import canonicalize_name
 
 from bisector.bisection.assemble import RunFacts, assemble
-from bisector.bisection.contrast import measure_contrast
+from bisector.bisection.contrast import is_the_jobs_own, measure_contrast
 from bisector.bisection.judge import Judgement, judge
 from bisector.bisection.phase import Phase, PhaseResult
 from bisector.bisection.plan import Plan, commit_plan, older_releases, release_plan
@@ -246,7 +246,8 @@ class Bisector:
         config = self.config
         if config.reference is not None and config.reference.package == canonicalize_name(config.job.package):
             result.reference = config.reference.model_dump(mode="json")
-        if config.contrast is None or self._final is None or config.probe.exit_code_mode:
+        if (config.contrast is None or self._final is None or config.probe.exit_code_mode
+                or is_the_jobs_own(config.contrast, config.probe.args)):
             return result
         plan, phase = self._final
         args = [*config.probe.args, *config.contrast.args]   # the job's setting, with the contrast's changes

@@ -92,9 +92,12 @@ def _run(where: Any, *args: str, timeout: float = TIMEOUT_S) -> str:
 def repository(path: Path) -> gitpython.Repo:
     """The GitPython repository at ``path`` (its commands bounded as above)."""
     try:
-        return _Repo(path)
+        repo = _Repo(path)
     except (gitpython.InvalidGitRepositoryError, gitpython.NoSuchPathError):
         raise BisectorError(f"no git repository at {path}") from None
+    if not (Path(path) / ".git").exists() and (Path(path) / "HEAD").exists():
+        repo.git._working_dir = str(path)  # a bare repository: git runs in it (GitPython may pick its parent)
+    return repo
 
 
 def validate_ref(ref: str) -> str:
