@@ -16,7 +16,7 @@ log = logging.getLogger("bisector.envs")
 
 _NOISE = re.compile(
     r"^(WARNING: Location .* is ignored|Using Python .* environment at|hint:|note:|"
-    r"\[notice\]|Looking in (indexes|links):|DEPRECATION:)",
+    r"\[notice\]|Looking in (indexes|links):|DEPRECATION:|[\^~]+$|File \".*\", line \d+)",
     re.IGNORECASE,
 )
 _DECOR = re.compile(r"^[\s×╰─▶│├└┬┴┼╭╮╯→|]+")
