@@ -7,7 +7,7 @@ from typing import Optional
 
 from bisector.bisection.driver import Handler
 from bisector.bisection.job import bisector_for
-from bisector.config import load_config
+from bisector.jobfile import load_config
 from bisector.core.result import BisectResult
 from bisector.core.verdict import Verdict
 from bisector.paths import default_store_path

@@ -37,3 +37,6 @@ class MeasurerFactory(Protocol):
 
     def __call__(self, run_id: str, repo_path: Optional[Path] = None) -> Measures:
         """The measurer of a phase (``repo_path``: the repository commit candidates come from)."""
+
+    def with_probe_args(self, args: list[str]) -> "MeasurerFactory":
+        """The same factory with the probe's arguments replaced (a job's ``[contrast]``)."""

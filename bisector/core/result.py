@@ -63,11 +63,22 @@ class Step(BaseModel):
         return f"{self.verdict} {self.phase} {self.candidate}{value}{repeats} ({self.seconds:.1f}s){reason}"
 
 
+class Contrast(BaseModel):
+    """Another setting of the same probe (its ``args``) measured at the range's two ends: how a
+    different setup (accelerate's own loop, say) sees the same versions."""
+
+    label: str
+    args: list[str]
+    points: list[Point] = []
+
+
 class BisectResult(BaseModel):
     """The answer: ``status`` is found, no-regression, predates-range or undecided.
 
-    ``metric`` is the metric the criterion reads (None for exit-code and metric-free probes); it is
-    serialized only when known, so results stored before it existed read and render as they did.
+    ``metric`` is the metric the criterion reads (None for exit-code and metric-free probes);
+    ``reference`` is what the upstream report measured and ``contrast`` another setting measured at
+    the range's ends. Each is serialized only when known, so results stored before they existed
+    read and render as they did.
     """
 
     run_id: str
@@ -94,12 +105,15 @@ class BisectResult(BaseModel):
     environment: dict[str, Any] = {}
     also_changed: dict[str, list[str]] = {}   # stack package -> [last good version, first bad version]
     log: list[str] = []
+    reference: Optional[dict[str, Any]] = None   # what the upstream report measured ([reference])
+    contrast: Optional[Contrast] = None
 
     @model_serializer(mode="wrap")
-    def _metric_when_known(self, handler):
+    def _only_what_is_known(self, handler):
         data = handler(self)
-        if self.metric is None:
-            data.pop("metric", None)
+        for key in ("metric", "reference", "contrast"):
+            if getattr(self, key) is None:
+                data.pop(key, None)
         return data
 
     @property

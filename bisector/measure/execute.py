@@ -91,14 +91,16 @@ def _read_result(path: Path, done: Completed) -> ProbeOutcome:
 
 
 def run_probe(spec: ProbeSpec, python: Path, env: dict[str, str], workdir: Optional[Path] = None,
-              wrap: Optional[Wrap] = None) -> ProbeOutcome:
-    """Run the probe with ``python`` (the candidate env's interpreter) and the env's variables
-    (``wrap``: launch its command through another one)."""
+              on_line: Optional[Callable[[str], None]] = None, wrap: Optional[Wrap] = None) -> ProbeOutcome:
+    """Run the probe with ``python`` (the candidate env's interpreter) and the env's variables;
+    ``on_line`` sees its stderr lines as they come (live progress); ``wrap`` launches its command
+    through another one."""
     with tempfile.TemporaryDirectory(prefix="bisector-probe-") as tmp:
         result_path = Path(tmp) / "result.json"
         run_env = {**env, RESULT_ENV: str(result_path)}
         argv = spec.argv(python)
-        done = run_bounded(wrap(argv) if wrap else argv, run_env, cwd=workdir or Path(tmp), timeout=spec.timeout)
+        done = run_bounded(wrap(argv) if wrap else argv, run_env, cwd=workdir or Path(tmp), timeout=spec.timeout,
+                           on_line=on_line)
         if spec.exit_code_mode and not done.timed_out:
             return ProbeOutcome(Status.EXIT_CODE, done.seconds, exit_code=done.returncode,
                                 reason=_last_line(done.stderr_tail) or None, stderr_tail=done.stderr_tail)

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional
 
+from bisector import activity
 from bisector.core.candidate import Candidate, CandidateKind
 from bisector.core.measurement import RETRIED_ON_RERUN, Measurement, Status
 from bisector.envs import EnvManager, EnvSpec, InstallTarget, Recipe
@@ -102,6 +103,13 @@ class Measurer:
         """The stored measurement for this candidate and repeat, if one can be reused."""
         return self._reusable(self._address(c, repeat).key)
 
+    def next_repeat(self, c: Candidate) -> int:
+        """The first repeat number of ``c`` with nothing stored (a fresh measurement keeps the others)."""
+        repeat = 0
+        while self.store.get_measurement(self._address(c, repeat).key) is not None:
+            repeat += 1
+        return repeat
+
     def _reusable(self, key: str) -> Optional[Measurement]:
         found = self.store.get_measurement(key)
         return found if found and found.status not in RETRIED_ON_RERUN else None
@@ -125,7 +133,11 @@ class Measurer:
             else:  # adopted: no longer speculative, never cancelled as such
                 handle.speculative = False
                 self._speculative.pop(address.key, None)
-        return self._wait(handle)
+        if self.executor.builds_here:  # the executor's thread shows its own progress
+            return self._wait(handle)
+        with activity.doing(handle.job.label, kind="measure"):
+            activity.update("on a cluster node")
+            return self._wait(handle)
 
     def _base(self, c: Candidate, address: _Address, repeat: int) -> Measurement:
         return Measurement(key=address.key, package=c.package, candidate=c.ref,
@@ -135,7 +147,7 @@ class Measurer:
     def _submit(self, c: Candidate, address: _Address, repeat: int, speculative: bool) -> Handle:
         """Hand the measurement to the executor (called holding the lock)."""
         job = TakeJob(base=self._base(c, address, repeat), recipe=address.recipe, probe=self.probe,
-                      device=self.executor.device, cpus=self.cpus)
+                      device=self.executor.device, cpus=self.cpus, label=f"{c.package} {c.short}")
         handle = self.executor.submit(job, self._arrived, speculative=speculative)
         self._inflight[address.key] = handle
         handle.future.add_done_callback(lambda _: self._forget(handle))
@@ -245,6 +257,12 @@ class Measurers:
     def speculates(self) -> bool:
         """Whether spare slots measure the likely next midpoints (the ray executor's)."""
         return self.executor.speculates
+
+    def with_probe_args(self, args: list[str]) -> "Measurers":
+        """The same store, environments and GPUs, the probe run with ``args`` instead."""
+        probe = self.probe.model_copy(update={"args": list(args)})
+        return Measurers(self.store, self.envs, self.spec, probe, self.index_url, self.pool, self.cpus,
+                         self.executor)
 
     def __call__(self, run_id: str, repo_path: Optional[Path] = None) -> Measurer:
         return Measurer(self.store, self.envs, self.spec, self.probe, repo_path=repo_path,

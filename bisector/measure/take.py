@@ -12,6 +12,7 @@ from typing import Callable, ContextManager, Optional
 
 from pydantic import BaseModel, ConfigDict
 
+from bisector import activity
 from bisector.core.measurement import Measurement, Status
 from bisector.envs import Environment, EnvManager, Recipe
 from bisector.errors import EnvironmentFailure
@@ -44,6 +45,7 @@ class TakeJob(BaseModel):
     probe: ProbeSpec
     device: str = "cpu"
     cpus: int = 1
+    label: str = ""  # how live progress names it ("accelerate 0.22.0")
 
 
 def check_shutdown() -> None:
@@ -68,9 +70,14 @@ def take_measurement(envs: EnvManager, job: TakeJob, gpu_slot: GpuSlot = no_gpu,
                      wrap: Optional[Wrap] = None) -> Measurement:
     """Build (or reuse) the environment of ``recipe`` (default: the job's) and run the probe; an
     environment failure is an ENV_FAILED measurement; nothing is returned if interrupted."""
-    recipe = recipe or job.recipe
+    with activity.doing(job.label or f"{job.base.package} {job.base.candidate}", kind="measure"):
+        return _take(envs, job, gpu_slot, recipe or job.recipe, wrap)
+
+
+def _take(envs: EnvManager, job: TakeJob, gpu_slot: GpuSlot, recipe: Recipe, wrap: Optional[Wrap]) -> Measurement:
     start = time.monotonic()
     base = job.base
+    activity.update("environment")
     with contextlib.ExitStack() as held:
         try:  # held in use until the probe ends, so `envs gc` elsewhere cannot remove it
             env = held.enter_context(envs.using(recipe))
@@ -93,6 +100,7 @@ def _run(job: TakeJob, env: Environment, gpu_slot: GpuSlot, wrap: Optional[Wrap]
     with gpu_slot() as gpu:  # one probe per GPU; environments build without holding one
         if gpu is not None:
             probe_env["CUDA_VISIBLE_DEVICES"] = gpu
-        outcome = run_probe(job.probe, env.python, probe_env, wrap=wrap)
+        activity.update("probe")
+        outcome = run_probe(job.probe, env.python, probe_env, on_line=activity.line_updater(), wrap=wrap)
     check_shutdown()
     return outcome

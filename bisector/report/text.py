@@ -4,13 +4,13 @@ from __future__ import annotations
 from bisector.core.result import BisectResult
 from bisector.core.units import human_value
 from bisector.redact import redact_text
-from bisector.report.common import also_changed_sentence, explanation, headline, point_label, result_metric
+from bisector.report.common import also_changed_sentence, explanation, headline, point_label, result_metric, story
 from bisector.storage import RunRow, Store
 
 
 def render_text(result: BisectResult) -> str:
     """The terminal report: headline, criterion, the boundary, why, caution, hints, notes."""
-    lines = [headline(result), f"criterion: {result.criterion}"]
+    lines = [headline(result), *(f"  {line}" for line in story(result)), f"criterion: {result.criterion}"]
     if result.decision_rule:
         lines.append(f"rule: {result.decision_rule}")
     lines.append(f"probes run: {result.probes_run}, measurements reused from the store: {result.measurements_reused}")

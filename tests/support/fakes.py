@@ -89,7 +89,14 @@ class FakeMeasurers:
         """As the local executor: one measurement per GPU, else per core."""
         return len(self.gpus) or (os.cpu_count() or 1)
 
+    def with_probe_args(self, args: list[str]) -> "FakeMeasurers":
+        """The contrast's measurers read ``options["contrast"]`` (a table like ``table``)."""
+        other = FakeMeasurers(self.options.get("contrast", self.table), self.gpus,
+                              **{k: v for k, v in self.options.items() if k != "contrast"})
+        other.args = list(args)
+        return other
+
     def __call__(self, run_id: str, repo_path: Optional[Path] = None) -> FakeMeasurer:
-        measurer = FakeMeasurer(self.table, self.seen, **self.options)
+        measurer = FakeMeasurer(self.table, self.seen, **{k: v for k, v in self.options.items() if k != "contrast"})
         self.made.append(measurer)
         return measurer
