@@ -2,9 +2,10 @@
 
 Run as ``python bench/cluster.py`` (needs ``bisector[ray]``). Part 1: a generated repository of
 N = 200 commits (the step planted at commit 137), bisected by ``--executor ray --jobs k`` on a
-local Ray with k = 1, 2, 4 and 8 logical GPUs and a synthetic probe of fixed duration (a cold
-environment cache per k, so every row builds its own environments). Prints rounds, probes, wall
-time and the speed-up against k = 1, and checks rounds <= ceil(log_(k+1) N) + 2. Part 2: the same
+local Ray with k = 1, 2, 4 and 8 logical GPUs and a synthetic probe of fixed duration (an
+environment cache per k: each row first runs cold, building its own environments, then warm, with
+that cache and an empty store). Prints rounds, probes, wall time (warm) and the speed-up against
+k = 1, and the cold wall time, and checks rounds <= ceil(log_(k+1) N) + 2. Part 2: the same
 probe with no sleep, measured one at a time in a warm environment, through the local executor and
 through Ray; the overhead per task is the wall time per measurement minus the bare probe run
 (the same script started directly); target on Ray: under 0.5 s. Exits 1 when a check fails.
@@ -65,29 +66,36 @@ def rounds_of(n: int, k: int, bad_at: int) -> tuple[int, int]:
     return rounds, probes
 
 
+def bisect_once(work: Path, repo: Path, shas: list[str], spec: Path, probe: Path, k: int, seconds: float,
+                 store: Path) -> tuple[float, int, dict]:
+    """One `bisector run --executor ray --jobs k` in this process (its output discarded): wall, exit code, result."""
+    args = ["run", "--package", "tinypkg", "--mode", "commits", "--repo", str(repo), "--good", shas[0],
+            "--bad", shas[-1], "--env", str(spec), "--store", str(store), "--cache-dir", str(work / f"cache{k}"),
+            "--probe", str(probe), "--probe-arg", str(seconds), "--metric", "buffer_kib", "--threshold", "200",
+            "--jobs", str(k), "--executor", "ray", "--json"]
+    start = time.monotonic()
+    with open(os.devnull, "w") as quiet:
+        stdout, stderr = sys.stdout, sys.stderr
+        sys.stdout = sys.stderr = quiet
+        try:
+            code = main(args)
+        finally:
+            sys.stdout, sys.stderr = stdout, stderr
+    return time.monotonic() - start, code, Store(store).get_run().result
+
+
 def bisect_row(work: Path, repo: Path, shas: list[str], spec: Path, probe: Path, k: int, seconds: float) -> dict:
+    """Cold (an empty environment cache of its own), then warm (that cache, an empty store)."""
     ray.init(num_cpus=k, num_gpus=k, include_dashboard=False, log_to_driver=False)
     try:
-        store = work / f"k{k}.db"
-        args = ["run", "--package", "tinypkg", "--mode", "commits", "--repo", str(repo), "--good", shas[0],
-                "--bad", shas[-1], "--env", str(spec), "--store", str(store), "--cache-dir", str(work / f"cache{k}"),
-                "--probe", str(probe), "--probe-arg", str(seconds), "--metric", "buffer_kib", "--threshold", "200",
-                "--jobs", str(k), "--executor", "ray", "--json"]
-        start = time.monotonic()
-        with open(os.devnull, "w") as quiet:
-            stdout, stderr = sys.stdout, sys.stderr
-            sys.stdout = sys.stderr = quiet
-            try:
-                code = main(args)
-            finally:
-                sys.stdout, sys.stderr = stdout, stderr
-        wall = time.monotonic() - start
+        cold, code_cold, first = bisect_once(work, repo, shas, spec, probe, k, seconds, work / f"k{k}-cold.db")
+        warm, code_warm, result = bisect_once(work, repo, shas, spec, probe, k, seconds, work / f"k{k}-warm.db")
     finally:
         ray.shutdown()
-    result = Store(store).get_run().result
     rounds, probes = rounds_of(N, k, BAD_AT)
-    return {"k": k, "wall": wall, "rounds": rounds, "steps": len(result["steps"]), "probes_run": result["probes_run"],
-            "ok": code == 0 and result["first_bad"]["sha"] == shas[BAD_AT], "bound": ceil_log(k + 1, N) + 2}
+    ok = code_cold == code_warm == 0 and first["first_bad"]["sha"] == result["first_bad"]["sha"] == shas[BAD_AT]
+    return {"k": k, "cold": cold, "wall": warm, "rounds": rounds, "steps": len(result["steps"]),
+            "probes_run": result["probes_run"], "ok": ok, "bound": ceil_log(k + 1, N) + 2}
 
 
 def per_task(work: Path, repo: Path, shas: list[str], spec: Path, probe: Path, tasks: int) -> dict:
@@ -134,12 +142,13 @@ def main_bench() -> int:
         probe.write_text(PROBE)
         rows = [bisect_row(work, repo, shas, spec, probe, k, args.seconds) for k in KS]
         cost = per_task(work, repo, shas, spec, probe, args.tasks)
-    print(f"k-way bisect on Ray: N={N} commits, probe {args.seconds:.1f}s, cold environment cache per row")
-    print("| k (logical GPUs) | rounds | bound | steps | probes run | wall s | speed-up vs k=1 |")
-    print("|---:|---:|---:|---:|---:|---:|---:|")
+    print(f"k-way bisect on Ray: N={N} commits, probe {args.seconds:.1f}s; wall: warm environment cache, empty store "
+          "(cold: the row's own empty cache)")
+    print("| k (logical GPUs) | rounds | bound | steps | probes run | wall s | speed-up vs k=1 | cold s |")
+    print("|---:|---:|---:|---:|---:|---:|---:|---:|")
     for r in rows:
         print(f"| {r['k']} | {r['rounds']} | {r['bound']} | {r['steps']} | {r['probes_run']} | {r['wall']:.1f} | "
-              f"{rows[0]['wall'] / r['wall']:.2f}x |")
+              f"{rows[0]['wall'] / r['wall']:.2f}x | {r['cold']:.1f} |")
     ray_over, local_over = cost["ray"] - cost["bare"], cost["local"] - cost["bare"]
     print(f"\nper task, warm environment, no sleep ({args.tasks} tasks each): bare probe {cost['bare']:.3f}s, "
           f"local {cost['local']:.3f}s (overhead {local_over:.3f}s), ray {cost['ray']:.3f}s "
