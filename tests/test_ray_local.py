@@ -54,9 +54,11 @@ def _measurer(tmp_path: Path, env_cache: Path, plain_spec: Path, repo: Path, pro
 
 
 def test_two_probes_at_once_on_disjoint_gpus_and_a_third_waits(ray_local, repo12, tmp_path, env_cache, plain_spec):
+    """Three measurements submitted at once; the probes wait for GO, which is given once two run: the
+    two hold disjoint GPUs, the third has not started (no GPU is free) and starts after one ended."""
     repo, shas = repo12
-    log = tmp_path / "log.jsonl"
-    probe = ProbeSpec(path=HOLD, args=[str(log), "-", "1.5"])
+    log, go = tmp_path / "log.jsonl", tmp_path / "go"
+    probe = ProbeSpec(path=HOLD, args=[str(log), str(go), "0.5"])
     measurer = _measurer(tmp_path, env_cache, plain_spec, repo, probe)
     assert (measurer.executor.device, measurer.executor.kind, measurer.executor.slots) == ("cuda", "cuda:cuda", 2)
     results: list = []
@@ -64,15 +66,17 @@ def test_two_probes_at_once_on_disjoint_gpus_and_a_third_waits(ray_local, repo12
                for i in (0, 5, 11)]
     for t in threads:
         t.start()
+    two = wait_for(lambda: [e for e in events(log) if e["event"] == "start"][1:] and events(log), what="two probes")
+    waiting = [e for e in events(log) if e["event"] == "start"]
+    go.touch()
     for t in threads:
         t.join(timeout=300)
+    assert len(two) == 2 and len(waiting) == 2 and {e["gpu"] for e in two} == {"0", "1"}
     assert sorted(m.status for m in results) == [Status.OK] * 3
-    runs = sorted((e for e in events(log) if e["event"] == "end"), key=lambda e: e["start"])
-    first, second, third = runs
-    assert first["start"] < second["end"] and second["start"] < first["end"]  # the first two overlap
-    assert {first["gpu"], second["gpu"]} == {"0", "1"}                      # on one GPU each
-    assert third["start"] >= min(first["end"], second["end"])              # the third waited for a GPU
-    assert {m.details["gpus"][0] for m in results} <= {"0", "1"} and measurer.probes_run == 3
+    runs = {e["candidate"]: e for e in events(log) if e["event"] == "end"}
+    [third] = [e for c, e in runs.items() if c not in {x["candidate"] for x in two}]
+    assert third["start"] >= min(runs[x["candidate"]]["end"] for x in two)  # it waited for a GPU
+    assert {m.details["gpus"][0] for m in results} == {"0", "1"} and measurer.probes_run == 3
 
 
 def test_spare_gpu_speculates_and_the_answer_is_the_local_one(ray_local, repo12, tmp_path, env_cache, plain_spec,
@@ -80,12 +84,21 @@ def test_spare_gpu_speculates_and_the_answer_is_the_local_one(ray_local, repo12,
     """--jobs 1 on two GPUs: the spare one measures the likely next midpoint. Same answer and steps as
     local; every measurement Ray took is stored under the key a local run uses (which reuses them all)."""
     repo, shas = repo12
-    log = tmp_path / "log.jsonl"
-    probe = ["--probe", str(HOLD), "--probe-arg", str(log), "--probe-arg", "-", "--probe-arg", "1.5"]
+    log, go = tmp_path / "log.jsonl", tmp_path / "go"
+    probe = ["--probe", str(HOLD), "--probe-arg", str(log), "--probe-arg", str(go), "--probe-arg", "0"]
     ray_store, local_store = tmp_path / "ray.db", tmp_path / "local.db"
+    together: list = []
+
+    def release_when_two_run():  # the probes wait for GO: only speculation can start a second one
+        together.extend(wait_for(lambda: [e for e in events(log) if e["event"] == "start"][1:] and events(log),
+                                 what="two probes at once"))
+        go.touch()
+
+    helper = threading.Thread(target=release_when_two_run, daemon=True)
+    helper.start()
     assert main(commit_args(repo, shas, ray_store, env_cache, plain_spec, *probe, "--executor", "ray")) == 0
-    ran = {e["candidate"]: e for e in events(log) if e["event"] == "end"}
-    assert ran[shas[-1]]["start"] < ran[shas[0]]["end"]  # the bad endpoint ran ahead, on the spare GPU
+    helper.join(timeout=10)
+    assert {e["candidate"] for e in together} == {shas[0], shas[-1]}  # the bad endpoint ran ahead, on the spare GPU
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "0,1")  # the local run on the same two (logical) GPUs
     assert main(commit_args(repo, shas, local_store, env_cache, plain_spec, *probe)) == 0
     on_ray, here = Store(ray_store), Store(local_store)
