@@ -6,6 +6,8 @@ import argparse
 from pathlib import Path
 from typing import Any, Optional
 
+from bisector.cli.followflags import add_followup_flags, followup_overrides
+
 RUN, MATRIX = "run", "matrix"
 
 # flag, argparse options, help for `run`, help for `matrix` (None: not a matrix flag)
@@ -91,7 +93,8 @@ def run_overrides(args: argparse.Namespace) -> dict[str, Any]:
     """``bisector run``'s flags as a partial job config."""
     job = {"package": args.package, "good": args.good, "bad": args.bad, "mode": args.mode, "repo": args.repo,
            "repo_url": args.repo_url, "pre": args.pre, "first_parent": args.first_parent, "find_fix": args.find_fix,
-           "widen": args.widen, "env": args.env, "index_url": args.index_url, "pins": args.with_}
+           "widen": args.widen, "env": args.env, "index_url": args.index_url, "pins": args.with_,
+           **followup_overrides(args)}
     return {"job": job, **shared_overrides(args)}
 
 
@@ -127,6 +130,7 @@ def _run_parser(sub) -> None:
                    help="pin a companion exactly over the env spec (torch==X sets the base); repeatable")
     add_env_and_probe_flags(p, g)
     add_criterion_flags(p, RUN)
+    add_followup_flags(p)
     g = add_execution_flags(p, RUN)
     g.add_argument("--resume", nargs="?", const="", metavar="RUN",
                    help="resume a stored run (default: the latest) with its own configuration")

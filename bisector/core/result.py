@@ -6,6 +6,7 @@ from typing import Any, Optional
 
 from pydantic import BaseModel, model_serializer
 
+from bisector.core.attribution import Attribution, Confirmation
 from bisector.core.candidate import Candidate, CandidateKind
 from bisector.core.search import Outcome
 from bisector.core.verdict import Verdict
@@ -66,8 +67,13 @@ class Step(BaseModel):
 class BisectResult(BaseModel):
     """The answer: ``status`` is found, no-regression, predates-range or undecided.
 
-    ``metric`` is the metric the criterion reads (None for exit-code and metric-free probes); it is
-    serialized only when known, so results stored before it existed read and render as they did.
+    ``attribution`` says which change of the boundary's environments explains a found step (the
+    candidate, a companion, or only a set together); ``followed`` is the bisect of that companion
+    between its two versions; ``confirmation`` says whether reverting a commit culprit undoes it.
+
+    ``metric`` is the metric the criterion reads (None for exit-code and metric-free probes); it, like
+    ``attribution``, ``confirmation`` and ``followed``, is serialized only when known, so results stored
+    before they existed read and render as they did.
     """
 
     run_id: str
@@ -93,16 +99,23 @@ class BisectResult(BaseModel):
     probe: dict[str, Any] = {}
     environment: dict[str, Any] = {}
     also_changed: dict[str, list[str]] = {}   # stack package -> [last good version, first bad version]
+    attribution: Optional[Attribution] = None   # which of those changes explains the step
+    confirmation: Optional[Confirmation] = None  # a commit culprit reverted on the bad end, measured
+    followed: Optional["BisectResult"] = None   # the companion's own bisect, when the cause is a companion
     log: list[str] = []
 
     @model_serializer(mode="wrap")
     def _metric_when_known(self, handler):
         data = handler(self)
-        if self.metric is None:
-            data.pop("metric", None)
+        for name in ("metric", "attribution", "confirmation", "followed"):
+            if getattr(self, name) is None:
+                data.pop(name, None)
         return data
 
     @property
     def exit_code(self) -> int:
         """0 for an answer (found, no-regression), 3 otherwise."""
         return 0 if self.status in (Outcome.FOUND, Outcome.NO_REGRESSION) else 3
+
+
+BisectResult.model_rebuild()
