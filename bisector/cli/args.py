@@ -170,6 +170,33 @@ def _other_parsers(sub) -> None:
             q.add_argument("--format", choices=["markdown", "json", "text"], default="markdown")
 
 
+def _diff_parser(sub) -> None:
+    """The ``diff`` subcommand and its flags."""
+    p = sub.add_parser("diff", help="two setups at one version: which difference explains the metric",
+                       description="Measure setup A and setup B (package pins, probe settings) at one version of "
+                       "a package, then search (ddmin) for the smallest difference that moves A to B's side of "
+                       "the criterion. Exit 0: an answer, 2: usage error, 3: undecided.")
+    g = p.add_argument_group("setups")
+    g.add_argument("--package", help="the package under test (its version from the setups) when no --with names it")
+    g.add_argument("--with", dest="with_", action="append", default=[], metavar="PKG==VERSION",
+                   help="a pin of both setups; the first names the package under test and its version")
+    for side in ("a", "b"):
+        up = side.upper()
+        g.add_argument(f"--{side}-with", action="append", default=[], metavar="PKG==VERSION", help=f"a pin of {up}")
+        g.add_argument(f"--{side}-lock", type=Path, metavar="FILE", help=f"{up}'s pins, in pip freeze format")
+        g.add_argument(f"--{side}-arg", action="append", default=[], metavar="ARG",
+                       help=f"a probe argument of {up} (write --{side}-arg=--loop=trainer)")
+    g.add_argument("--follow", action="store_true", help="when one package is the difference, bisect it")
+    g.add_argument("--follow-repo", metavar="REPO", help="that package's repository, to follow it to its commits")
+    add_env_and_probe_flags(p, g)
+    add_criterion_flags(p, RUN)
+    g = p.add_argument_group("execution")
+    g.add_argument("--store", type=Path, help="SQLite store (default: in the user cache dir)")
+    g.add_argument("--cache-dir", type=Path, help="environment cache")
+    g.add_argument("--env-backend", choices=["uv", "virtualenv"])
+    g.add_argument("--json", action="store_true", help="print the result as JSON")
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The ``bisector`` parser and its subcommands."""
     parser = OneLineParser(prog="bisector", description="Find the release or commit that made a "
@@ -179,6 +206,7 @@ def build_parser() -> argparse.ArgumentParser:
     _run_parser(sub)
     _other_parsers(sub)
     _matrix_parser(sub)
+    _diff_parser(sub)
     q = sub.add_parser("runs", help="list stored runs")
     q.add_argument("--store", type=Path)
     q = sub.add_parser("envs", help="list or garbage-collect cached environments")

@@ -6,7 +6,7 @@ from bisector.core.units import human_value
 from bisector.redact import redact_text
 from bisector.report.attribution import attributed, full_headline, headline_area
 from bisector.report.common import also_changed_sentence, explanation, headline, point_label, result_metric
-from bisector.storage import RunRow, Store
+from bisector.storage import RunKind, RunRow, Store
 
 
 def render_text(result: BisectResult) -> str:
@@ -55,14 +55,16 @@ def _followed(result: BisectResult) -> list[str]:
 def render_log(store: Store, run: RunRow) -> str:
     """git-bisect-style log of a stored run."""
     job = run.config.get("job", {})
-    lines = [f"# bisector run {run.id}: {job.get('package')} good={job.get('good')} bad={job.get('bad')}",
-             f"# command: {redact_text(' '.join(run.command))}", f"# status: {run.status}"]
+    title = (f"# bisector run {run.id}: {job.get('package')} good={job.get('good')} bad={job.get('bad')}"
+             if run.kind is not RunKind.DIFF else
+             f"# bisector diff {run.id}: {run.config.get('package')} {run.config.get('version')}, A against B")
+    lines = [title, f"# command: {redact_text(' '.join(run.command))}", f"# status: {run.status}"]
     for step in store.steps(run.id):
         value = "" if step.value is None else f" value={step.value:.6g}"
         reason = f" # {step.reason}" if step.reason else ""
         repeats = f" repeats={len(step.measurements)}" if len(step.measurements) != 1 else ""
         lines.append(f"{step.verdict} {step.candidate}{value}{repeats} ({step.seconds:.1f}s){reason}")
-    if run.result:
+    if run.result and run.kind is RunKind.BISECT:
         lines.append(f"# {full_headline(BisectResult.model_validate(run.result))}")
     return "\n".join(lines)
 
