@@ -86,7 +86,9 @@ def test_the_companion_is_named_and_followed_to_its_first_bad_release(companion_
     assert out["headline"].startswith("First bad: beta 1.2, through the companion (bisecting alpha blamed 1.2, "
                                       "whose environment moved beta 1.1 → 1.3)")
     assert [s["phase"] for s in out["steps"]].count("attribution") == 2
-    assert "refine" not in " ".join(out["notes"]) or out["refine_command"] == followed["refine_command"]
+    refine = out["refine_command"]                       # the next step follows the companion, not alpha
+    assert "--package beta " in refine and "--with alpha==1.2" in refine and "--follow" not in refine
+    assert refine.endswith("--mode commits --good 1.1 --bad 1.2 --repo '<REPO>'")
     again = json.loads(cli(*job).stdout)                                        # resumes from the store
     assert again["probes_run"] == 0 and again["followed"]["probes_run"] == 0
     assert again["attribution"]["kind"] == "companion"

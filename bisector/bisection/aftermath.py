@@ -15,6 +15,7 @@ from bisector.bisection.phase import PhaseResult
 from bisector.bisection.plan import Plan
 from bisector.bisection.revert import confirm_by_revert
 from bisector.bisection.seam import MeasurerFactory, Measures
+from bisector.commandline import with_flags
 from bisector.config import JobConfig
 from bisector.core.attribution import Attribution, AttributionKind
 from bisector.core.candidate import Candidate, CandidateKind
@@ -98,6 +99,8 @@ class Aftermath:
             return
         self.host.note(f"following {a.minimal[0].describe()} (with {', '.join(added)})")
         pins = dict(p.split("==", 1) for p in added)
-        result.followed = self.host.follow(followed, self.host.measurers.pinned(pins), command)
-        result.refine_command = result.followed.refine_command
-        result.widen_command = result.followed.widen_command
+        f = result.followed = self.host.follow(followed, self.host.measurers.pinned(pins), command)
+        result.refine_command, result.widen_command = f.refine_command, f.widen_command
+        if f.refine_command is None and f.status is Outcome.FOUND and f.mode is CandidateKind.RELEASE and f.last_good:
+            result.refine_command = with_flags(command, {"--mode": "commits", "--good": f.last_good.ref,
+                                                         "--bad": f.first_bad.ref, "--repo": "<REPO>"})
