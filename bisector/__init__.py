@@ -7,13 +7,13 @@ from typing import Iterable, Optional
 
 from bisector.bisection.driver import Handler
 from bisector.bisection.job import bisector_for
-from bisector.config import load_config
 from bisector.core.attribution import Attribution, AttributionKind, Change, Confirmation, ConfirmationStatus, Trial
 from bisector.core.result import BisectResult
 from bisector.core.verdict import Verdict
 from bisector.difference.job import DiffInput, check
 from bisector.difference.model import DiffResult, DiffStatus
 from bisector.difference.run import run_diff
+from bisector.jobfile import load_config
 from bisector.paths import default_store_path
 from bisector.storage import Store
 

@@ -46,6 +46,7 @@ class JobSection(BaseModel):
     follow: Optional[bool] = None   # bisect the companion that explains it (None: yes, when it is one)
     follow_repo: Optional[str] = None   # the companion's repository, for its commits
     confirm_revert: bool = True     # revert a commit culprit on the bad end and measure it
+    clone: bool = False             # auto mode may clone the repository the package's metadata names
 
     @field_validator("pins")
     @classmethod
@@ -95,6 +96,37 @@ class RunSection(BaseModel):
         return value
 
 
+class ReferenceSection(BaseModel):
+    """``[reference]``: what the upstream report this job answers measured, shown beside our numbers
+    (only when the job bisects the report's ``package``)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    title: str
+    package: str
+    version: str
+    setting: str
+    measured_with: str = ""
+    url: Optional[str] = None
+    values: dict[str, float] = {}   # metric name -> what the report measured
+
+    @field_validator("package")
+    @classmethod
+    def _name(cls, value: str) -> str:
+        return canonicalize_name(value)
+
+
+class ContrastSection(BaseModel):
+    """``[contrast]``: another setting of the same probe (its ``args`` are added after the job's, so
+    it differs only in what they name) measured at the range's endpoints, to show how a different
+    setup sees the same versions."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    label: str
+    args: list[str]
+
+
 class JobConfig(BaseModel):
     """A whole bisect job."""
 
@@ -104,6 +136,8 @@ class JobConfig(BaseModel):
     probe: ProbeSpec = ProbeSpec(name="ga_memory")
     criterion: Criterion = Criterion()
     run: RunSection = RunSection()
+    contrast: Optional[ContrastSection] = None
+    reference: Optional[ReferenceSection] = None
 
 
 def _location(error: dict) -> str:
@@ -167,18 +201,3 @@ def validated(model: type[M], data: dict, source: str) -> M:
         return model.model_validate(data)
     except ValidationError as exc:
         raise UsageError(validation_message(source, exc)) from None
-
-
-def build_config(raw: dict, overrides: dict, source: str) -> JobConfig:
-    """Validate the layered config."""
-    return validated(JobConfig, layer(raw, overrides), source)
-
-
-def load_config(path: Optional[Path], overrides: dict) -> JobConfig:
-    """Load ``path`` (if it exists or was named) and apply CLI overrides."""
-    raw: dict = {}
-    source = "command line"
-    if path is not None:
-        raw = read_toml(path)
-        source = str(path)
-    return build_config(raw, overrides, source)

@@ -21,14 +21,14 @@ BAD_TOMLS = {
     "not toml": ("[job\npackage=", "not valid TOML"),
     "unknown key": (GOOD_TOML + "colour = 'red'\n", "job.colour: unknown key"),
     "unknown table": (GOOD_TOML + "[jbo]\nx = 1\n", "jbo: unknown key"),
-    "missing package": ("[job]\ngood='1'\nbad='2'\n", "job.package: Field required"),
+    "another package without its range": ("[job]\npackage='tinypkg'\nbad='2'\n", "give good and bad for tinypkg"),
     "bad mode": (GOOD_TOML.replace('"releases"', '"weekly"'), "job.mode"),
     "bad package name": (GOOD_TOML.replace('"tinypkg"', '"tiny pkg;rm"'), "not a valid package name"),
     "empty good": (GOOD_TOML.replace('"0.1.0"', '"  "'), "job.good: must not be empty"),
     "two probe kinds": (GOOD_TOML + "[probe]\nname='ga_memory'\ncmd='true'\n", "give exactly one of name, path, cmd"),
     "negative timeout": (GOOD_TOML + "[probe]\nname='ga_memory'\ntimeout=-1\n", "timeout must be positive"),
     "two rules": (GOOD_TOML + "[criterion]\nmetric='m'\nthreshold=1\nauto=true\n", "only one of"),
-    "rule without metric": (GOOD_TOML + "[criterion]\nthreshold=1\n", "needs a metric"),
+    "rule without metric": (GOOD_TOML + "[probe]\ncmd='true'\n[criterion]\nthreshold=1\n", "needs a metric"),
     "bad increase": (GOOD_TOML + "[criterion]\nmetric='m'\nmax_increase='lots'\n", "not a percentage"),
     "zero repeats": (GOOD_TOML + "[criterion]\nrepeats=0\n", "repeats must be"),
     "bad direction": (GOOD_TOML + "[criterion]\ndirection='sideways'\n", "criterion.direction"),
@@ -75,7 +75,7 @@ BAD_ARGS = {
                             "--probe-cmd", "true"], "the package under test"),
     "gc without limits": (["envs", "gc"], "needs --keep-last"),
     "bad size": (["envs", "gc", "--max-size", "lots"], "not a size"),
-    "no runs": (["log"], "no runs"),
+    "no store": (["log"], "no store at"),
 }
 
 

@@ -16,6 +16,7 @@ from packaging.utils import canonicalize_name
 
 from bisector.bisection.aftermath import Aftermath
 from bisector.bisection.assemble import RunFacts, assemble
+from bisector.bisection.contrast import is_the_jobs_own, measure_contrast
 from bisector.bisection.judge import Judgement, judge
 from bisector.bisection.phase import Phase, PhaseResult, flipped
 from bisector.bisection.plan import Plan, commit_plan, older_releases, release_plan
@@ -25,6 +26,7 @@ from bisector.commandline import with_flags
 from bisector.config import JobConfig, Mode
 from bisector.core.attribution import AttributionKind
 from bisector.core.candidate import Candidate
+from bisector.core.measurement import Status
 from bisector.core.result import BisectResult, Step
 from bisector.core.search import Outcome
 from bisector.envs import TORCH
@@ -81,15 +83,25 @@ class Bisector:
         self.notes: list[str] = []
         self._measurers: list[Measures] = []
         self._started = now()
+        self._final: Optional[tuple[Plan, PhaseResult]] = None   # the phase the answer came from
+        self._widen_stop: Optional[str] = None
+        self._metric_seen = False
 
     def run(self) -> BisectResult:
         """Run the job to its answer; every measurement is stored as soon as it is taken."""
         self._started, self.steps, self.notes, self._measurers = now(), [], [], []
+        self._metric_seen = False
         self.store.clear_steps(self.run_id)
         self._save_run(RunState.RUNNING)
         try:
-            result = self._run_mode()
+            result = self._with_story(self._run_mode())
             result.notes = list(self.notes)  # notes made after the result was built (refine, torch) too
+        except UsageError:
+            if not self.steps:  # rejected input: no run to list or resume (measurements stay stored)
+                self.store.delete_run(self.run_id)
+            else:
+                self._save_run(RunState.FAILED)
+            raise
         except BaseException:
             self._save_run(RunState.INTERRUPTED)
             raise
@@ -98,6 +110,7 @@ class Bisector:
 
     # -- recording --------------------------------------------------------------------------
     def _on_step(self, phase: str, c: Candidate, j: Judgement, label: Optional[str] = None) -> None:
+        self._check_metric(j)
         reused = all(m.key in self._measurers[-1].reused_keys for m in j.measurements)
         step = Step(seq=len(self.steps), phase=phase, candidate=label or c.short, date=c.date, verdict=j.verdict,
                     value=j.value, metric=self.config.criterion.metric, metrics=j.metrics,
@@ -107,6 +120,21 @@ class Bisector:
                                     verdict=step.verdict, value=step.value, reason=step.reason,
                                     seconds=step.seconds, measurements=[m.key for m in j.measurements]))
         self.handler.step(step)
+
+    def _check_metric(self, j: Judgement) -> None:
+        """The criterion's metric missing from a clean probe result (every cell measured) is a
+        typo, not a SKIP: stop at the first such measurement and list what the probe produces."""
+        metric = self.config.criterion.metric
+        if not metric or self._metric_seen:
+            return
+        clean = [m for m in j.measurements if m.status is Status.OK and m.metrics and not
+                 ((m.details or {}).get("result") or {}).get("cell_errors")]
+        if any(metric in m.metrics for m in clean):
+            self._metric_seen = True
+        elif clean:
+            produced = sorted(clean[-1].metrics)
+            shown = ", ".join(produced[:12]) + (f" (and {len(produced) - 12} more)" if len(produced) > 12 else "")
+            raise UsageError(f"metric {metric!r} is not produced by the probe; it produces: {shown}")
 
     def _note(self, text: str) -> None:
         self.notes.append(text)
@@ -185,10 +213,11 @@ class Bisector:
 
     def _widen(self, plan: Plan, res: PhaseResult) -> tuple[Plan, PhaseResult]:
         """Walk back from good in growing steps (1, 2, 4, ...) until a release is GOOD, then bisect."""
-        measurer = self._measurers[-1]
+        measurer, said = self._measurers[-1], []
         found = walk_back(older_releases(self.config.job), lambda c: judge(measurer, res.calibrated, c),
-                          lambda c, j: self._on_step("widen", c, j), self._note)
+                          lambda c, j: self._on_step("widen", c, j), lambda text: (said.append(text), self._note(text)))
         if found is None:
+            self._widen_stop = said[-1] if said else None
             return plan, res
         self._note(f"widened: {found.ref} is GOOD; bisecting {found.ref}..{self.config.job.good}")
         wider = release_plan(self.config.job.model_copy(update={"good": found.ref, "bad": plan.candidates[0].ref}))
@@ -198,11 +227,14 @@ class Bisector:
         """Auto mode: bisect the commits between the adjacent last-good / first-bad releases."""
         job = self.config.job
         good, bad = plan.candidates[res.search.last_good].ref, plan.candidates[res.search.first_bad].ref
-        repo = job.repo or self._metadata_repo(res)
+        named = None if job.repo else self._metadata_repo(res)
+        repo = job.repo or (named if job.clone else None)
         refine = with_flags(self.command, {"--mode": "commits", "--good": good, "--bad": bad, "--repo": "<REPO>"})
         if not repo:
             released.refine_command = refine
-            self._note(f"no --repo given: the answer stops at releases; refine with: {refine}")
+            where = (f"; {job.package}'s metadata names {named}: refine with --repo <a clone of it>, or add --clone "
+                     "to let bisector clone it" if named else "")
+            self._note(f"no --repo given: the answer stops at releases{where}; refine with: {refine}")
             return released
         try:
             path = git.open_repo(repo, self.cache_dir)
@@ -222,7 +254,8 @@ class Bisector:
             env_path = m.details.get("env_path")
             url = repository_url(Path(env_path)) if env_path else None
             if url:
-                self._note(f"repository from {self.config.job.package}'s metadata: {url}")
+                if self.config.job.clone:
+                    self._note(f"repository from {self.config.job.package}'s metadata: {url}")
                 return url
         return None
 
@@ -231,8 +264,31 @@ class Bisector:
         return Aftermath(self, plan, phase).finish(self._result(plan, phase))
 
     def _result(self, plan: Plan, phase: PhaseResult) -> BisectResult:
-        facts = RunFacts(run_id=self.run_id, config=self.config, command=self.command, spec=self.measurers.spec,
-                         steps=self.steps, notes=self.notes,
-                         probes_run=sum(m.probes_run for m in self._measurers),
-                         measurements_reused=sum(len(m.reused_keys) for m in self._measurers))
-        return assemble(facts, plan, phase)
+        self._final = (plan, phase)
+        return assemble(self._facts(), plan, phase)
+
+    def _facts(self) -> RunFacts:
+        return RunFacts(run_id=self.run_id, config=self.config, command=self.command, spec=self.measurers.spec,
+                        steps=self.steps, notes=self.notes, probes_run=sum(m.probes_run for m in self._measurers),
+                        measurements_reused=sum(len(m.reused_keys) for m in self._measurers),
+                        widen_stop=self._widen_stop)
+
+    def _with_story(self, result: BisectResult) -> BisectResult:
+        """The upstream report's numbers ([reference], when it is about this package) and the
+        [contrast] setting measured at the ends of the range the answer came from."""
+        config = self.config
+        if config.reference is not None and config.reference.package == canonicalize_name(config.job.package):
+            result.reference = config.reference.model_dump(mode="json")
+        if (config.contrast is None or self._final is None or config.probe.exit_code_mode
+                or is_the_jobs_own(config.contrast, config.probe.args)):
+            return result
+        plan, phase = self._final
+        args = [*config.probe.args, *config.contrast.args]   # the job's setting, with the contrast's changes
+        measurer = self.measurers.with_probe_args(args)(self.run_id, plan.repo_path)
+        self._measurers.append(measurer)
+        ends = [plan.candidates[0], plan.candidates[-1]]
+        result.contrast = measure_contrast(config.contrast, measurer, phase.calibrated, ends, self._on_step)
+        facts = self._facts()
+        return result.model_copy(update={"steps": list(facts.steps), "log": [s.log_line() for s in facts.steps],
+                                         "probes_run": facts.probes_run,
+                                         "measurements_reused": facts.measurements_reused})

@@ -35,3 +35,5 @@ class MeasurerFactory(Protocol):
 
     def pinned(self, pins: dict[str, str]) -> "MeasurerFactory":
         """The same factory with ``pins`` (name -> exact version) laid over the spec's companions."""
+    def with_probe_args(self, args: list[str]) -> "MeasurerFactory":
+        """The same factory with the probe's arguments replaced (a job's ``[contrast]``)."""

@@ -64,6 +64,15 @@ class Step(BaseModel):
         return f"{self.verdict} {self.phase} {self.candidate}{value}{repeats} ({self.seconds:.1f}s){reason}"
 
 
+class Contrast(BaseModel):
+    """Another setting of the same probe (its ``args``) measured at the range's two ends: how a
+    different setup (accelerate's own loop, say) sees the same versions."""
+
+    label: str
+    args: list[str]
+    points: list[Point] = []
+
+
 class BisectResult(BaseModel):
     """The answer: ``status`` is found, no-regression, predates-range or undecided.
 
@@ -71,9 +80,10 @@ class BisectResult(BaseModel):
     candidate, a companion, or only a set together); ``followed`` is the bisect of that companion
     between its two versions; ``confirmation`` says whether reverting a commit culprit undoes it.
 
-    ``metric`` is the metric the criterion reads (None for exit-code and metric-free probes); it, like
-    ``attribution``, ``confirmation`` and ``followed``, is serialized only when known, so results stored
-    before they existed read and render as they did.
+    ``metric`` is the metric the criterion reads (None for exit-code and metric-free probes);
+    ``reference`` is what the upstream report measured and ``contrast`` another setting measured at
+    the range's ends. Each of these is serialized only when known, so results stored before they
+    existed read and render as they did.
     """
 
     run_id: str
@@ -103,13 +113,15 @@ class BisectResult(BaseModel):
     confirmation: Optional[Confirmation] = None  # a commit culprit reverted on the bad end, measured
     followed: Optional["BisectResult"] = None   # the companion's own bisect, when the cause is a companion
     log: list[str] = []
+    reference: Optional[dict[str, Any]] = None   # what the upstream report measured ([reference])
+    contrast: Optional[Contrast] = None
 
     @model_serializer(mode="wrap")
-    def _metric_when_known(self, handler):
+    def _only_what_is_known(self, handler):
         data = handler(self)
-        for name in ("metric", "attribution", "confirmation", "followed"):
-            if getattr(self, name) is None:
-                data.pop(name, None)
+        for key in ("metric", "reference", "contrast", "attribution", "confirmation", "followed"):
+            if getattr(self, key) is None:
+                data.pop(key, None)
         return data
 
     @property

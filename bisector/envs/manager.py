@@ -44,8 +44,9 @@ class EnvManager:
         self.cache_dir = self.layout.root
         self.backend_override = backend
         self._backends: dict[str, Backend] = {}
-        self._prefetcher = Prefetcher(self._ensure_recipe)
-        self._base_prefetcher = Prefetcher(lambda spec: resolve_base(spec, self.layout), key=_base_key)
+        self._prefetcher = Prefetcher(self._ensure_recipe, label=lambda r: f"{r.target.package} {r.target.ref}")
+        self._base_prefetcher = Prefetcher(lambda spec: resolve_base(spec, self.layout), key=_base_key,
+                                           label=lambda spec: f"base {spec.base}")
 
     def recipe(self, spec: EnvSpec, target: InstallTarget) -> Recipe:
         """The recipe (fingerprint, requirement set) of ``target`` under ``spec``.

@@ -104,6 +104,17 @@ def _inputs(spec: EnvSpec, target: InstallTarget, base: BaseInfo, backend: str, 
     }
 
 
+NVML = "nvidia-ml-py"
+
+
+def cuda_extras(base: BaseInfo, named: set[str]) -> list[str]:
+    """What a candidate over a CUDA torch needs for the probe's device facts: NVML's bindings
+    (``pynvml``, from nvidia-ml-py), which are not in torch's closure and which the overlay hides.
+    A CUDA torch is recognised by the ``nvidia-*`` libraries its closure provides."""
+    cuda = any(name.startswith("nvidia-") for name in base.provided)
+    return [NVML] if cuda and canonicalize_name(NVML) not in named else []
+
+
 def make_recipe(spec: EnvSpec, target: InstallTarget, base: BaseInfo, backend: str) -> Recipe:
     """The recipe for ``target`` under ``spec``; UsageError on contradictory names.
 
@@ -113,6 +124,7 @@ def make_recipe(spec: EnvSpec, target: InstallTarget, base: BaseInfo, backend: s
                   if canonicalize_name(Requirement(req).name) != target.canonical_name]
     extra = [req for req, _ in companions] + list(spec.requirements)
     _check_names(target, spec, extra, base)
+    extra += cuda_extras(base, _named(extra) | {target.canonical_name})
     lifted = [target.canonical_name] + sorted(_named([req for req, pinned in companions if pinned]))
     named = _named(extra) | {target.canonical_name}
     constraints = {n: s for n, s in base.constraints.items() if n not in named}

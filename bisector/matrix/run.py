@@ -27,7 +27,7 @@ from bisector.matrix.compare import compare, match_baseline, still_bad, summaris
 from bisector.matrix.config import MatrixConfig
 from bisector.matrix.history import grid_history, load_baseline, new_run_id, save_run, timestamp
 from bisector.matrix.model import CellResult, CellVerdict, MatrixResult
-from bisector.measure.gpus import GpuPool, detect_gpus
+from bisector.measure.gpus import GpuPool, detect_gpus, probe_cpus
 from bisector.measure.measurer import Measurer
 from bisector.measure.spec import ProbeSpec
 from bisector.sources.index import release_candidate
@@ -86,7 +86,8 @@ class CellRunner:
         with self._lock:
             if key not in self._measurers:
                 self._measurers[key] = Measurer(self.store, self.envs, spec, self.probe, index_url=self.index_url,
-                                                run_id=self.run_id, gpus=self.gpus)
+                                                run_id=self.run_id, gpus=self.gpus,
+                                                cpus=probe_cpus(self.jobs, self.gpus.gpus))
             return self._measurers[key]
 
     def _prefetch_after(self, cells: list[Cell], i: int) -> None:

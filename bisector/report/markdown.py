@@ -25,7 +25,7 @@ from bisector.core.verdict import Verdict
 from bisector.report.attribution import (attributed, attribution_summary, confirmation_summary, proof_trials,
                                          through_companion, trial_line)
 from bisector.report.common import (also_changed_sentence, explainer, explanation, md_code, md_escape, move_phrase,
-                                    result_metric)
+                                    result_metric, story)
 
 _NOTE_MAX = 160
 _ENV_LABELS = {"os": "OS", "python": "Python", "cuda": "CUDA", "gpu": "GPU", "cpu": "CPU"}
@@ -82,6 +82,12 @@ def _verdict_line(r: BisectResult) -> list[str]:
         return [f"**{'First fixed' if r.find_fix else 'First bad'}: {md_escape(r.package)} {_ref(r.first_bad)}**{subject} — "
                 f"{md_escape(move_phrase(r))}", ""]
     return [f"**{_STATUS.get(r.status, md_escape(r.status))} for {md_escape(r.package)}:** {md_escape(r.reason)}", ""]
+
+
+def _story(r: BisectResult) -> list[str]:
+    """The seed's story under the verdict: the upstream report's numbers beside ours, and why."""
+    told = story(r)
+    return [*(f"- {md_escape(line)}" for line in told), ""] if told else []
 
 
 def _value_cols(r: BisectResult, metric: Optional[str]) -> tuple[str, str]:
@@ -226,8 +232,9 @@ def _commands(r: BisectResult) -> list[str]:
 def markdown(r: BisectResult) -> str:
     """The whole report (ends with a newline)."""
     metric = result_metric(r)
-    out = _verdict_line(r) + _attribution(r) + _points(r, metric) + _caution(r) + _ambiguous(r) + _explained(r)
-    out += _criterion(r, metric) + _steps(r, metric) + _followed(r) + _probe(r) + _environment(r) + _commands(r)
+    out = _verdict_line(r) + _attribution(r) + _story(r) + _points(r, metric) + _caution(r) + _ambiguous(r)
+    out += _explained(r) + _criterion(r, metric) + _steps(r, metric) + _followed(r) + _probe(r) + _environment(r)
+    out += _commands(r)
     for note in r.notes:
         out += [f"Note: {md_escape(note)}", ""]
     if r.log:

@@ -5,13 +5,14 @@ from bisector.core.result import BisectResult
 from bisector.core.units import human_value
 from bisector.redact import redact_text
 from bisector.report.attribution import attributed, full_headline, headline_area
-from bisector.report.common import also_changed_sentence, explanation, headline, point_label, result_metric
+from bisector.report.common import also_changed_sentence, explanation, headline, point_label, result_metric, story
 from bisector.storage import RunKind, RunRow, Store
 
 
 def render_text(result: BisectResult) -> str:
     """The terminal report: headline, criterion, the boundary, why, caution, hints, notes."""
-    lines = [full_headline(result), *headline_area(result), f"criterion: {result.criterion}"]
+    lines = [full_headline(result), *headline_area(result), *(f"  {line}" for line in story(result)),
+             f"criterion: {result.criterion}"]
     if result.decision_rule:
         lines.append(f"rule: {result.decision_rule}")
     lines.append(f"probes run: {result.probes_run}, measurements reused from the store: {result.measurements_reused}")

@@ -17,12 +17,14 @@ from typing import Any, Optional
 
 import git as gitpython
 
+from bisector import activity
 from bisector.core.candidate import Candidate, CandidateKind
 from bisector.errors import BisectorError, UsageError
 from bisector.procs import run_bounded
 from bisector.redact import redact_text, redact_url
 
 TIMEOUT_S = 600
+CLONE_TIMEOUT_S = 3600   # a first clone of a large repository
 _PR = re.compile(r"\(#(\d+)\)|Merge pull request #(\d+)")
 _SEP = "\x1f"
 _SHELL_CHARS = ";|&$`<>\\'\""
@@ -55,7 +57,7 @@ class _BoundedGit(gitpython.Git):
         argv = [str(a) for a in command]
         done = run_bounded(argv, {**os.environ, **(env or {}), "GIT_TERMINAL_PROMPT": "0"},
                            cwd=Path(self._working_dir) if self._working_dir else None,
-                           timeout=kill_after_timeout or TIMEOUT_S, limit=None)
+                           timeout=kill_after_timeout or TIMEOUT_S, limit=None, on_line=activity.line_updater())
         out, err = done.stdout_tail, done.stderr_tail.rstrip("\n")
         if strip_newline_in_stdout:
             out = out.removesuffix("\n")
@@ -90,9 +92,12 @@ def _run(where: Any, *args: str, timeout: float = TIMEOUT_S, env: Optional[dict]
 def repository(path: Path) -> gitpython.Repo:
     """The GitPython repository at ``path`` (its commands bounded as above)."""
     try:
-        return _Repo(path)
+        repo = _Repo(path)
     except (gitpython.InvalidGitRepositoryError, gitpython.NoSuchPathError):
         raise BisectorError(f"no git repository at {path}") from None
+    if not (Path(path) / ".git").exists() and (Path(path) / "HEAD").exists():
+        repo.git._working_dir = str(path)  # a bare repository: git runs in it (GitPython may pick its parent)
+    return repo
 
 
 def validate_ref(ref: str) -> str:
@@ -129,8 +134,10 @@ def open_repo(repo: str, cache_dir: Path) -> Path:
         _run(repository(target), "fetch", "--quiet", "--tags", "--force", "origin")
         return target
     target.parent.mkdir(parents=True, exist_ok=True)
-    try:
-        _run(_BoundedGit(), "clone", "--quiet", "--bare", "--", repo, str(target))
+    try:  # a partial clone: history now, file contents only for the commits that get built
+        with activity.doing(f"cloning {redact_url(repo)}", kind="clone"):
+            _run(_BoundedGit(), "clone", "--progress", "--bare", "--filter=blob:none", "--", repo, str(target),
+                 timeout=CLONE_TIMEOUT_S)
     except GitFailure as exc:
         raise BisectorError(f"cannot clone {redact_url(repo)}: {exc}") from None
     _run(repository(target), "config", "remote.origin.fetch", "+refs/heads/*:refs/heads/*")

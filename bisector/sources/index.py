@@ -101,9 +101,15 @@ def releases_from_page(package: str, page: dict) -> list[Release]:
     return [Release(version=str(v), **found[v]) for v in sorted(found)]
 
 
+_PAGES: dict[tuple[str, str], list[Release]] = {}   # one read of a project's page per process
+
+
 def list_releases(index_url: str, package: str) -> list[Release]:
-    """All releases of ``package`` on the index, oldest version first."""
-    return releases_from_page(package, fetch_project(index_url, package))
+    """All releases of ``package`` on the index, oldest version first (read once per process)."""
+    key = (index_url, canonicalize_name(package))
+    if key not in _PAGES:
+        _PAGES[key] = releases_from_page(package, fetch_project(index_url, package))
+    return list(_PAGES[key])
 
 
 def find_release(releases: list[Release], text: str) -> Release:

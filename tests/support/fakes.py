@@ -3,8 +3,9 @@
 
 A table maps a candidate's ref (a version, or a commit's full SHA) to what each repeat measures:
 a number (the metric's value), a :class:`Status` (that failure), an int exit code (with
-``exit_code_mode``), or a list of those, one per repeat (the last one repeats). Setups with pins laid
-over the spec (an attribution's trials) read ``setups(ref, pins)`` instead.
+``exit_code_mode``), a :class:`PartialOom` (a value, with some cells out of memory), or a list of
+those, one per repeat (the last one repeats). Setups with pins laid over the spec (an attribution's
+trials) read ``setups(ref, pins)`` instead.
 """
 from __future__ import annotations
 
@@ -14,6 +15,17 @@ from typing import Callable, Mapping, Optional, Union
 from bisector.core.candidate import Candidate
 from bisector.core.measurement import Measurement, Status
 from bisector.envs import EnvSpec
+
+
+
+class PartialOom(float):
+    """A measured value whose probe run also reports cells that ran out of memory."""
+
+    def __new__(cls, value: float, cells: tuple[str, ...] = ("bf16.ga2.h256",)):
+        made = super().__new__(cls, value)
+        made.cells = list(cells)
+        return made
+
 
 Entry = Union[float, Status, list]
 
@@ -52,6 +64,8 @@ class FakeMeasurer:
             return base.model_copy(update={"status": Status.EXIT_CODE, "exit_code": int(value)})
         details = {"result": {"schema_version": "fake/1", "probe": {"name": "fake", "version": "1"},
                               "peak_phase": "backward" if value > 1.5 else "forward"}}
+        if isinstance(value, PartialOom):
+            details["result"]["oom_cells"] = value.cells
         return base.model_copy(update={"metrics": {self.metric: float(value), "other": 7.0}, "details": details})
 
     def prefetch(self, candidates: list[Candidate]) -> None:
@@ -68,8 +82,15 @@ class FakeMeasurers:
         self.seen: dict = {}
         self.made: list[FakeMeasurer] = []
 
+    def with_probe_args(self, args: list[str]) -> "FakeMeasurers":
+        """The contrast's measurers read ``options["contrast"]`` (a table like ``table``)."""
+        other = FakeMeasurers(self.options.get("contrast", self.table), self.gpus,
+                              **{k: v for k, v in self.options.items() if k != "contrast"})
+        other.args = list(args)
+        return other
+
     def __call__(self, run_id: str, repo_path: Optional[Path] = None) -> FakeMeasurer:
-        measurer = FakeMeasurer(self.table, self.seen, **self.options)
+        measurer = FakeMeasurer(self.table, self.seen, **{k: v for k, v in self.options.items() if k != "contrast"})
         self.made.append(measurer)
         return measurer
 
