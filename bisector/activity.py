@@ -25,6 +25,7 @@ class Activity:
     kind: str
     detail: str = ""
     started: float = field(default_factory=time.monotonic)
+    failed: bool = False
 
     @property
     def elapsed(self) -> float:
@@ -68,6 +69,9 @@ def doing(label: str, kind: str = "work") -> Iterator[Optional[Activity]]:
     listener.opened(activity)
     try:
         yield activity
+    except BaseException:
+        activity.failed = True
+        raise
     finally:
         _stack().remove(activity)
         listener.closed(activity)

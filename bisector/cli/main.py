@@ -26,6 +26,7 @@ from bisector.report.live import progress_for, showing
 from bisector.report.progress import PrintHandler
 from bisector.report.render import load_result, render, render_json, write_reports
 from bisector.report.text import render_log, render_text
+from bisector.sources.index import pages_read_once
 from bisector.storage import RunKind, Store
 
 
@@ -59,10 +60,11 @@ def cmd_run(args) -> int:
         config, command = _resumed(args)
     else:
         config = load_config(config_path, run_overrides(args))
-    preflight(config)  # bad input is one line and exit 2 before anything is created or stored
-    store = _store(config.run.store)
-    with showing(progress_for()) as say:
-        result = bisector_for(config, store, handler=PrintHandler(printer=say), command=command).run()
+    with pages_read_once():
+        preflight(config)  # bad input is one line and exit 2 before anything is created or stored
+        store = _store(config.run.store)
+        with showing(progress_for()) as say:
+            result = bisector_for(config, store, handler=PrintHandler(printer=say), command=command).run()
     write_reports(store, result)
     if args.json:
         print(render_json(result))

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from typing import Optional
 
 from bisector.core.units import human_bytes, human_value
-from bisector.explain.ga_memory_names import DERIVED, PEAK, Group, metric_label
+from bisector.explain.ga_memory_names import DERIVED, PEAK, Group, metric_label, phase_kind
 from bisector.explain.generic import TOL, joined, pair, rel, unchanged
 from bisector.explain.sites import site_sentence
 
@@ -34,20 +34,34 @@ class GroupMove:
     delta: float                 # change in bytes at that size
     pct: float                   # signed relative change at that size
     rel: float                   # largest relative change over all sizes
+    fixed: bool = False          # the change is the same at every width: fixed bytes, not per parameter
 
     @property
     def moved(self) -> bool:
         return self.rel > TOL
 
     def phrase(self, per_param: bool) -> str:
-        """'fell by 1.500 B/param (-9% at h256)' or 'did not change'."""
+        """'fell by 1.500 B/param (-9% at h256)', 'rose by 32.00 MiB at every width (fixed)' or 'did not change'."""
         if not self.moved:
             return "did not change"
         word = "rose" if self.delta > 0 else "fell"
         where = f"{self.pct:+.0%} at h{self.size}"
+        if self.fixed:
+            return f"{word} by {human_bytes(abs(self.delta))} at every width (fixed bytes, not per parameter; {where})"
         if per_param and self.per_param is not None and abs(self.per_param) > 0:
             return f"{word} by {abs(self.per_param):.3f} B/param ({where})"
         return f"{word} by {human_bytes(abs(self.delta))} ({where})"
+
+
+FIXED_SPREAD = 0.05   # a change whose size varies by at most this much over the widths is a fixed one
+
+
+def _is_fixed(deltas: list[float]) -> bool:
+    """Whether a change is the same at every width (a buffer whose size does not follow the model)."""
+    if len(deltas) < 2:
+        return False
+    largest = max(abs(d) for d in deltas)
+    return largest > 0 and (max(deltas) - min(deltas)) <= FIXED_SPREAD * largest
 
 
 def _slope(xs: list[float], ys: list[float]) -> Optional[float]:
@@ -69,7 +83,8 @@ def group_move(g: Group, good: dict, bad: dict, n_params: dict[int, float]) -> O
     with_n = [s for s in sizes if s in n_params]
     slope = _slope([n_params[s] for s in with_n], [b[s] - a[s] for s in with_n])
     pct = (b[h] - a[h]) / abs(a[h]) if a[h] else 0.0
-    return GroupMove(g, slope, h, b[h] - a[h], pct, rels[top])
+    fixed = _is_fixed([b[s] - a[s] for s in sizes])
+    return GroupMove(g, slope, h, b[h] - a[h], pct, rels[top], fixed)
 
 
 def _n_params(metrics: dict) -> dict[int, float]:
@@ -166,12 +181,22 @@ def _phase_sentence(g: Group, h: int, good_details: dict, bad_details: dict) -> 
     what = f"The {g[0]} GA={g[1]} step at h{h}"
     pa, pb = a["peak_phase"], b["peak_phase"]
     size_a, size_b = human_bytes(a.get("peak_bytes", 0)), human_bytes(b.get("peak_bytes", 0))
-    sites = site_sentence(a.get("sites") or {}, b.get("sites") or {})
+    sites = _like_with_like(a, b, pb)
     if pa == pb:
         return [f"{what} peaks in {pa} on both sides ({size_a} → {size_b})."] + sites
     before = (a.get("phases") or {}).get(pb)
     was = f"; {pb} reached {human_bytes(before)} on the last good" if before is not None else ""
     return [f"{what} peaks in {pa} on the last good ({size_a}) but in {pb} on the first bad ({size_b}{was})."] + sites
+
+
+def _like_with_like(a: dict, b: dict, peak_phase: str) -> list[str]:
+    """Sites compared at the same phase kind on both sides (the first bad's peak phase), forward with
+    forward; results without per-phase sites (ga_memory/1) compare each side's own peak."""
+    kind = phase_kind(peak_phase)
+    a_sites, b_sites = (a.get("phase_sites") or {}).get(kind), (b.get("phase_sites") or {}).get(kind)
+    if a_sites is not None and b_sites is not None:
+        return site_sentence(a_sites, b_sites, where=f"At the {kind}'s peak on both sides")
+    return site_sentence(a.get("sites") or {}, b.get("sites") or {})
 
 
 def _phase_targets(metric: Optional[str], terms: list[tuple[int, Group]],
@@ -185,7 +210,7 @@ def _phase_targets(metric: Optional[str], terms: list[tuple[int, Group]],
 
 
 def caveats(good: dict, bad: dict) -> list[str]:
-    out = []
+    out = _older_schema(good, bad)
     na, nb = _n_params(good), _n_params(bad)
     differ = [h for h in sorted(set(na) & set(nb)) if na[h] != nb[h]]
     if differ:
@@ -199,6 +224,16 @@ def caveats(good: dict, bad: dict) -> list[str]:
         out.append(f"The straight-line fit over sizes is loose (worst R² {worst[0]:.3f}, {worst[1]}): "
                    "per-parameter costs are approximate.")
     return out
+
+
+def _older_schema(good: dict, bad: dict) -> list[str]:
+    """Results stored by ga_memory 1 lack the per-phase peaks and fits: say what is compared without them."""
+    lacking = [side for side, m in (("last good", good), ("first bad", bad))
+               if not any(k.startswith("phase_peak_bytes.") for k in m)]
+    if not lacking:
+        return []
+    return [f"The {' and '.join(lacking)} {'were' if len(lacking) > 1 else 'was'} measured by ga_memory 1 (schema "
+            "ga_memory/1): no per-phase peaks, per-phase fits or bytes per token; only the step peaks are compared."]
 
 
 def explain_moves(good: dict, bad: dict, metric: Optional[str], good_details: dict, bad_details: dict,

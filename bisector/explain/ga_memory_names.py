@@ -18,6 +18,11 @@ CELL_KEYS = ("hidden", "precision", "ga", "n_params", "peak_bytes", "peak_phase"
 RESULT_KEYS = ("knobs", "meter")
 OWN_NAMES = re.compile(r"^(n_params\.h\d+|fit_r2_min)$")
 
+PHASE_PEAK = re.compile(r"^phase_peak_bytes\.(?P<prec>[A-Za-z0-9]+)\.ga(?P<ga>\d+)\.h(?P<h>\d+)(?:\.t(?P<t>\d+))?"
+                        r"\.(?P<phase>[a-z_]+)$")
+PHASE_FIT = re.compile(r"^(?P<q>bytes_per_param|bytes_per_token|fixed_bytes)\.(?P<prec>[A-Za-z0-9]+)\.ga(?P<ga>\d+)"
+                       r"\.(?P<phase>[a-z_]+)$")
+PHASE_WORDS = {"step": "optimizer-step", "zero_grad": "zero_grad"}
 Group = tuple[str, int]   # (precision, gradient accumulation steps)
 
 
@@ -35,6 +40,16 @@ def metric_label(name: Optional[str]) -> str:
         return label if derived["unit"] == "bytes_per_param" else f"{label} (fixed part)"
     if name == "fit_r2_min":
         return "worst fit R²"
+    phase = PHASE_PEAK.match(name)
+    if phase:
+        tokens = f" ({phase['t']} tokens)" if phase["t"] else ""
+        return f"{phase['prec']} GA={phase['ga']} {PHASE_WORDS.get(phase['phase'], phase['phase'])} peak at h{phase['h']}{tokens}"
+    fitted = PHASE_FIT.match(name)
+    if fitted:
+        what = {"bytes_per_param": "bytes per parameter", "bytes_per_token": "bytes per token",
+                "fixed_bytes": "fixed bytes"}[fitted["q"]]
+        where = "step" if fitted["phase"] == "peak" else PHASE_WORDS.get(fitted["phase"], fitted["phase"])
+        return f"{fitted['prec']} GA={fitted['ga']} {where} {what}"
     return name
 
 

@@ -66,18 +66,27 @@ class LiveProgress:
 
 
 class PlainProgress:
-    """Plain lines for a log: clones and environment builds only (steps print themselves)."""
+    """Plain lines for a log: clones and environment builds only (steps print themselves); a clone
+    is announced once it has run ``quiet_s`` seconds, so a quick one (or a failing one) adds nothing."""
 
-    def __init__(self, stream: TextIO):
-        self.stream = stream
+    def __init__(self, stream: TextIO, quiet_s: float = 3.0):
+        self.stream, self.quiet_s = stream, quiet_s
         self._said: set[int] = set()
+        self._timers: dict[int, threading.Timer] = {}
 
     def print(self, text: str) -> None:
         print(text, file=self.stream, flush=True)
 
     def opened(self, act: Activity) -> None:
         if act.kind == "clone":
-            self.print(f"  {act.label} ...")
+            timer = threading.Timer(self.quiet_s, self._announce, (act,))
+            timer.daemon = True
+            self._timers[act.id] = timer
+            timer.start()
+
+    def _announce(self, act: Activity) -> None:
+        self._said.add(act.id)
+        self.print(f"  {act.label} ...")
 
     def changed(self, act: Activity) -> None:
         if act.kind in ("measure", "prefetch") and act.id not in self._said and act.detail in BUILDING:
@@ -86,9 +95,12 @@ class PlainProgress:
             self.print(f"  building the environment of {what}" + (" (prefetch)" if act.kind == "prefetch" else ""))
 
     def closed(self, act: Activity) -> None:
+        timer = self._timers.pop(act.id, None)
+        if timer is not None:
+            timer.cancel()
+        if act.kind == "clone" and act.id in self._said:
+            self.print(f"  {act.label}: {'failed' if act.failed else 'done'} after {act.elapsed:.0f}s")
         self._said.discard(act.id)
-        if act.kind == "clone":
-            self.print(f"  {act.label}: done in {act.elapsed:.0f}s")
 
     def __enter__(self) -> "PlainProgress":
         return self

@@ -43,22 +43,29 @@ def _import_stack(args, timings):
 
     start = _time.perf_counter()
     import torch  # noqa: F401
-    import transformers
     from accelerate import Accelerator  # noqa: F401
 
-    if args.model_factory:
+    if args.model_factory:  # the user's own model: transformers only where the Trainer loop needs it
         importlib.import_module(args.model_factory.partition(":")[0])
-    else:
+    if not args.model_factory or args.loop == "trainer":
+        _import_transformers(args, importlib)
+    gc.freeze()  # later gc.collect() calls skip the (large, immortal) import graph
+    timings.add("imports_s", _time.perf_counter() - start)
+
+
+def _import_transformers(args, importlib) -> None:
+    """transformers loads lazily: its modeling code and Trainer are imported now, not in the first cell."""
+    import transformers
+
+    if not args.model_factory:
         family = _family(args)
-        try:  # transformers loads lazily: import the modeling code now, not in the first cell
+        try:
             importlib.import_module(f"transformers.models.{family}.modeling_{family}")
         except ImportError:
             pass  # a family this release lacks: the cells say so
-    transformers.AutoModelForCausalLM  # noqa: B018 - resolve the lazy attribute now
+        transformers.AutoModelForCausalLM  # noqa: B018 - resolve the lazy attribute now
     if args.loop == "trainer":
         transformers.Trainer  # noqa: B018
-    gc.freeze()  # later gc.collect() calls skip the (large, immortal) import graph
-    timings.add("imports_s", _time.perf_counter() - start)
 
 
 def _family(args) -> str:
