@@ -15,6 +15,7 @@ from bisector.difference.model import DiffResult, DiffStatus
 from bisector.difference.run import run_diff
 from bisector.jobfile import load_config
 from bisector.paths import default_store_path
+from bisector.sources.index import pages_read_once
 from bisector.storage import Store
 
 __version__ = "0.1.0"
@@ -59,9 +60,10 @@ def diff(package: Optional[str] = None, version: Optional[str] = None, *, pins: 
     given = DiffInput(package=package if not version else None, pins=[*first, *pins], a_pins=a_pins, b_pins=b_pins,
                       a_lock=a_lock, b_lock=b_lock, a_args=a_args, b_args=b_args, probe=dict(probe or {}),
                       criterion=dict(criterion or {}), env=env, index_url=index_url, follow=follow)
-    checked = check(given)
-    db = Store(store or default_store_path())
-    try:
-        return run_diff(checked, db, cache_dir=cache_dir, handler=handler)
-    finally:
-        db.close()
+    with pages_read_once():
+        checked = check(given)
+        db = Store(store or default_store_path())
+        try:
+            return run_diff(checked, db, cache_dir=cache_dir, handler=handler)
+        finally:
+            db.close()

@@ -17,7 +17,9 @@ from bisector.difference.model import DiffResult
 from bisector.difference.report import render_diff_json, render_diff_text
 from bisector.difference.run import run_diff
 from bisector.paths import default_store_path
+from bisector.report.live import progress_for, showing
 from bisector.report.progress import PrintHandler
+from bisector.sources.index import pages_read_once
 from bisector.storage import RunKind, Store
 
 
@@ -33,13 +35,15 @@ def diff_input(args: argparse.Namespace) -> DiffInput:
 
 def diff_command(args) -> int:
     """Check everything, then measure; print each trial as a step and the report (text or JSON)."""
-    checked = check(diff_input(args))          # bad input stops here: nothing created or stored
-    store = Store(args.store or default_store_path())
-    try:
-        result = run_diff(checked, store, cache_dir=args.cache_dir, env_backend=args.env_backend,
-                          handler=PrintHandler(), command=["bisector", *sys.argv[1:]])
-    finally:
-        store.close()
+    with pages_read_once():
+        checked = check(diff_input(args))          # bad input stops here: nothing created or stored
+        store = Store(args.store or default_store_path())
+        try:
+            with showing(progress_for()) as say:
+                result = run_diff(checked, store, cache_dir=args.cache_dir, env_backend=args.env_backend,
+                                  handler=PrintHandler(printer=say), command=["bisector", *sys.argv[1:]])
+        finally:
+            store.close()
     print(render_diff_json(result) if args.json else render_diff_text(result))
     return result.exit_code
 
