@@ -226,3 +226,30 @@ def test_a_culprit_that_only_exposes_an_earlier_change_is_not_causal(tmp_path):
     c = out["confirmation"]
     assert c["status"] == "not-causal" and c["verdict"] == "bad" and c["value"] == 400.0
     assert any("cannot be followed from a commit candidate" in n for n in out["notes"])
+
+
+def test_the_followed_companion_goes_down_to_its_commit_with_its_repository(companion_index, tmp_path):
+    """--follow-repo: beta's releases, then its commits between the boundary tags; the commit found is
+    confirmed by revert, and the headline names it through the companion."""
+    def beta(kib: int) -> dict[str, str]:
+        return {"beta/__init__.py": f'__version__ = "0.1.0"\nKIB = {kib}\n'}
+    repo = init_repo(tmp_path / "beta-src")
+    steps = [("start", {**package_files("beta", "0.1.0"), **beta(100)}, "v1.1"), ("docs 1", note(1), None),
+             ("Grow the buffer (#44)", beta(400), None), ("docs 3", note(3), "v1.2"), ("docs 4", note(4), "v1.3")]
+    shas = []
+    for i, (subject, files, tag) in enumerate(steps):
+        shas.append(commit(repo, files, subject, T0 + i * DAY))
+        if tag:
+            subprocess.run(["git", "-C", str(repo), "tag", tag], check=True)
+    job = stack_job(tmp_path, companion_index, 'beta = "as-of-candidate"', "1.0", "1.3", "--follow-repo", str(repo))
+    job[job.index("releases")] = "auto"
+    proc = cli(*job)
+    assert proc.returncode == 0, proc.stderr
+    out = json.loads(proc.stdout)
+    followed = out["followed"]
+    assert followed["mode"] == "commit" and followed["first_bad"]["sha"] == shas[2]
+    assert followed["first_bad"]["pr"] == 44 and followed["last_good"]["sha"] == shas[1]
+    assert followed["confirmation"]["status"] == "confirmed" and followed["confirmation"]["onto"] == shas[3]
+    assert out["headline"].startswith(f"First bad: beta {shas[2][:10]} (#44) 'Grow the buffer (#44)', through the "
+                                      "companion (bisecting alpha blamed 1.2")
+    assert "confirmation" not in out                                           # alpha's answer is a release
