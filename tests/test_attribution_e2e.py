@@ -178,7 +178,8 @@ def test_a_causal_culprit_is_confirmed_in_its_own_reverted_environment(tmp_path,
     c = out["confirmation"]
     assert c["status"] == "confirmed" and (c["culprit"], c["onto"]) == (shas[3], shas[-1])
     assert c["verdict"] == "good" and c["value"] == 100.0
-    assert out["steps"][-1]["phase"] == "revert" and out["steps"][-1]["candidate"] == f"{shas[-1][:10]}-revert-{shas[3][:10]}"
+    last = out["steps"][-1]
+    assert last["phase"] == "revert" and last["candidate"] == f"{shas[-1][:10]}-revert-{shas[3][:10]}"
     store = Store(tmp_path / "s.db")
     reverted = store.get_measurement(c["measurements"][0])
     plain = [m for m in store.measurements_for("tinypkg") if m.candidate == shas[-1] and m.key != reverted.key]

@@ -32,7 +32,8 @@ class Change(BaseModel):
 
     def describe(self) -> str:
         """'accelerate 0.27.2 → 0.28.0', 'zero_grad_target model → optimizer', '--loop trainer → accelerate'."""
-        return f"{self.name} {self.a if self.a is not None else '(none)'} → {self.b if self.b is not None else '(none)'}"
+        a, b = ("(none)" if v is None else v for v in (self.a, self.b))
+        return f"{self.name} {a} → {b}"
 
 
 class Trial(BaseModel):
