@@ -151,7 +151,8 @@ class Measurer:
             outcome = self._run_probe(c, env)
         with self._lock:
             self.probes_run += 1
-        details = {**outcome.details(), "env_seconds": round(env_seconds, 3), "env_path": str(env.path)}
+        details = {**outcome.details(), "env_seconds": round(env_seconds, 3), "probe_seconds": round(outcome.seconds, 3),
+                   "env_path": str(env.path)}
         return base.model_copy(update={"status": outcome.status, "metrics": outcome.metrics, "details": details,
                                        "exit_code": outcome.exit_code, "reason": outcome.reason,
                                        "seconds": time.monotonic() - start})
