@@ -43,6 +43,10 @@ class JobSection(BaseModel):
     env: str = "default"
     pins: list[str] = []            # --with PKG==VERSION: exact companions over the env spec
     index_url: Optional[str] = None
+    attribute: bool = True          # when companions moved too, find which change explains the step
+    follow: Optional[bool] = None   # bisect the companion that explains it (None: yes, when it is one)
+    follow_repo: Optional[str] = None   # the companion's repository, for its commits
+    confirm_revert: bool = True     # revert a commit culprit on the bad end and measure it
     clone: bool = False             # auto mode may clone the repository the package's metadata names
 
     @field_validator("pins")

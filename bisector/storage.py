@@ -50,6 +50,7 @@ class RunKind(enum.StrEnum):
 
     BISECT = "bisect"
     MATRIX = "matrix"
+    DIFF = "diff"
 
 
 class RunState(enum.StrEnum):

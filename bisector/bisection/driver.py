@@ -14,15 +14,17 @@ from typing import Optional, Protocol
 
 from packaging.utils import canonicalize_name
 
+from bisector.bisection.aftermath import Aftermath
 from bisector.bisection.assemble import RunFacts, assemble
 from bisector.bisection.contrast import is_the_jobs_own, measure_contrast
 from bisector.bisection.judge import Judgement, judge
-from bisector.bisection.phase import Phase, PhaseResult
+from bisector.bisection.phase import Phase, PhaseResult, flipped
 from bisector.bisection.plan import Plan, commit_plan, older_releases, release_plan
 from bisector.bisection.seam import MeasurerFactory, Measures
 from bisector.bisection.widen import walk_back
 from bisector.commandline import with_flags
 from bisector.config import JobConfig, Mode
+from bisector.core.attribution import AttributionKind
 from bisector.core.candidate import Candidate
 from bisector.core.measurement import Status
 from bisector.core.result import BisectResult, Step
@@ -106,10 +108,10 @@ class Bisector:
         return result
 
     # -- recording --------------------------------------------------------------------------
-    def _on_step(self, phase: str, c: Candidate, j: Judgement) -> None:
+    def _on_step(self, phase: str, c: Candidate, j: Judgement, label: Optional[str] = None) -> None:
         self._check_metric(j)
         reused = all(m.key in self._measurers[-1].reused_keys for m in j.measurements)
-        step = Step(seq=len(self.steps), phase=phase, candidate=c.short, date=c.date, verdict=j.verdict,
+        step = Step(seq=len(self.steps), phase=phase, candidate=label or c.short, date=c.date, verdict=j.verdict,
                     value=j.value, metric=self.config.criterion.metric, metrics=j.metrics,
                     repeats=len(j.measurements), seconds=round(j.seconds, 3), reason=j.reason, reused=reused)
         self.steps.append(step)
@@ -136,6 +138,31 @@ class Bisector:
     def _note(self, text: str) -> None:
         self.notes.append(text)
         self.handler.note(text)
+
+    # -- what a found boundary gets (bisection.aftermath calls these) ------------------------
+    def note(self, text: str) -> None:
+        """A note for the user and the result."""
+        self._note(text)
+
+    def measure_step(self, phase: str, measurer: Measures, c: Candidate, calibrated,
+                     label: Optional[str] = None) -> tuple[Judgement, bool]:
+        """Judge ``c`` with ``measurer`` (flipped for --find-fix), record it as a step; (judgement, reused)."""
+        self._measurers.append(measurer)
+        j = judge(measurer, calibrated, c)
+        if self.config.job.find_fix:
+            j.verdict = flipped(j.verdict)
+        self._on_step(phase, c, j, label)
+        return j, self.steps[-1].reused
+
+    def follow(self, config: JobConfig, measurers: MeasurerFactory, command: list[str]) -> BisectResult:
+        """The bisect of a companion (its own stored run), reported through this run's handler."""
+        return Bisector(config, self.store, measurers, handler=self.handler, command=command).run()
+
+    def refresh(self, result: BisectResult) -> None:
+        """Bring the result's steps and counts up to date with the steps taken after it was assembled."""
+        result.steps, result.log = list(self.steps), [step.log_line() for step in self.steps]
+        result.probes_run = sum(m.probes_run for m in self._measurers)
+        result.measurements_reused = sum(len(m.reused_keys) for m in self._measurers)
 
     def _save_run(self, status: str, result: Optional[dict] = None) -> None:
         self.store.put_run(RunRow(id=self.run_id, created=self._started, updated=now(), kind=RunKind.BISECT,
@@ -171,14 +198,16 @@ class Bisector:
             if not job.repo:
                 raise UsageError("--mode commits needs --repo (a local path or a git URL)")
             plan = commit_plan(job, job.repo, self.cache_dir)
-            return self._result(plan, self._phase("commits", plan))
+            return self._finish(plan, self._phase("commits", plan))
         plan = release_plan(job)
         res = self._phase("releases", plan)
         if res.search.outcome is Outcome.PREDATES_RANGE and job.widen and not job.find_fix:
             plan, res = self._widen(plan, res)
-        result = self._result(plan, res)
+        result = self._finish(plan, res)
         if job.mode is not Mode.AUTO or result.status is not Outcome.FOUND:
             return result
+        if result.attribution is not None and result.attribution.kind is not AttributionKind.CANDIDATE:
+            return result  # the refinement follows the attribution (done by the aftermath), not the candidate
         if torch:
             self._note(TORCH_STOPS)
             return result
@@ -219,7 +248,7 @@ class Bisector:
             released.refine_command = refine.replace("<REPO>", shlex.quote(repo))
             self._note(f"cannot refine to commits ({exc}); the release answer stands")
             return released
-        return self._result(commits, self._phase("commits", commits))
+        return self._finish(commits, self._phase("commits", commits))
 
     def _metadata_repo(self, res: PhaseResult) -> Optional[str]:
         """The repository named in the first bad release's metadata (its environment is at hand)."""
@@ -231,6 +260,10 @@ class Bisector:
                     self._note(f"repository from {self.config.job.package}'s metadata: {url}")
                 return url
         return None
+
+    def _finish(self, plan: Plan, phase: PhaseResult) -> BisectResult:
+        """The phase's result with what a found boundary gets: attribution, follow, revert confirmation."""
+        return Aftermath(self, plan, phase).finish(self._result(plan, phase))
 
     def _result(self, plan: Plan, phase: PhaseResult) -> BisectResult:
         self._final = (plan, phase)

@@ -17,6 +17,11 @@ from bisector.errors import UndecidedError
 _FLIP = {Verdict.GOOD: Verdict.BAD, Verdict.BAD: Verdict.GOOD, Verdict.SKIP: Verdict.SKIP}
 
 
+def flipped(verdict: Verdict) -> Verdict:
+    """The verdict as --find-fix reads it (GOOD and BAD swapped, SKIP kept)."""
+    return _FLIP[verdict]
+
+
 @dataclass
 class PhaseResult:
     """The search result over one candidate list, with every judgement made."""

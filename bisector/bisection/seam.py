@@ -38,5 +38,7 @@ class MeasurerFactory(Protocol):
     def __call__(self, run_id: str, repo_path: Optional[Path] = None) -> Measures:
         """The measurer of a phase (``repo_path``: the repository commit candidates come from)."""
 
+    def pinned(self, pins: dict[str, str]) -> "MeasurerFactory":
+        """The same factory with ``pins`` (name -> exact version) laid over the spec's companions."""
     def with_probe_args(self, args: list[str]) -> "MeasurerFactory":
         """The same factory with the probe's arguments replaced (a job's ``[contrast]``)."""

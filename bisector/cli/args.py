@@ -6,12 +6,13 @@ import argparse
 from pathlib import Path
 from typing import Any, Optional
 
+from bisector.cli.followflags import add_followup_flags, followup_overrides
 from bisector.cli.examples import epilog
 
 RUN, MATRIX = "run", "matrix"
 PROBE_ARG_HELP = ("one argument for the probe, added after the job's: --probe-arg=--loop=accelerate "
                   "(a value starting with '-' also works as the next word); repeatable")
-VALUE_FLAGS_TAKING_DASHES = ("--probe-arg",)   # their value may start with '-' (see glue_dash_values)
+VALUE_FLAGS_TAKING_DASHES = ("--probe-arg", "--a-arg", "--b-arg")   # values may start with '-' (glue_dash_values)
 
 # flag, argparse options, help for `run`, help for `matrix` (None: not a matrix flag)
 CRITERION_FLAGS: list[tuple[str, dict[str, Any], str, Optional[str]]] = [
@@ -108,7 +109,7 @@ def run_overrides(args: argparse.Namespace) -> dict[str, Any]:
     job = {"package": args.package, "good": args.good, "bad": args.bad, "mode": args.mode, "repo": args.repo,
            "repo_url": args.repo_url, "pre": args.pre, "first_parent": args.first_parent, "find_fix": args.find_fix,
            "widen": args.widen, "env": args.env, "index_url": args.index_url, "pins": args.with_,
-           "clone": args.clone}
+           "clone": args.clone, **followup_overrides(args)}
     return {"job": job, **shared_overrides(args)}
 
 
@@ -172,6 +173,7 @@ def _run_parser(sub) -> None:
                    help="pin a companion exactly over the env spec (torch==X sets the base); repeatable")
     add_env_and_probe_flags(p, g)
     add_criterion_flags(p, RUN)
+    add_followup_flags(p)
     g = add_execution_flags(p, RUN)
     g.add_argument("--resume", nargs="?", const="", metavar="RUN",
                    help="resume a stored run (default: the latest) with its own configuration")
@@ -226,6 +228,35 @@ def _other_parsers(sub) -> None:
                            help="markdown for an issue comment (default), json for tools, text for a terminal")
 
 
+def _diff_parser(sub) -> None:
+    """The ``diff`` subcommand and its flags."""
+    p = _command(sub, "diff", "two setups at one version: which difference explains the metric",
+                 "Measure setup A and setup B (package pins, probe settings) at one version of a package, then "
+                 "search (ddmin) for the smallest difference that moves one to the other's side of the criterion "
+                 "(default: the probe's metric, midway between A and B). Exit 0: an answer, 2: bad input, "
+                 "3: undecided.")
+    g = p.add_argument_group("setups")
+    g.add_argument("--package", help="the package under test (its version from the setups) when no --with names it")
+    g.add_argument("--with", dest="with_", action="append", default=[], metavar="PKG==VERSION",
+                   help="a pin of both setups; the first names the package under test and its version")
+    for side in ("a", "b"):
+        up = side.upper()
+        g.add_argument(f"--{side}-with", action="append", default=[], metavar="PKG==VERSION", help=f"a pin of {up}")
+        g.add_argument(f"--{side}-lock", type=Path, metavar="FILE", help=f"{up}'s pins, in pip freeze format")
+        g.add_argument(f"--{side}-arg", action="append", default=[], metavar="ARG",
+                       help=f"a probe argument of {up}, after the shared ones: --{side}-arg=--loop=trainer; repeatable")
+    g.add_argument("--follow", action="store_true", help="when one package is the difference, bisect it")
+    g.add_argument("--follow-repo", metavar="REPO", help="that package's repository, to follow it to its commits")
+    add_env_and_probe_flags(p, g)
+    add_criterion_flags(p, RUN)
+    g = p.add_argument_group("execution")
+    g.add_argument("--store", type=Path, help="SQLite store (default: in the user cache dir)")
+    g.add_argument("--cache-dir", type=Path, help="environment cache")
+    g.add_argument("--env-backend", choices=["uv", "virtualenv"],
+                   help="how environments are built (default: the env spec's, uv)")
+    g.add_argument("--json", action="store_true", help="print the result as JSON")
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The ``bisector`` parser and its subcommands."""
     parser = OneLineParser(prog="bisector", description="Find the release or commit that made a "
@@ -236,6 +267,7 @@ def build_parser() -> argparse.ArgumentParser:
     _run_parser(sub)
     _other_parsers(sub)
     _matrix_parser(sub)
+    _diff_parser(sub)
     q = _command(sub, "runs", "list stored runs")
     q.add_argument("--store", type=Path, help="SQLite store (default: in the user cache dir)")
     q = _command(sub, "envs", "list or garbage-collect cached environments")

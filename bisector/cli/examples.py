@@ -31,6 +31,12 @@ EXAMPLES = {
         ("the [matrix] grid of ./bisect.toml against its previous run", "bisector matrix"),
         ("nightly, bisecting what regressed", "bisector matrix --config nightly.toml --bisect-on-regression --out reports/"),
     ],
+    "diff": [
+        ("the seed thread: the reporter's Trainer loop against the maintainers' loop, knob by knob",
+         "bisector diff --with accelerate==0.22.0 --a-arg=--loop=trainer --b-arg=--loop=accelerate"),
+        ("two pip freeze files at one transformers version, the package that matters bisected",
+         "bisector diff --package transformers --a-lock mine.txt --b-lock yours.txt --follow --json"),
+    ],
     "log": [("the latest run's log", "bisector log"), ("one run's", "bisector log 1d17df1b72b4")],
     "report": [("the latest run as markdown for an issue", "bisector report"),
                ("one run as JSON", "bisector report 1d17df1b72b4 --format json")],

@@ -12,6 +12,7 @@ from typing import Optional
 
 from bisector.bisection.job import bisector_for, preflight
 from bisector.cli.args import build_parser, glue_dash_values, run_overrides
+from bisector.cli.diff import diff_command, report_diff
 from bisector.cli.envs import envs_command
 from bisector.cli.matrix import matrix_command
 from bisector.cli.probe import probe_command
@@ -104,23 +105,28 @@ def cmd_runs(args) -> int:
     for run in store.list_runs():
         job = run.config.get("job") or {}
         what = (f"{job.get('package')} {job.get('good')}..{job.get('bad')}" if run.kind is RunKind.BISECT
+                else f"{run.config.get('package')} {run.config.get('version')}: A vs B" if run.kind is RunKind.DIFF
                 else ", ".join((run.config.get("matrix") or {}).get("grid", {}) or []) or "-")
         print(f"{run.id}  {run.updated}  {run.kind:7s} {run.status:15s} {what}")
     return 0
 
 
 def cmd_report(args) -> int:
-    """A stored bisect's report in --format."""
+    """A stored bisect's (or diff's) report in --format."""
     store = _reading(args.store)
     if store is None:
         raise UsageError(f"no finished runs in {default_store_path()}")
+    diffed = report_diff(store, args.run, args.format)
+    if diffed is not None:
+        print(diffed)
+        return 0
     result = load_result(store, args.run)
     print(render(result, args.format))
     return 0
 
 
 COMMANDS = {"matrix": matrix_command, "run": cmd_run, "log": cmd_log, "runs": cmd_runs, "report": cmd_report,
-            "envs": envs_command, "probe": probe_command}
+            "envs": envs_command, "probe": probe_command, "diff": diff_command}
 
 
 def _parse(argv: list[str]):

@@ -6,6 +6,7 @@ from typing import Any, Optional
 
 from pydantic import BaseModel, model_serializer
 
+from bisector.core.attribution import Attribution, Confirmation
 from bisector.core.candidate import Candidate, CandidateKind
 from bisector.core.search import Outcome
 from bisector.core.verdict import Verdict
@@ -75,10 +76,14 @@ class Contrast(BaseModel):
 class BisectResult(BaseModel):
     """The answer: ``status`` is found, no-regression, predates-range or undecided.
 
+    ``attribution`` says which change of the boundary's environments explains a found step (the
+    candidate, a companion, or only a set together); ``followed`` is the bisect of that companion
+    between its two versions; ``confirmation`` says whether reverting a commit culprit undoes it.
+
     ``metric`` is the metric the criterion reads (None for exit-code and metric-free probes);
     ``reference`` is what the upstream report measured and ``contrast`` another setting measured at
-    the range's ends. Each is serialized only when known, so results stored before they existed
-    read and render as they did.
+    the range's ends. Each of these is serialized only when known, so results stored before they
+    existed read and render as they did.
     """
 
     run_id: str
@@ -104,6 +109,9 @@ class BisectResult(BaseModel):
     probe: dict[str, Any] = {}
     environment: dict[str, Any] = {}
     also_changed: dict[str, list[str]] = {}   # stack package -> [last good version, first bad version]
+    attribution: Optional[Attribution] = None   # which of those changes explains the step
+    confirmation: Optional[Confirmation] = None  # a commit culprit reverted on the bad end, measured
+    followed: Optional["BisectResult"] = None   # the companion's own bisect, when the cause is a companion
     log: list[str] = []
     reference: Optional[dict[str, Any]] = None   # what the upstream report measured ([reference])
     contrast: Optional[Contrast] = None
@@ -111,7 +119,7 @@ class BisectResult(BaseModel):
     @model_serializer(mode="wrap")
     def _only_what_is_known(self, handler):
         data = handler(self)
-        for key in ("metric", "reference", "contrast"):
+        for key in ("metric", "reference", "contrast", "attribution", "confirmation", "followed"):
             if getattr(self, key) is None:
                 data.pop(key, None)
         return data
@@ -120,3 +128,6 @@ class BisectResult(BaseModel):
     def exit_code(self) -> int:
         """0 for an answer (found, no-regression), 3 otherwise."""
         return 0 if self.status in (Outcome.FOUND, Outcome.NO_REGRESSION) else 3
+
+
+BisectResult.model_rebuild()

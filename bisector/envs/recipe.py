@@ -95,7 +95,7 @@ def _inputs(spec: EnvSpec, target: InstallTarget, base: BaseInfo, backend: str, 
     return {
         "python": [os.path.realpath(base.python), base.python_version],
         "base": base.fingerprint,
-        "target": [target.canonical_name, target.version, target.revision],
+        "target": [target.canonical_name, target.version, target.revision] + ([target.revert] if target.revert else []),
         "requirements": sorted(extra),
         "lifted": sorted(lifted),
         "as_of": target.as_of.astimezone(dt.timezone.utc).isoformat() if target.as_of else None,

@@ -71,7 +71,7 @@ class Measurer:
         if c.kind is CandidateKind.RELEASE:
             return InstallTarget(package=c.package, version=c.ref, as_of=c.date, index_url=self.index_url)
         return InstallTarget(package=c.package, source=self.repo_path, revision=c.ref, as_of=c.date,
-                             index_url=self.index_url)
+                             index_url=self.index_url, revert=c.revert)
 
     def key(self, c: Candidate, env_fp: str, repeat: int) -> str:
         """The store key of repeat ``repeat`` of ``c`` in the environment ``env_fp``."""
@@ -268,3 +268,10 @@ class Measurers:
         return Measurer(self.store, self.envs, self.spec, self.probe, repo_path=repo_path,
                         index_url=self.index_url, run_id=run_id, gpus=self.pool, cpus=self.cpus,
                         executor=self.executor)
+
+    def pinned(self, pins: dict[str, str]) -> "Measurers":
+        """The same measurers over this spec with ``pins`` (name -> exact version) laid over its companions
+        (a torch pin sets the base): the environments of an attribution's trials."""
+        exact = {name: f"=={version}" for name, version in pins.items()}
+        return Measurers(self.store, self.envs, self.spec.over(exact, self.index_url), self.probe,
+                         self.index_url, self.pool, self.cpus, self.executor)

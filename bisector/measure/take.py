@@ -87,7 +87,8 @@ def _take(envs: EnvManager, job: TakeJob, gpu_slot: GpuSlot, recipe: Recipe, wra
                                            "seconds": time.monotonic() - start})
         env_seconds = time.monotonic() - start
         outcome = _run(job, env, gpu_slot, wrap)
-    details = {**outcome.details(), "env_seconds": round(env_seconds, 3), "env_path": str(env.path),
+    details = {**outcome.details(), "env_seconds": round(env_seconds, 3), "probe_seconds": round(outcome.seconds, 3),
+               "env_path": str(env.path),
                "proved": proved(env).model_dump()}
     return base.model_copy(update={"status": outcome.status, "metrics": outcome.metrics, "details": details,
                                    "exit_code": outcome.exit_code, "reason": outcome.reason,

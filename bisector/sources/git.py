@@ -78,11 +78,11 @@ def _failure(exc: _CommandError) -> GitFailure:
     return GitFailure(exc.argv[1] if len(exc.argv) > 1 else "", detail)
 
 
-def _run(where: Any, *args: str, timeout: float = TIMEOUT_S) -> str:
+def _run(where: Any, *args: str, timeout: float = TIMEOUT_S, env: Optional[dict] = None) -> str:
     """``git <args>`` through ``where`` (a repository or a bare runner); GitFailure on failure."""
     runner = where.git if isinstance(where, gitpython.Repo) else where
     try:
-        return runner.execute(["git", *args], kill_after_timeout=timeout, strip_newline_in_stdout=False)
+        return runner.execute(["git", *args], kill_after_timeout=timeout, strip_newline_in_stdout=False, env=env)
     except _CommandError as exc:
         raise _failure(exc) from None
     except FileNotFoundError:
@@ -214,11 +214,33 @@ def tag_for_version(repo: Path, version: str) -> Optional[str]:
     return next((name for name in (f"v{version}", version, f"v{short}", short) if name in tags), None)
 
 
-def archive(source: Path, sha: str, tar_path: Path) -> None:
-    """Write the tree of commit ``sha`` as a tar file (never the working copy); GitFailure if it is unknown."""
+def archive(source: Path, sha: str, tar_path: Path, tree: Optional[str] = None) -> None:
+    """Write the tree of commit ``sha`` (or the git ``tree`` given, e.g. a reverted one) as a tar file, never
+    the working copy; GitFailure if it is unknown."""
     repo = repository(source)
     _run(repo, "cat-file", "-e", f"{sha}^{{commit}}")
-    _run(repo, "archive", "--format=tar", "-o", str(tar_path), sha, timeout=1800)
+    if tree is not None:
+        _run(repo, "cat-file", "-e", f"{tree}^{{tree}}")
+    _run(repo, "archive", "--format=tar", "-o", str(tar_path), tree or sha, timeout=1800)
+
+
+def reverted_tree(source: Path, onto: str, culprit: str, scratch: Path) -> tuple[Optional[str], list[str]]:
+    """The tree of commit ``onto`` with ``culprit``'s change (against its first parent) reverted, by a
+    3-way apply of the inverse diff into a scratch index (the repository's own index and working copy
+    are never touched): (tree SHA, []) when it applies cleanly, else (None, the conflicting files)."""
+    repo = repository(source)
+    patch, index = scratch / "revert.patch", scratch / "revert.index"
+    _run(repo, "diff", "--binary", "--full-index", f"--output={patch}", culprit, f"{culprit}^1", "--")
+    env = {"GIT_INDEX_FILE": str(index)}
+    _run(repo, "read-tree", onto, env=env)
+    if patch.stat().st_size:
+        try:
+            _run(repo, "apply", "--cached", "--3way", "--whitespace=nowarn", str(patch), env=env)
+        except GitFailure as exc:
+            unmerged = _run(repo, "ls-files", "--unmerged", env=env).splitlines()
+            files = sorted({line.split("\t", 1)[1] for line in unmerged if "\t" in line})
+            return None, files or [exc.reason]
+    return _run(repo, "write-tree", env=env).strip(), []
 
 
 def describe(source: Path, sha: str) -> Optional[str]:
