@@ -387,9 +387,9 @@ def test_prefetch_builds_in_background_without_duplicates(manager, index, monkey
     calls: list[str] = []
     real_build = builder_mod.build
 
-    def counting_build(recipe, *args):
+    def counting_build(recipe, *args, **kwargs):
         calls.append(recipe.fingerprint)
-        return real_build(recipe, *args)
+        return real_build(recipe, *args, **kwargs)
 
     monkeypatch.setattr(builder_mod, "build", counting_build)
     targets = [release(index, "1.0", as_of=utc(2021, 3, 1)), release(index, "1.1", as_of=utc(2021, 7, 1))]

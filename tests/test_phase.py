@@ -103,7 +103,7 @@ def test_no_confirmation_unless_found_or_asked():
 def test_kway_batches_and_prefetch_of_the_next_round():
     res, steps, measurer = run_phase(step_at(5), jobs=3)
     assert len(steps) <= 2 + 2 * 3   # both endpoints, then rounds of 3
-    assert measurer.prefetched and all(len(batch) <= 3 for batch in measurer.prefetched)
+    assert measurer.prefetched and all(len(batch) <= 2 * 3 + 1 for batch in measurer.prefetched)
     pending = {ref for batch in measurer.prefetched for ref in batch}
     assert pending <= set(VERSIONS) and res.search.first_bad == 5
     assert run_phase(step_at(5), prefetch=False)[2].prefetched == []

@@ -29,7 +29,7 @@ def job_measurers(config: JobConfig, store: Store) -> Measurers:
     """Measurers over the job's spec and probe, the cache dir's environments and this machine's GPUs,
     taking measurements through the run's executor (local threads, or Ray tasks)."""
     run = config.run
-    envs = EnvManager(run.cache_dir or default_cache_dir(), backend=run.env_backend)
+    envs = EnvManager(run.cache_dir or default_cache_dir(), backend=run.env_backend, defer_health=True)
     gpus = detect_gpus()
     pool = GpuPool(gpus)
     executor = make_executor(run.executor, envs, pool, run.ray_address, run.cache_dir)

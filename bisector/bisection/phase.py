@@ -70,7 +70,8 @@ class Phase:
         with ThreadPoolExecutor(max_workers=self.jobs) as pool:
             while batch := search.next_batch():
                 if self.prefetch:
-                    self.measurer.prefetch([self.candidates[i] for i in search.speculative(self.jobs)])
+                    ahead = search.speculative(2 * self.jobs + 1)  # both next midpoints, and one after
+                    self.measurer.prefetch([self.candidates[i] for i in ahead])
                 self._speculate(search, batch)
                 for index, j in zip(batch, pool.map(lambda i: self._judge(i, calibrated), batch)):
                     out.judgements[index] = j

@@ -80,7 +80,7 @@ def probe_command(args) -> int:
     probe.script()  # an unknown probe is one line before anything is created
     store = Store(args.store or default_store_path())
     gpus = detect_gpus()[:1]  # one probe: exactly one GPU, by UUID, when there are any
-    measurer = Measurer(store, EnvManager(args.cache_dir or default_cache_dir()), spec, probe,
+    measurer = Measurer(store, EnvManager(args.cache_dir or default_cache_dir(), defer_health=True), spec, probe,
                         index_url=args.index_url, gpus=GpuPool(gpus), cpus=probe_cpus(1, gpus))
     cand = release_candidate(name, release)
     with showing(progress_for()):

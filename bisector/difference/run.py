@@ -20,7 +20,7 @@ def run_diff(checked: CheckedDiff, store: Store, cache_dir: Optional[Path] = Non
              env_backend: Optional[str] = None, handler=None, command: Optional[list[str]] = None) -> DiffResult:
     """Measure the diff (resuming from ``store``), then follow a package culprit when asked."""
     command = command or ["bisector", "diff"]
-    envs = EnvManager(cache_dir or default_cache_dir(), backend=env_backend)
+    envs = EnvManager(cache_dir or default_cache_dir(), backend=env_backend, defer_health=True)
     differ = Differ(checked.job, checked.candidate, checked.spec, store, envs, handler=handler, command=command)
     for text in checked.notes:
         differ.note(text)

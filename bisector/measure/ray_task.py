@@ -103,7 +103,7 @@ def guard(argv: list[str]) -> list[str]:
 def node_envs(cache_dir: Optional[str], backend: Optional[str]) -> EnvManager:
     """This node's environment manager (one per worker process and cache)."""
     root = os.environ.get(NODE_CACHE_ENV) or cache_dir or str(default_cache_dir())
-    return EnvManager(Path(root), backend=backend)
+    return EnvManager(Path(root), backend=backend, defer_health=True)
 
 
 @contextlib.contextmanager

@@ -7,7 +7,9 @@ never stored here: the driver stores it.
 from __future__ import annotations
 
 import contextlib
+import tempfile
 import time
+from pathlib import Path
 from typing import Callable, ContextManager, Optional
 
 from pydantic import BaseModel, ConfigDict
@@ -15,6 +17,8 @@ from pydantic import BaseModel, ConfigDict
 from bisector import activity
 from bisector.core.measurement import Measurement, Status
 from bisector.envs import Environment, EnvManager, Recipe
+from bisector.envs.backends import site_packages
+from bisector.envs.proof import homes_of, proof_env, proof_problems, read_proof, static_report
 from bisector.errors import EnvironmentFailure
 from bisector.measure.execute import ProbeOutcome, Wrap, run_probe
 from bisector.measure.spec import ProbeSpec
@@ -86,7 +90,16 @@ def _take(envs: EnvManager, job: TakeJob, gpu_slot: GpuSlot, recipe: Recipe, wra
             return base.model_copy(update={"status": Status.ENV_FAILED, "reason": str(exc),
                                            "seconds": time.monotonic() - start})
         env_seconds = time.monotonic() - start
-        outcome = _run(job, env, gpu_slot, wrap)
+        with tempfile.TemporaryDirectory(prefix="bisector-proof-") as tmp:
+            proof = Path(tmp) / "proof.jsonl"
+            outcome = _run(job, env, gpu_slot, wrap, _proof_vars(env, proof))
+            try:
+                env = envs.settle_health(env, recipe, _proof(env, recipe, proof))
+            except EnvironmentFailure as exc:
+                check_shutdown()
+                return base.model_copy(update={"status": Status.ENV_FAILED, "reason": str(exc),
+                                               "details": {"env_path": str(env.path)},
+                                               "seconds": time.monotonic() - start})
     details = {**outcome.details(), "env_seconds": round(env_seconds, 3), "probe_seconds": round(outcome.seconds, 3),
                "env_path": str(env.path),
                "proved": proved(env).model_dump()}
@@ -95,9 +108,25 @@ def _take(envs: EnvManager, job: TakeJob, gpu_slot: GpuSlot, recipe: Recipe, wra
                                    "seconds": time.monotonic() - start})
 
 
-def _run(job: TakeJob, env: Environment, gpu_slot: GpuSlot, wrap: Optional[Wrap]) -> ProbeOutcome:
+def _proof_vars(env: Environment, path: Path) -> dict[str, str]:
+    """For an env checked only from disk: the variables that make the probe's processes record their imports."""
+    return proof_env(path, env.info.import_names) if env.info.health == "static" else {}
+
+
+def _proof(env: Environment, recipe: Recipe, path: Path) -> Optional[list[str]]:
+    """What the probe's imports prove (see bisector.envs.proof.proof_problems); None without a proof."""
+    if env.info.health != "static":
+        return []
+    site = site_packages(env.path)
+    static = static_report(Path(env.path) / env.info.dist_info, recipe.target,   # (absolute in the base)
+                           homes_of(env.path, site, recipe.target_in_base, recipe.base), recipe.base)
+    return proof_problems(read_proof(path), static, recipe.target, site, recipe.base)
+
+
+def _run(job: TakeJob, env: Environment, gpu_slot: GpuSlot, wrap: Optional[Wrap],
+         extra: Optional[dict[str, str]] = None) -> ProbeOutcome:
     probe_env = {**env.run_env(), "BISECTOR_PACKAGE": job.base.package, "BISECTOR_CANDIDATE": job.base.candidate,
-                 "BISECTOR_DEVICE": job.device, "BISECTOR_CPUS": str(max(1, job.cpus))}
+                 "BISECTOR_DEVICE": job.device, "BISECTOR_CPUS": str(max(1, job.cpus)), **(extra or {})}
     with gpu_slot() as gpu:  # one probe per GPU; environments build without holding one
         if gpu is not None:
             probe_env["CUDA_VISIBLE_DEVICES"] = gpu
