@@ -3,7 +3,6 @@ one instance for the module): one probe per GPU, speculation on a spare GPU, Ctr
 whose environment is not the run's."""
 from __future__ import annotations
 
-import json
 import signal
 import subprocess
 import sys

@@ -24,7 +24,7 @@ from bisector.core.measurement import Measurement, Status
 from bisector.envs.base import same_version
 from bisector.envs.fingerprint import index_environment
 from bisector.measure.executors import Handle, OnDone, wait_any
-from bisector.measure.ray_task import ProbeFiles, TaskPayload, TaskResult, probe_files, take_on_node
+from bisector.measure.ray_task import TaskPayload, TaskResult, probe_files, take_on_node
 from bisector.measure.take import TakeJob
 from bisector.procs import Interrupted
 
