@@ -98,6 +98,9 @@ class HistoryMeasurer:
     def prefetch(self, candidates: list[Candidate]) -> None:
         pass
 
+    def speculate(self, pending: list[Candidate], likely: list[Candidate]) -> None:
+        pass
+
 
 def histories(count: int, n: int, seed: int) -> list[History]:
     """Three in four with a +20% step at a seeded index, one in four without a step."""

@@ -3,18 +3,24 @@ run slower, or break — with a report an upstream maintainer accepts at a glanc
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Optional
+from typing import Iterable, Optional
 
 from bisector.bisection.driver import Handler
 from bisector.bisection.job import bisector_for
-from bisector.config import load_config
+from bisector.core.attribution import Attribution, AttributionKind, Change, Confirmation, ConfirmationStatus, Trial
 from bisector.core.result import BisectResult
 from bisector.core.verdict import Verdict
+from bisector.difference.job import DiffInput, check
+from bisector.difference.model import DiffResult, DiffStatus
+from bisector.difference.run import run_diff
+from bisector.jobfile import load_config
 from bisector.paths import default_store_path
+from bisector.sources.index import pages_read_once
 from bisector.storage import Store
 
 __version__ = "0.1.0"
-__all__ = ["bisect", "BisectResult", "Verdict", "__version__"]
+__all__ = ["bisect", "diff", "Attribution", "AttributionKind", "BisectResult", "Change", "Confirmation",
+           "ConfirmationStatus", "DiffResult", "DiffStatus", "Trial", "Verdict", "__version__"]
 
 
 def bisect(package: str, good: str, bad: str, *, config: Optional[Path] = None, store: Optional[Path] = None,
@@ -35,3 +41,29 @@ def bisect(package: str, good: str, bad: str, *, config: Optional[Path] = None, 
         return bisector_for(cfg, db, handler=handler).run()
     finally:
         db.close()
+
+
+def diff(package: Optional[str] = None, version: Optional[str] = None, *, pins: Iterable[str] = (),
+         a_pins: Iterable[str] = (), b_pins: Iterable[str] = (), a_lock: Optional[Path] = None,
+         b_lock: Optional[Path] = None, a_args: Iterable[str] = (), b_args: Iterable[str] = (),
+         probe: Optional[dict] = None, criterion: Optional[dict] = None, env: Optional[str] = None,
+         index_url: Optional[str] = None, store: Optional[Path] = None, cache_dir: Optional[Path] = None,
+         follow: bool = False, handler=None) -> DiffResult:
+    """Compare two setups at one version and return the typed :class:`DiffResult` (``bisector diff``).
+
+    ``package`` and ``version`` name what is measured (or ``pins``' first entry does); ``a_*`` / ``b_*``
+    are each side's pins, lock file and probe arguments, e.g.
+    ``diff("accelerate", "0.22.0", a_args=["--loop=trainer"], b_args=["--loop=accelerate"])``.
+    ``criterion`` is a partial [criterion] table (default: the probe's metric, midway between A and B).
+    """
+    first = [f"{package}=={version}"] if package and version else []
+    given = DiffInput(package=package if not version else None, pins=[*first, *pins], a_pins=a_pins, b_pins=b_pins,
+                      a_lock=a_lock, b_lock=b_lock, a_args=a_args, b_args=b_args, probe=dict(probe or {}),
+                      criterion=dict(criterion or {}), env=env, index_url=index_url, follow=follow)
+    with pages_read_once():
+        checked = check(given)
+        db = Store(store or default_store_path())
+        try:
+            return run_diff(checked, db, cache_dir=cache_dir, handler=handler)
+        finally:
+            db.close()

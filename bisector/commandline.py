@@ -10,20 +10,23 @@ VALUE_FLAGS = {"--good", "--bad", "--mode", "--repo", "--package", "--config", "
 _LOCAL_FLAGS = {"--store": True, "--cache-dir": True, "--json": False}   # flag -> takes a value
 
 
-def with_flags(command: list[str], updates: dict[str, Optional[str]]) -> str:
-    """``command`` with each flag in ``updates`` replaced (value None = a switch with no value).
+def with_flags(command: list[str], updates: dict[str, Optional[str]], drop: dict[str, bool] | None = None) -> str:
+    """``command`` with each flag in ``updates`` replaced (value None = a switch with no value), and each
+    flag in ``drop`` (flag -> whether it takes a value) removed.
 
     Both ``--flag value`` and ``--flag=value`` spellings of a replaced flag are removed first.
     """
     out: list[str] = []
     skip = False
+    drop = drop or {}
     for word in command:
         if skip:
             skip = False
             continue
         name = word.split("=", 1)[0]
-        if name in updates:
-            skip = "=" not in word and (name in VALUE_FLAGS or updates[name] is not None)
+        if name in updates or name in drop:
+            takes = drop[name] if name in drop else name in VALUE_FLAGS or updates[name] is not None
+            skip = "=" not in word and takes
             continue
         out.append(word)
     for flag, value in updates.items():

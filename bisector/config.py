@@ -13,6 +13,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError, field_validator, mo
 from bisector.core.criterion import Compare, Criterion
 from bisector.envs.spec import parse_pin
 from bisector.errors import UsageError
+from bisector.measure.executors import ExecutorKind
 from bisector.measure.spec import ProbeSpec
 
 
@@ -42,6 +43,11 @@ class JobSection(BaseModel):
     env: str = "default"
     pins: list[str] = []            # --with PKG==VERSION: exact companions over the env spec
     index_url: Optional[str] = None
+    attribute: bool = True          # when companions moved too, find which change explains the step
+    follow: Optional[bool] = None   # bisect the companion that explains it (None: yes, when it is one)
+    follow_repo: Optional[str] = None   # the companion's repository, for its commits
+    confirm_revert: bool = True     # revert a commit culprit on the bad end and measure it
+    clone: bool = False             # auto mode may clone the repository the package's metadata names
 
     @field_validator("pins")
     @classmethod
@@ -82,6 +88,8 @@ class RunSection(BaseModel):
     store: Optional[Path] = None
     cache_dir: Optional[Path] = None
     env_backend: Optional[str] = None
+    executor: ExecutorKind = ExecutorKind.LOCAL   # where measurements run: local threads, or Ray tasks
+    ray_address: Optional[str] = None             # with executor "ray": a cluster address or "auto"
 
     @field_validator("jobs")
     @classmethod
@@ -89,6 +97,43 @@ class RunSection(BaseModel):
         if value < 1:
             raise ValueError("must be at least 1")
         return value
+
+    @model_validator(mode="after")
+    def _ray_address_needs_ray(self) -> "RunSection":
+        if self.ray_address is not None and self.executor is not ExecutorKind.RAY:
+            raise ValueError('ray_address is only used with executor = "ray" (--executor ray)')
+        return self
+
+
+class ReferenceSection(BaseModel):
+    """``[reference]``: what the upstream report this job answers measured, shown beside our numbers
+    (only when the job bisects the report's ``package``)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    title: str
+    package: str
+    version: str
+    setting: str
+    measured_with: str = ""
+    url: Optional[str] = None
+    values: dict[str, float] = {}   # metric name -> what the report measured
+
+    @field_validator("package")
+    @classmethod
+    def _name(cls, value: str) -> str:
+        return canonicalize_name(value)
+
+
+class ContrastSection(BaseModel):
+    """``[contrast]``: another setting of the same probe (its ``args`` are added after the job's, so
+    it differs only in what they name) measured at the range's endpoints, to show how a different
+    setup sees the same versions."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    label: str
+    args: list[str]
 
 
 class JobConfig(BaseModel):
@@ -100,6 +145,8 @@ class JobConfig(BaseModel):
     probe: ProbeSpec = ProbeSpec(name="ga_memory")
     criterion: Criterion = Criterion()
     run: RunSection = RunSection()
+    contrast: Optional[ContrastSection] = None
+    reference: Optional[ReferenceSection] = None
 
     @model_validator(mode="after")
     def _stats_fits(self) -> "JobConfig":
@@ -162,8 +209,7 @@ def layer(raw: dict, overrides: dict) -> dict:
     for section, keys in EXCLUSIVE.items():
         given = overrides.get(section) or {}
         table = data.get(section)
-        stats = section == "criterion" and given.get("compare") == Compare.STATS  # stats takes no threshold rule
-        if isinstance(table, dict) and (stats or any(given.get(k) is not None for k in keys)):
+        if isinstance(table, dict) and any(given.get(k) is not None for k in keys):
             data[section] = {k: v for k, v in table.items() if k not in keys or given.get(k) is not None}
     return data
 
@@ -174,18 +220,3 @@ def validated(model: type[M], data: dict, source: str) -> M:
         return model.model_validate(data)
     except ValidationError as exc:
         raise UsageError(validation_message(source, exc)) from None
-
-
-def build_config(raw: dict, overrides: dict, source: str) -> JobConfig:
-    """Validate the layered config."""
-    return validated(JobConfig, layer(raw, overrides), source)
-
-
-def load_config(path: Optional[Path], overrides: dict) -> JobConfig:
-    """Load ``path`` (if it exists or was named) and apply CLI overrides."""
-    raw: dict = {}
-    source = "command line"
-    if path is not None:
-        raw = read_toml(path)
-        source = str(path)
-    return build_config(raw, overrides, source)

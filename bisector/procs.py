@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import collections
 import os
+import re
 import select
 import signal
 import subprocess
@@ -14,7 +15,7 @@ import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Optional
+from typing import Callable, Optional
 
 TAIL_BYTES = 64 * 1024
 GRACE = (("SIGINT", 2.0), ("SIGTERM", 1.5), ("SIGKILL", 1.0))
@@ -88,12 +89,13 @@ class _Tail(threading.Thread):
     """Drain a pipe, keeping only its last ``limit`` bytes (a flooding child cannot fill memory or disk);
     ``limit`` None keeps everything (for trusted tools whose whole output is the answer, like git)."""
 
-    def __init__(self, pipe, limit: Optional[int] = TAIL_BYTES):
+    def __init__(self, pipe, limit: Optional[int] = TAIL_BYTES, on_line: Optional[Callable[[str], None]] = None):
         super().__init__(daemon=True)
-        self.pipe, self.limit = pipe, limit
+        self.pipe, self.limit, self.on_line = pipe, limit, on_line
         self.chunks: collections.deque[bytes] = collections.deque()
         self.size = 0
         self.total = 0
+        self._partial = b""
 
     def run(self) -> None:
         for chunk in iter(lambda: self.pipe.read1(65536), b""):
@@ -102,7 +104,20 @@ class _Tail(threading.Thread):
             self.total += len(chunk)
             while self.limit is not None and self.size - len(self.chunks[0]) >= self.limit:
                 self.size -= len(self.chunks.popleft())
+            if self.on_line is not None:
+                self._lines(chunk)
         self.pipe.close()
+
+    def _lines(self, chunk: bytes) -> None:
+        """Hand each complete line (ended by a newline or a carriage return, as progress bars do)
+        to ``on_line``; a failing callback never disturbs the draining."""
+        *done, self._partial = re.split(rb"[\r\n]", self._partial + chunk)
+        self._partial = self._partial[-4096:]
+        for line in done[-3:]:
+            try:
+                self.on_line(line.decode("utf-8", "replace"))
+            except Exception:  # noqa: BLE001 - progress is cosmetic
+                pass
 
     def text(self) -> str:
         data = b"".join(self.chunks)
@@ -135,10 +150,12 @@ def stop_all() -> None:
 
 
 def run_bounded(argv: list[str], env: Optional[dict[str, str]], cwd: Optional[Path] = None,
-                timeout: Optional[float] = None, limit: Optional[int] = TAIL_BYTES) -> Completed:
+                timeout: Optional[float] = None, limit: Optional[int] = TAIL_BYTES,
+                on_line: Optional[Callable[[str], None]] = None) -> Completed:
     """Run ``argv`` (never through a shell) in a new session; stop its group on timeout or shutdown.
 
-    Each of stdout and stderr keeps its last ``limit`` bytes (None: all of it)."""
+    Each of stdout and stderr keeps its last ``limit`` bytes (None: all of it); ``on_line`` is
+    handed each line of stderr as it comes (live progress)."""
     if SHUTDOWN.is_set():
         raise Interrupted()
     start = time.monotonic()
@@ -146,7 +163,7 @@ def run_bounded(argv: list[str], env: Optional[dict[str, str]], cwd: Optional[Pa
                             stderr=subprocess.PIPE, start_new_session=True)
     with _active_lock:
         _active.add(proc)
-    tails = [_Tail(proc.stdout, limit), _Tail(proc.stderr, limit)]
+    tails = [_Tail(proc.stdout, limit), _Tail(proc.stderr, limit, on_line)]
     for t in tails:
         t.start()
     try:

@@ -17,7 +17,7 @@ from pydantic import BaseModel
 
 from bisector.core.measurement import Measurement
 from bisector.core.verdict import Verdict
-from bisector.errors import BisectorError
+from bisector.errors import BisectorError, UsageError
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -50,6 +50,7 @@ class RunKind(enum.StrEnum):
 
     BISECT = "bisect"
     MATRIX = "matrix"
+    DIFF = "diff"
 
 
 class RunState(enum.StrEnum):
@@ -94,10 +95,13 @@ class StepRow(BaseModel):
 class Store:
     """The measurement store at ``path`` (created on first use)."""
 
-    def __init__(self, path: Path):
+    def __init__(self, path: Path, read_only: bool = False):
         self.path = Path(path)
-        self.path.parent.mkdir(parents=True, exist_ok=True)
         self._lock = threading.RLock()  # one connection shared by the k-way worker threads
+        if read_only:
+            self._open_read_only()
+            return
+        self._create_parent()
         try:
             # Switching to WAL needs the database to itself and SQLite does not wait for that,
             # so processes opening one store at the same moment take turns at setting it up.
@@ -109,13 +113,42 @@ class Store:
                 self._db.executescript(SCHEMA)
                 self._check_version()
         except sqlite3.DatabaseError as exc:
-            raise BisectorError(f"store {self.path} is not a usable bisector store ({exc}); "
-                                "move it away or pass --store to use another file") from None
+            raise self._unusable(exc) from None
         except Timeout:
             raise BisectorError(f"store {self.path} stayed locked by another process for 120 s "
                                 f"(lock file {self.path}.init.lock)") from None
         except OSError as exc:
-            raise BisectorError(f"store {self.path} cannot be opened: {exc.strerror or exc}") from None
+            raise UsageError(f"store {self.path} cannot be opened: {exc.strerror or exc}") from None
+
+    def _create_parent(self) -> None:
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise UsageError(f"store {self.path}: cannot create {self.path.parent}: {exc.strerror or exc}") from None
+
+    def _unusable(self, exc: Exception) -> UsageError:
+        return UsageError(f"store {self.path} is not a usable bisector store ({exc}); "
+                          "move it away or pass --store to use another file")
+
+    def _open_read_only(self) -> None:
+        """For commands that only read (runs, log, report): a missing store is an error, and
+        nothing is created (no file, no directory, no WAL switch)."""
+        if not self.path.is_file():
+            raise UsageError(f"no store at {self.path} (nothing has been measured with it yet; --store names another)")
+        try:
+            self._db = sqlite3.connect(f"{self.path.resolve().as_uri()}?mode=ro", uri=True, timeout=60,
+                                       isolation_level=None, check_same_thread=False)
+            row = self._db.execute("SELECT value FROM meta WHERE key='version'").fetchone()
+        except sqlite3.DatabaseError as exc:
+            raise self._unusable(exc) from None
+        if row is None or row[0] != STORE_VERSION:
+            raise self._unusable(f"store version {row[0] if row else 'missing'}, expected {STORE_VERSION}")
+
+    def delete_run(self, run_id: str) -> None:
+        """Forget a run that was rejected before it measured anything (its steps too)."""
+        with self._tx() as db:
+            db.execute("DELETE FROM steps WHERE run_id=?", (run_id,))
+            db.execute("DELETE FROM runs WHERE id=?", (run_id,))
 
     def _check_version(self) -> None:
         with self._tx() as db:

@@ -21,14 +21,14 @@ BAD_TOMLS = {
     "not toml": ("[job\npackage=", "not valid TOML"),
     "unknown key": (GOOD_TOML + "colour = 'red'\n", "job.colour: unknown key"),
     "unknown table": (GOOD_TOML + "[jbo]\nx = 1\n", "jbo: unknown key"),
-    "missing package": ("[job]\ngood='1'\nbad='2'\n", "job.package: Field required"),
+    "another package without its range": ("[job]\npackage='tinypkg'\nbad='2'\n", "give good and bad for tinypkg"),
     "bad mode": (GOOD_TOML.replace('"releases"', '"weekly"'), "job.mode"),
     "bad package name": (GOOD_TOML.replace('"tinypkg"', '"tiny pkg;rm"'), "not a valid package name"),
     "empty good": (GOOD_TOML.replace('"0.1.0"', '"  "'), "job.good: must not be empty"),
     "two probe kinds": (GOOD_TOML + "[probe]\nname='ga_memory'\ncmd='true'\n", "give exactly one of name, path, cmd"),
     "negative timeout": (GOOD_TOML + "[probe]\nname='ga_memory'\ntimeout=-1\n", "timeout must be positive"),
     "two rules": (GOOD_TOML + "[criterion]\nmetric='m'\nthreshold=1\nauto=true\n", "only one of"),
-    "rule without metric": (GOOD_TOML + "[criterion]\nthreshold=1\n", "needs a metric"),
+    "rule without metric": (GOOD_TOML + "[probe]\ncmd='true'\n[criterion]\nthreshold=1\n", "needs a metric"),
     "bad increase": (GOOD_TOML + "[criterion]\nmetric='m'\nmax_increase='lots'\n", "not a percentage"),
     "zero repeats": (GOOD_TOML + "[criterion]\nrepeats=0\n", "repeats must be"),
     "bad direction": (GOOD_TOML + "[criterion]\ndirection='sideways'\n", "criterion.direction"),
@@ -37,7 +37,6 @@ BAD_TOMLS = {
     "negative noise": (GOOD_TOML + "[criterion]\nnoise=-1\n", "noise must be"),
     "repo url not web": (GOOD_TOML.replace('mode = "releases"', 'repo_url = "file:///x"'), "job.repo_url: must be"),
     "stats with a threshold": (GOOD_TOML + "[criterion]\nmetric='m'\ncompare='stats'\nthreshold=1\n", "give min_effect"),
-    "stats without metric": (GOOD_TOML + "[criterion]\ncompare='stats'\n", "compare = stats needs a metric"),
     "bad min effect": (GOOD_TOML + "[criterion]\nmetric='m'\ncompare='stats'\nmin_effect='big'\n", "not a percentage"),
     "bad alpha": (GOOD_TOML + "[criterion]\nmetric='m'\ncompare='stats'\nalpha=0.9\n", "alpha must be between"),
     "unknown compare": (GOOD_TOML + "[criterion]\nmetric='m'\ncompare='vibes'\n", "criterion.compare"),
@@ -80,7 +79,7 @@ BAD_ARGS = {
                             "--probe-cmd", "true"], "the package under test"),
     "gc without limits": (["envs", "gc"], "needs --keep-last"),
     "bad size": (["envs", "gc", "--max-size", "lots"], "not a size"),
-    "no runs": (["log"], "no runs"),
+    "no store": (["log"], "no store at"),
 }
 
 

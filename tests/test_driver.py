@@ -16,7 +16,7 @@ from bisector.core.search import Outcome
 from bisector.core.verdict import Verdict
 from bisector.errors import UsageError
 from bisector.report.render import render_json
-from bisector.storage import RunState, Store
+from bisector.storage import Store
 from tests.support.fakes import FakeMeasurers
 from tests.support.gitfixture import make_repo
 from tests.support.pkgindex import LocalIndex, build_wheel
@@ -59,7 +59,7 @@ def job(tmp_path: Path, index_url: str, good="1.0", bad="1.6", mode="releases", 
                     **sections.pop("job", {})},
             "probe": probe or {"path": str(PROBE)},
             "criterion": {"metric": "m", "threshold": 1.5, **sections.pop("criterion", {})},
-            "run": {"cache_dir": str(tmp_path / "cache")}}
+            "run": {"cache_dir": str(tmp_path / "cache")}, **sections}
     return JobConfig.model_validate(data)
 
 
@@ -137,6 +137,35 @@ def test_widen_walks_back_then_bisects_the_wider_range(tmp_path, index_url, stor
     assert seen.plans[1][1] == ["1.3.0", "1.4.0", "1.5.0"]
 
 
+def test_widen_that_finds_no_good_release_says_where_it_stopped_and_offers_no_widen(tmp_path, index_url, store):
+    table = {**STEP, "1.0.0": Status.ENV_FAILED, "1.1.0": Status.ENV_FAILED, "1.2.0": 2.0, "1.3.0": 2.0}
+    config = job(tmp_path, index_url, good="1.4", job={"widen": True})
+    result, _ = bisect(config, store, FakeMeasurers(table))
+    assert result.status is Outcome.PREDATES_RANGE and result.widen_command is None
+    assert result.reason.endswith("predates the range; the oldest release measured, 1.2.0, is BAD; compatibility "
+                                  "ends around 1.0.0, where releases cannot be measured here (1.0.0: env-failed: "
+                                  "env-failed in the fake probe): no older GOOD release found")
+
+
+def test_contrast_is_measured_at_the_ends_and_the_reference_kept_for_its_package(tmp_path, index_url, store):
+    contrast = {v: 0.0 for v in VERSIONS}
+    config = job(tmp_path, index_url, contrast={"label": "the other loop", "args": ["--loop=other"]},
+                 reference={"title": "seed", "package": "TinyPkg", "version": "1.4.0", "setting": "s",
+                            "values": {"m": 2.5}})
+    result, _ = bisect(config, store, FakeMeasurers(STEP, contrast=contrast))
+    assert result.first_bad.ref == "1.4.0" and result.contrast.label == "the other loop"
+    assert [(p.ref, p.value) for p in result.contrast.points] == [("1.0.0", 0.0), ("1.6.0", 0.0)]
+    assert [s.candidate for s in result.steps if s.phase == "contrast"] == ["1.0.0", "1.6.0"]
+    assert result.probes_run == len(result.steps) and result.log[-1].startswith("good contrast 1.6.0")
+    assert result.reference["values"] == {"m": 2.5}
+    own = job(tmp_path, index_url, probe={"path": str(PROBE), "args": ["--loop=trainer", "--loop=other"]},
+              contrast={"label": "the other loop", "args": ["--loop=other"]})
+    assert bisect(own, store, FakeMeasurers(STEP, contrast=contrast))[0].contrast is None  # the job's own setting
+    other = job(tmp_path, index_url, reference={"title": "x", "package": "accelerate", "version": "1",
+                                                "setting": "s"})
+    assert bisect(other, store, FakeMeasurers(STEP))[0].reference is None  # about another package
+
+
 def test_no_regression_and_skips_that_hide_the_boundary(tmp_path, index_url, store):
     flat, _ = bisect(job(tmp_path, index_url, bad="1.3"), store, FakeMeasurers(STEP))
     assert flat.status is Outcome.NO_REGRESSION and flat.exit_code == 0 and flat.first_bad is None
@@ -184,7 +213,14 @@ def test_usage_errors_before_any_measurement(tmp_path, index_url, store):
         bisect(job(tmp_path, index_url, mode="commits", package="torch"), store, measurers)
     with pytest.raises(UsageError, match="version 9.9 does not exist"):
         bisect(job(tmp_path, index_url, bad="9.9"), store, measurers)
-    assert measurers.made == [] and store.get_run().status == RunState.INTERRUPTED
+    assert measurers.made == [] and store.get_run() is None  # rejected input is no run to list or resume
+
+
+def test_a_metric_the_probe_does_not_produce_stops_after_the_first_measurement(tmp_path, index_url, store):
+    measurers = FakeMeasurers(STEP)
+    with pytest.raises(UsageError, match=r"metric 'x' is not produced by the probe; it produces: m, other$"):
+        bisect(job(tmp_path, index_url, criterion={"metric": "x"}), store, measurers)
+    assert sum(m.probes_run for m in measurers.made) == 1 and store.get_run() is None
 
 
 @pytest.fixture(scope="module")

@@ -241,12 +241,16 @@ def test_envs_gc_keeps_the_environment_a_running_probe_uses(repo30, tmp_path, pl
 def test_one_probe_per_gpu(repo30, tmp_path, env_cache, plain_spec):
     """With GPUs visible, each probe of a k-way search gets exactly one of them."""
     repo, shas = repo30
+    log = tmp_path / "seen.jsonl"
     proc = cli(*_commit_args(repo, shas, tmp_path, env_cache, plain_spec, "--probe", str(PROBES / "gpu_seen.py"),
                              "--metric", "gpu", "--threshold", "100", "--jobs", "2"),
-               env={"CUDA_VISIBLE_DEVICES": "0,1"})
+               env={"CUDA_VISIBLE_DEVICES": "0,1", "GPU_SEEN_LOG": str(log)})
     assert proc.returncode == 0, proc.stderr
-    seen = {s["value"] for s in json.loads(proc.stdout)["steps"]}
-    assert seen <= {0.0, 1.0} and seen
+    runs = [json.loads(line) for line in log.read_text().splitlines()]
+    assert {r["gpu"] for r in runs} == {"0", "1"} and {r["device"] for r in runs} == {"cuda"}
+    overlapping = [(a, b) for i, a in enumerate(runs) for b in runs[i + 1:]
+                   if a["start"] < b["end"] and b["start"] < a["end"]]
+    assert overlapping and all(a["gpu"] != b["gpu"] for a, b in overlapping)  # never one GPU for two probes
 
 
 def test_auto_mode_refines_to_the_commit_through_the_metadata_repository(tmp_path, env_cache, plain_spec):
@@ -259,14 +263,20 @@ def test_auto_mode_refines_to_the_commit_through_the_metadata_repository(tmp_pat
         wheel = build_wheel(tmp_path / "w", "tinypkg", version, module_source=src,
                             project_urls=[f"Source, file://{repo}"])
         idx.add(wheel, T0 + dt.timedelta(days=i))
+    cache = tmp_path / "cache"
     with idx.serve() as url:
-        proc = cli("run", "--package", "tinypkg", "--good", "1.2", "--bad", "1.5", "--index-url", url, "--probe",
-                   str(PROBES / "tiny_memory.py"), "--metric", "buffer_kib", "--threshold", "200", "--env",
-                   str(plain_spec), "--store", str(tmp_path / "s.db"), "--cache-dir", str(env_cache), "--json")
+        args = ["run", "--package", "tinypkg", "--good", "1.2", "--bad", "1.5", "--index-url", url, "--probe",
+                str(PROBES / "tiny_memory.py"), "--metric", "buffer_kib", "--threshold", "200", "--env",
+                str(plain_spec), "--store", str(tmp_path / "s.db"), "--cache-dir", str(cache), "--json"]
+        asked = cli(*args)  # without --clone: nothing is downloaded, the refine command names the repository
+        assert asked.returncode == 0 and json.loads(asked.stdout)["mode"] == "release", asked.stderr
+        assert not (cache / "repos").exists() and f"metadata names file://{repo}" in asked.stderr
+        assert "add --clone" in json.loads(asked.stdout)["notes"][-1]
+        proc = cli(*args, "--clone")
     assert proc.returncode == 0, proc.stderr
     out = json.loads(proc.stdout)
     assert out["mode"] == "commit" and out["first_bad"]["sha"] == shas[6] and out["last_good"]["sha"] == shas[5]
-    assert any("metadata" in n for n in out["notes"])
+    assert any("metadata" in n for n in out["notes"]) and (cache / "repos").is_dir()
     assert {s["phase"] for s in out["steps"]} == {"releases", "commits"}
 
 
@@ -280,7 +290,8 @@ def test_probe_one_version(release_index, tmp_path, env_cache, plain_spec):
     assert "tinypkg==1.4.0: ok" in first.stdout and "buffer_kib" in first.stdout and "400" in first.stdout
     again = cli(*args, "--json")
     assert json.loads(again.stdout)["metrics"]["buffer_kib"] == 400.0
-    assert "(from the store)" in cli(*args).stdout
+    assert "from the store, measured" in cli(*args).stdout
+    assert "measured in" in cli(*args, "--fresh").stdout  # a new repeat; the stored ones stay
     missing = cli("probe", "--with", "tinypkg==9.9", "--index-url", release_index, "--env", str(plain_spec),
                   "--store", str(tmp_path / "s.db"), "--cache-dir", str(env_cache))
     assert missing.returncode == 2 and "does not exist" in missing.stderr

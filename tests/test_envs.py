@@ -211,6 +211,7 @@ def index(tmp_path_factory, uv_cache):
     add(build_wheel(wheels, "fakedep", "1.0"), utc(2020, 1, 1))
     add(build_wheel(wheels, "fakedep", "2.0"), utc(2022, 1, 1))
     add(build_wheel(wheels, "nvidia-fake", "1.0"), utc(2020, 1, 1))
+    add(build_wheel(wheels, "nvidia-ml-py", "1.0"), utc(2020, 1, 1))  # NVML's bindings, for CUDA bases
     add(build_wheel(wheels, "leaky", "1.0"), utc(2020, 1, 1))
     add(build_wheel(wheels, "usesdep", "1.0", dependencies=["fakedep", "torch>=0.5"]), utc(2021, 1, 1))
     with idx.serve() as url:
@@ -386,9 +387,9 @@ def test_prefetch_builds_in_background_without_duplicates(manager, index, monkey
     calls: list[str] = []
     real_build = builder_mod.build
 
-    def counting_build(recipe, *args):
+    def counting_build(recipe, *args, **kwargs):
         calls.append(recipe.fingerprint)
-        return real_build(recipe, *args)
+        return real_build(recipe, *args, **kwargs)
 
     monkeypatch.setattr(builder_mod, "build", counting_build)
     targets = [release(index, "1.0", as_of=utc(2021, 3, 1)), release(index, "1.1", as_of=utc(2021, 7, 1))]
@@ -432,6 +433,7 @@ def test_path_base_overlay_and_torch_constraints(tmp_path, index, fake_base):
     env = manager.ensure(spec, target)
     assert env.info.provided == {"nvidia-fake": "1.0", "torch": "1.0"}
     assert "fakedep==2.0" in env.info.resolved and "fakedep" in env.info.lifted
+    assert "nvidia-ml-py==1.0" in env.info.resolved  # a CUDA torch's candidates get NVML for the probe
     code = ("import importlib.util as u, importlib.metadata as md, torch, nvidia_fake, fakedep\n"
             "print(md.version('torch'), fakedep.__file__.split('/')[-3], u.find_spec('leaky'))")
     out = run_in(env, code)

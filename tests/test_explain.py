@@ -41,3 +41,40 @@ def test_each_explainer_keeps_its_own_facts_per_side():
     assert GaMemoryExplainer().compact(result) == {"cells": [{"hidden": 64, "ga": 1}], "peak_phase": "step",
                                                    "phases": {"forward": 10}}
     assert Explainer().compact(result) == {"peak_phase": "step", "phases": {"forward": 10}}
+
+
+def _sides(extra_bf16_ga1):
+    """Two versions of a ga_memory result; the second adds ``extra_bf16_ga1(n)`` bytes to the bf16 GA=1 peak."""
+    n = {64: 100_000, 128: 400_000, 256: 1_600_000}
+    good, bad = {}, {}
+    for h, params in n.items():
+        good[f"n_params.h{h}"] = bad[f"n_params.h{h}"] = float(params)
+        for (prec, ga), per in {("fp32", 1): 8, ("fp32", 2): 8, ("bf16", 1): 10, ("bf16", 2): 12}.items():
+            value = per * params + 1000.0
+            good[f"peak_bytes.{prec}.ga{ga}.h{h}"] = value
+            bad[f"peak_bytes.{prec}.ga{ga}.h{h}"] = value + (extra_bf16_ga1(params) if (prec, ga) == ("bf16", 1) else 0)
+    good["mixed_cost_bytes_per_param"], bad["mixed_cost_bytes_per_param"] = 2.0, 2.0
+    return good, bad
+
+
+def test_a_fixed_size_buffer_is_explained_in_bytes_not_per_parameter():
+    """The llama causal-mask case: 32 MiB at every width is fixed bytes, never '+2.8 B/param'."""
+    good, bad = _sides(lambda n: 32 * 2 ** 20)
+    said = " ".join(GaMemoryExplainer().explain(good, bad, "peak_bytes.bf16.ga1.h64"))
+    assert "rose by 32.00 MiB at every width (fixed bytes, not per parameter" in said and "B/param (" not in said
+    good, bad = _sides(lambda n: 2.0 * n)   # a per-parameter cost stays per parameter
+    said = " ".join(GaMemoryExplainer().explain(good, bad, "mixed_cost_bytes_per_param"))
+    assert "rose by 2.000 B/param" in said and "at every width" not in said
+
+
+def test_sites_are_compared_at_the_same_phase_on_both_sides():
+    """The peak moved from forward to backward: the sites are compared at the backward's peak on both sides."""
+    cell = lambda phase, fwd, bwd: {"precision": "bf16", "ga": 1, "hidden": 64, "peak_bytes": 100, "peak_phase": phase,  # noqa: E731
+                                    "phases": {"m0.forward": 100, "m0.backward": 90},
+                                    "phase_sites": {"forward": fwd, "backward": bwd}, "sites": fwd}
+    good_cell = cell("m0.forward", {"a": 5000.0}, {"g": 1000.0})
+    bad_cell = cell("m0.backward", {"a": 5000.0}, {"g": 9000.0})
+    good, bad = _sides(lambda n: 0.1 * n)
+    said = GaMemoryExplainer().explain(good, bad, "peak_bytes.bf16.ga1.h64", {"cells": [good_cell]}, {"cells": [bad_cell]})
+    line = next(s for s in said if "by allocation site" in s)
+    assert line.startswith("At the backward's peak on both sides") and "g rose by 7.81 KiB" in line

@@ -9,7 +9,7 @@ from bisector.core.candidate import Candidate, CandidateKind
 from bisector.core.criterion import Criterion, calibrate
 from bisector.core.measurement import Status
 from bisector.core.verdict import Verdict
-from tests.support.fakes import FakeMeasurer
+from tests.support.fakes import FakeMeasurer, PartialOom
 
 C = Candidate(package="p", kind=CandidateKind.RELEASE, ref="1.0.0")
 NOISY = dict(metric="m", threshold=1.5, repeats=3, noise=0.2)
@@ -67,6 +67,14 @@ def test_failure_classes(status, criterion, verdict, metric):
     assert j.reason.startswith(f"{status.value}: ")
     if status is Status.OOM and verdict is Verdict.BAD:
         assert "out of memory counts as the regression" in j.reason
+
+
+def test_a_partial_oom_is_bad_when_oom_counts_as_the_regression():
+    """The largest GA=2 cell ran out of memory, the others fitted a GOOD-looking value."""
+    j, _ = _judge(PartialOom(1.0), metric="m", threshold=1.5)
+    assert j.verdict is Verdict.BAD and "cells bf16.ga2.h256 ran out of memory" in j.reason and j.value == 1.0
+    j, _ = _judge(PartialOom(1.0), metric="m", threshold=1.5, oom_is_bad=False)
+    assert j.verdict is Verdict.GOOD  # then the metric, fitted from complete groups only, decides
 
 
 def test_a_repeat_that_fails_among_good_ones_does_not_decide():

@@ -107,10 +107,20 @@ def test_compare_failures_and_first_runs():
     assert compare(now, exit_base, Criterion(), exit_mode=True).verdict == "regression"
 
 
+NVIDIA_SMI_L = """GPU 0: NVIDIA H100 80GB HBM3 (UUID: GPU-1111)
+GPU 1: NVIDIA A100-SXM4-40GB (UUID: GPU-2222)
+  MIG 3g.20gb     Device  0: (UUID: MIG-aaaa)
+  MIG 3g.20gb     Device  1: (UUID: MIG-bbbb)
+"""
+
+
 def test_gpu_detection(monkeypatch):
-    assert parse_gpu_list("GPU 0: NVIDIA H100 (UUID: GPU-1)\nGPU 1: NVIDIA H100 (UUID: GPU-2)\n") == ["0", "1"]
+    """By UUID, so a probe's GPU is the same whatever order the driver lists them in; MIG kept."""
+    gpus = parse_gpu_list(NVIDIA_SMI_L)
+    assert [g.id for g in gpus] == ["GPU-1111", "MIG-aaaa", "MIG-bbbb"]
+    assert gpus[0].name == "NVIDIA H100 80GB HBM3" and gpus[1].name == "NVIDIA A100-SXM4-40GB MIG"
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "2, 3")
-    assert detect_gpus() == ["2", "3"]
+    assert [g.id for g in detect_gpus()] == ["2", "3"]
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")
     assert detect_gpus() == []
 
@@ -271,7 +281,7 @@ def test_two_package_grid_with_exclude_pins_companions(tmp_path, env_cache, plai
     probe = tmp_path / "probe.py"
     probe.write_text("import json, os, tinypkg, tinyextra\n"
                      "metrics = {'buffer_kib': float(tinypkg.BUFFER_KIB), 'extra_level': float(tinyextra.LEVEL),\n"
-                     "           'gpu': float(os.environ['CUDA_VISIBLE_DEVICES'])}\n"
+                     "           'gpu': float(os.environ.get('CUDA_VISIBLE_DEVICES') or -1)}\n"
                      "json.dump({'metrics': metrics}, open(os.environ['BISECTOR_RESULT'], 'w'))\n")
     extra = 'exclude = [{tinypkg = "1.0.0", tinyextra = ">=2"}]\nmetrics = ["buffer_kib", "extra_level", "gpu"]'
     grid = 'tinypkg = ["1.0.0", "1.1.0"]\ntinyextra = "latest-2"'
@@ -282,9 +292,11 @@ def test_two_package_grid_with_exclude_pins_companions(tmp_path, env_cache, plai
     with idx.serve() as url:
         code = matrix_cli(*args, "--index-url", url, "--jobs", "2")
         out = json.loads(capsys.readouterr().out)
-        monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")  # no GPUs now: the same cells, nothing to rerun
-        again_code = matrix_cli(*args, "--index-url", url)
+        again_code = matrix_cli(*args, "--index-url", url)  # one probe at a time now: the same cells, reused
         again = json.loads(capsys.readouterr().out)
+        monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")  # no GPUs: another device kind, measured anew
+        on_cpu = matrix_cli(*args, "--index-url", url, "--baseline", out["run_id"])
+        cpu = json.loads(capsys.readouterr().out)
     assert code == 0 and out["excluded"] == 1 and out["packages"] == ["tinypkg", "tinyextra"]
     cells = [(c["labels"], c["versions"]["tinyextra"], c["metrics"]["extra_level"]) for c in out["cells"]]
     assert cells == [(["1.0.0", "latest~1"], "1.0.0", 1.0), (["1.1.0", "latest~1"], "1.0.0", 1.0),
@@ -293,8 +305,9 @@ def test_two_package_grid_with_exclude_pins_companions(tmp_path, env_cache, plai
     table = (tmp_path / "out" / "matrix.md").read_text()
     assert "| tinypkg | tinyextra | buffer\\_kib | extra\\_level | gpu | verdict |" in table
     assert "| 1.1.0 | 2.0.0 (latest) | 100 | 2 |" in table
-    assert again_code == 0 and again["probes_run"] == 0  # GPU pinning does not change measurement keys
+    assert again_code == 0 and again["probes_run"] == 0  # which GPU a probe got does not change the keys
     assert {c["verdict"] for c in again["cells"]} == {"same"}
+    assert cpu["probes_run"] == 3 and {c["metrics"]["gpu"] for c in cpu["cells"]} == {-1.0} and on_cpu in (0, 1)
 
 
 def test_unreachable_index_is_nothing_measured_exit_3(tmp_path, plain_spec, capsys):

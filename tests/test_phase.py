@@ -103,7 +103,7 @@ def test_no_confirmation_unless_found_or_asked():
 def test_kway_batches_and_prefetch_of_the_next_round():
     res, steps, measurer = run_phase(step_at(5), jobs=3)
     assert len(steps) <= 2 + 2 * 3   # both endpoints, then rounds of 3
-    assert measurer.prefetched and all(len(batch) <= 3 for batch in measurer.prefetched)
+    assert measurer.prefetched and all(len(batch) <= 2 * 3 + 1 for batch in measurer.prefetched)
     pending = {ref for batch in measurer.prefetched for ref in batch}
     assert pending <= set(VERSIONS) and res.search.first_bad == 5
     assert run_phase(step_at(5), prefetch=False)[2].prefetched == []
@@ -138,8 +138,11 @@ def test_widen_stops_where_compatibility_or_history_ends():
     skips = {c.ref: (Status.ENV_FAILED if i < 9 else 2.0) for i, c in enumerate(OLDER)}
     got, seen, notes = _walk(skips)
     assert got is None and seen == ["0.9.0", "0.8.0", "0.6.0"]
-    assert notes[0].startswith("--widen: compatibility ends around 0.6.0")
+    assert notes[0] == ("--widen: the oldest release measured, 0.9.0, is BAD; compatibility ends around 0.6.0, "
+                        "where releases cannot be measured here (0.8.0: env-failed: env-failed in the fake probe; "
+                        "0.6.0: env-failed: env-failed in the fake probe): no older GOOD release found")
     got, _, notes = _walk({c.ref: 2.0 for c in OLDER})
-    assert got is None and "every release back to 0.0.0 is BAD" in notes[0]
+    assert got is None and notes[0] == ("--widen: every release measured back to 0.0.0 is BAD (down to the oldest, "
+                                        "0.0.0): the change is older than the package's measurable history")
     assert walk_back([], lambda c: None, lambda c, j: None, notes.append) is None
     assert notes[-1] == "--widen: there is no older release to try"

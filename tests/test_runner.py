@@ -31,6 +31,11 @@ PROBES = {
             pass
         raise OutOfMemoryError("CUDA out of memory. Tried to allocate 20.00 GiB")
         """),
+    "said-why": "import json, os, sys\njson.dump({'metrics': {}, 'error': 'no cell could be measured: transformers "
+                "4.27 has no LlamaConfig'}, open(os.environ['BISECTOR_RESULT'], 'w'))\nprint('result written')\n"
+                "sys.exit(3)",
+    "oom-said": "import json, os, sys\njson.dump({'metrics': {}, 'error': 'no cell could be measured: OutOfMemoryError: "
+                "CUDA out of memory'}, open(os.environ['BISECTOR_RESULT'], 'w'))\nsys.exit(3)",
     "flood": "import sys\nfor _ in range(200000): sys.stdout.write('x' * 100 + '\\n'); sys.stderr.write('y' * 100 + '\\n')\n"
              "sys.stderr.write('LAST LINE\\n'); sys.exit(1)",
     "children": "import subprocess, sys, time\nsubprocess.Popen([sys.executable, '-c', 'import time; time.sleep(600)'])\n"
@@ -56,6 +61,8 @@ def _run(tmp_path: Path, name: str, timeout: float = 60):
     ("import", "import-failed", "No module named 'no_such_module_xyz'"),
     ("oom", "oom", "CUDA out of memory"),
     ("flood", "crashed", "LAST LINE"),
+    ("said-why", "crashed", "probe error: no cell could be measured: transformers 4.27 has no LlamaConfig"),
+    ("oom-said", "oom", "probe error: no cell could be measured: OutOfMemoryError"),
 ])
 def test_outcome_classes(tmp_path, name, status, reason):
     out = _run(tmp_path, name)

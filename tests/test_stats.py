@@ -10,7 +10,8 @@ import pytest
 
 from bisector.bisection.paired import PairedJudge, boundary_evidence
 from bisector.bisection.stats_phase import StatsPhase
-from bisector.config import build_config
+from bisector.config import JobConfig, validated
+from bisector.jobfile import stack
 from bisector.core.candidate import Candidate, CandidateKind
 from bisector.core.criterion import Criterion
 from bisector.core.measurement import Status
@@ -116,7 +117,8 @@ def test_unknown_asks_for_more_rounds_then_skips_with_its_numbers():
     j = paired.judge(CAND, slot=3)
     assert j.verdict is Verdict.SKIP and len(j.measurements) == 30
     assert j.reason.startswith("unknown: p=") and "30 vs" in j.reason and "SAME needs p above" in j.reason
-    assert all(f"1.3.0:{r}" in measurer.seen for r in range(30))     # every sample taken was kept
+    assert [r for ref, r in measurer.asked if ref == "1.3.0"] == list(range(30))   # every sample taken was kept
+    assert sum(k.startswith("1.3.0:") for k in measurer.seen) == 30
 
 
 @pytest.mark.parametrize("failure, verdict", [(Status.OOM, Verdict.BAD), (Status.CRASHED, Verdict.SKIP)])
@@ -173,12 +175,15 @@ def test_stats_defaults_and_refusals():
     with pytest.raises(ValueError, match="needs a metric"):
         Criterion(compare="stats")
     job = {"job": {"package": "p", "good": "1", "bad": "2"}}
+    def build(lower: dict, upper: dict) -> JobConfig:
+        return validated(JobConfig, stack(lower, upper), "t")
+
     with pytest.raises(UsageError, match="find_fix is not supported"):
-        build_config({**job, "criterion": {"metric": "m", "compare": "stats"}}, {"job": {"find_fix": True}}, "t")
-    layered = build_config({**job, "criterion": {"metric": "m", "threshold": 2.0}}, {"criterion": {"compare": "stats"}}, "t")
+        build({**job, "criterion": {"metric": "m", "compare": "stats"}}, {"job": {"find_fix": True}})
+    layered = build({**job, "criterion": {"metric": "m", "threshold": 2.0}}, {"criterion": {"compare": "stats"}})
     assert layered.criterion.compare == "stats" and layered.criterion.threshold is None  # --compare stats drops the file's rule
     with pytest.raises(UsageError, match="an exit-code probe has none"):
-        build_config({**job, "probe": {"cmd": "true"}, "criterion": {"metric": "m", "compare": "stats"}}, {}, "t")
+        build({**job, "probe": {"cmd": "true"}, "criterion": {"metric": "m", "compare": "stats"}}, {})
 
 
 def test_reports_show_the_boundary_samples_p_values_and_shift():

@@ -9,7 +9,6 @@ import json
 import os
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 
@@ -69,10 +68,14 @@ def test_torch_release_bisect_builds_one_base_per_release(job, tmp_path):
     assert any("torch stops at releases" in note for note in out["notes"])
     assert out["also_changed"] == {"helperpkg": ["1.0", "2.0"]}                # the companion moved too
     assert out["environment"]["env base"].startswith("torch==<candidate>")
-    for step in out["steps"]:
+    releases = [s for s in out["steps"] if s["phase"] == "releases"]
+    for step in releases:
         assert step["metrics"]["torch_from_a_base"] == 1.0                    # torch came from its base
         assert step["metrics"]["helper_major"] == (2.0 if step["candidate"] >= "2.3.0" else 1.0)
-    measured = {s["candidate"] for s in out["steps"]}
+    # the attribution: torch 2.3.0 with helperpkg back at 1.0 is still bad, so torch itself made the step
+    assert out["attribution"]["kind"] == "candidate" and out["attribution"]["packages"] == ["torch"]
+    assert [(t["label"], t["verdict"]) for t in out["attribution"]["trials"]] == [("torch 2.3.0 + helperpkg==1.0", "bad")]
+    measured = {s["candidate"] for s in releases}
     bases = sorted(p.name.split("-")[1] for p in (tmp_path / "cache" / "bases").glob("torch-*"))
     assert bases == sorted(measured)                                           # one base per measured release
 

@@ -35,6 +35,7 @@ class RunFacts:
     notes: list[str]
     probes_run: int
     measurements_reused: int
+    widen_stop: Optional[str] = None    # where --widen stopped and why, when it found no GOOD release
 
 
 def assemble(run: RunFacts, plan: Plan, phase: PhaseResult) -> BisectResult:
@@ -66,7 +67,9 @@ def _outcome(run: RunFacts, plan: Plan, phase: PhaseResult) -> tuple[Outcome, st
     status, reason, widen = s.outcome, s.reason, None
     if phase.confirmed is False:
         status, reason = Outcome.UNDECIDED, "re-measuring the boundary pair gave different verdicts: " + reason
-    if s.outcome is Outcome.PREDATES_RANGE:
+    if s.outcome is Outcome.PREDATES_RANGE and run.widen_stop:
+        reason += "; " + run.widen_stop.removeprefix("--widen: ")
+    elif s.outcome is Outcome.PREDATES_RANGE:
         releases = plan.candidates[0].kind is CandidateKind.RELEASE
         widen = with_flags(run.command, {"--widen": None} if releases else {"--good": "<OLDER-GOOD>"})
         reason += f"; try an older good, e.g.: {widen}"

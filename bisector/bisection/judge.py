@@ -7,7 +7,7 @@ from typing import Optional
 from bisector.bisection.seam import Measures
 from bisector.core.candidate import Candidate
 from bisector.core.criterion import Calibrated, Criterion, exit_code_verdict, failure_verdict
-from bisector.core.measurement import Measurement, Status, medians, metric_value, metric_values
+from bisector.core.measurement import Measurement, Status, medians, metric_value, metric_values, oom_cells
 from bisector.core.stats import SampleEvidence
 from bisector.core.verdict import Verdict
 
@@ -52,6 +52,9 @@ def judge(measurer: Measures, calibrated: Calibrated, c: Candidate, first_repeat
     if measurer.exit_code_mode:
         verdict, reason = exit_code_verdict(ms[-1].exit_code, ms[-1].reason)
         return Judgement(verdict, reason, None, ms)
+    partial = _partial_oom(ms, crit)
+    if partial is not None:
+        return partial
     if not crit.metric:
         return _metric_free(ms, crit)
     while True:
@@ -73,6 +76,16 @@ def _unknown(calibrated: Calibrated, values: list[float], value: float) -> str:
     how = "straddle" if _side(calibrated, values) is None else f"have their median within ±{crit.noise:.6g} of"
     return (f"unknown: {len(values)} repeats of {crit.metric} {how} the threshold {calibrated.threshold:.6g} "
             f"(median {value:.6g}, range {min(values):.6g}..{max(values):.6g})")
+
+
+def _partial_oom(ms: list[Measurement], crit: Criterion) -> Optional[Judgement]:
+    """Some cells ran out of memory while the rest were measured: with ``oom_is_bad`` that is the
+    regression (an OOM in the largest GA=2 cell must not hide behind the cells that fit)."""
+    cells = sorted({c for m in ms for c in oom_cells(m)})
+    if not cells or not crit.oom_is_bad:
+        return None
+    return Judgement(Verdict.BAD, f"out of memory counts as the regression: cells {', '.join(cells)} ran out of "
+                                  "memory", metric_value(ms, crit.metric) if crit.metric else None, ms)
 
 
 def _metric_free(ms: list[Measurement], crit: Criterion) -> Judgement:

@@ -17,6 +17,11 @@ from bisector.errors import UndecidedError
 _FLIP = {Verdict.GOOD: Verdict.BAD, Verdict.BAD: Verdict.GOOD, Verdict.SKIP: Verdict.SKIP}
 
 
+def flipped(verdict: Verdict) -> Verdict:
+    """The verdict as --find-fix reads it (GOOD and BAD swapped, SKIP kept)."""
+    return _FLIP[verdict]
+
+
 @dataclass
 class PhaseResult:
     """The search result over one candidate list, with every judgement made."""
@@ -33,10 +38,11 @@ class Phase:
 
     def __init__(self, name: str, candidates: list[Candidate], measurer: Measures, criterion: Criterion,
                  on_step: Callable[[str, Candidate, Judgement], None], jobs: int = 1,
-                 prefetch: bool = True, find_fix: bool = False, confirm: bool = True):
+                 prefetch: bool = True, find_fix: bool = False, confirm: bool = True, slots: int = 0):
         self.name, self.candidates, self.measurer, self.criterion = name, candidates, measurer, criterion
         self.on_step, self.jobs, self.prefetch = on_step, jobs, prefetch
         self.find_fix, self.confirm = find_fix, confirm
+        self.slots = slots  # > 0: the measurer speculates, with this many measurements at once
 
     def _calibrate(self) -> Calibrated:
         if not needs_endpoints(self.criterion):
@@ -75,15 +81,28 @@ class Phase:
             while batch := search.next_batch():
                 self._batch_started(batch)
                 if self.prefetch:
-                    self.measurer.prefetch([self.candidates[i] for i in search.speculative(self.jobs)])
+                    ahead = search.speculative(2 * self.jobs + 1)  # both next midpoints, and one after
+                    self.measurer.prefetch([self.candidates[i] for i in ahead])
+                self._speculate(search, batch)
                 for index, j in zip(batch, pool.map(lambda i: self._judge(i, calibrated), batch)):
                     out.judgements[index] = j
                     search.record(index, j.verdict)
                     self.on_step(self.name, self.candidates[index], j)
+        self._speculate(search, [])  # the answer is known: what is still speculative no longer matters
         out.search = search.result()
         if self.confirm and out.search.outcome is Outcome.FOUND:
             out.confirmed = self._confirm(out)
         return out
+
+    def _speculate(self, search: Search, batch: list[int]) -> None:
+        """Spare slots (beyond the ``jobs`` judged at once) measure what comes next: the batch's members
+        still waiting for a judge, then the likely next midpoints; speculative measurements the round's
+        answer made moot are cancelled (one that already returned is stored)."""
+        if self.slots <= 0:
+            return
+        spare = self.slots - min(len(batch), self.jobs)
+        likely = (batch[self.jobs:] + search.speculative(spare))[:spare] if batch and spare > 0 else []
+        self.measurer.speculate([self.candidates[i] for i in batch], [self.candidates[i] for i in likely])
 
     def _confirm(self, out: PhaseResult) -> bool:
         """Re-measure the last-good / first-bad pair (new repeats) and check the verdicts hold."""

@@ -23,12 +23,22 @@ class Measures(Protocol):
     def prefetch(self, candidates: list[Candidate]) -> None:
         """Prepare what these candidates' measurements will need, in the background."""
 
+    def speculate(self, needed: list[Candidate], likely: list[Candidate]) -> None:
+        """Measure ``likely`` candidates ahead on spare slots; cancel what is neither needed nor likely."""
+
 
 class MeasurerFactory(Protocol):
     """Makes each phase's measurer; says which spec environments follow and which GPUs probes get."""
 
     spec: EnvSpec
     gpus: list[str]
+    slots: int          # measurements that can run at once
+    speculates: bool    # spare slots measure the likely next candidates
 
     def __call__(self, run_id: str, repo_path: Optional[Path] = None) -> Measures:
         """The measurer of a phase (``repo_path``: the repository commit candidates come from)."""
+
+    def pinned(self, pins: dict[str, str]) -> "MeasurerFactory":
+        """The same factory with ``pins`` (name -> exact version) laid over the spec's companions."""
+    def with_probe_args(self, args: list[str]) -> "MeasurerFactory":
+        """The same factory with the probe's arguments replaced (a job's ``[contrast]``)."""

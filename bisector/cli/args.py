@@ -6,7 +6,13 @@ import argparse
 from pathlib import Path
 from typing import Any, Optional
 
+from bisector.cli.followflags import add_followup_flags, followup_overrides
+from bisector.cli.examples import epilog
+
 RUN, MATRIX = "run", "matrix"
+PROBE_ARG_HELP = ("one argument for the probe, added after the job's: --probe-arg=--loop=accelerate "
+                  "(a value starting with '-' also works as the next word); repeatable")
+VALUE_FLAGS_TAKING_DASHES = ("--probe-arg", "--a-arg", "--b-arg")   # values may start with '-' (glue_dash_values)
 
 # flag, argparse options, help for `run`, help for `matrix` (None: not a matrix flag)
 CRITERION_FLAGS: list[tuple[str, dict[str, Any], str, Optional[str]]] = [
@@ -46,9 +52,9 @@ def add_env_and_probe_flags(p: argparse.ArgumentParser, g) -> None:
     g.add_argument("--env", help="environment spec: a built-in name (bisector/data/specs) or a path to a .toml")
     g.add_argument("--index-url", help="package index (default: the installers' configuration)")
     g = p.add_argument_group("probe")
-    g.add_argument("--probe", help="built-in probe name, or a path to a probe script")
+    g.add_argument("--probe", help="built-in probe name (ga_memory, import_cost), or a path to a probe script")
     g.add_argument("--probe-cmd", help="command run in the environment: exit 0 good, 125 skip, 1-127 bad")
-    g.add_argument("--probe-arg", action="append", dest="probe_args", help="argument passed to the probe")
+    g.add_argument("--probe-arg", action="append", dest="probe_args", metavar="ARG", help=PROBE_ARG_HELP)
     g.add_argument("--timeout", type=float, help="seconds before a probe run is stopped (SKIP)")
 
 
@@ -69,9 +75,20 @@ def add_execution_flags(p: argparse.ArgumentParser, command: str):
     g.add_argument("--prefetch", action=argparse.BooleanOptionalAction, default=None, help=prefetch_help)
     g.add_argument("--store", type=Path, help="SQLite store (default: in the user cache dir)")
     g.add_argument("--cache-dir", type=Path, help="environment and repository cache")
-    g.add_argument("--env-backend", choices=["uv", "virtualenv"])
+    g.add_argument("--env-backend", choices=["uv", "virtualenv"],
+                   help="how candidate environments are built (default: uv, virtualenv + pip where uv is unusable)")
+    add_executor_flags(g)
     g.add_argument("--json", action="store_true", help="print the result as JSON")
     return g
+
+
+def add_executor_flags(g) -> None:
+    """--executor and --ray-address: where measurements run."""
+    g.add_argument("--executor", choices=["local", "ray"],
+                   help="where measurements run: local threads (default), or Ray tasks, one GPU each")
+    g.add_argument("--ray-address", metavar="ADDR|auto",
+                   help="with --executor ray: the cluster to join ('auto': the one `ray start` runs here; "
+                   "default: start a local Ray)")
 
 
 def probe_overrides(args: argparse.Namespace) -> dict[str, Any]:
@@ -89,14 +106,15 @@ def shared_overrides(args: argparse.Namespace) -> dict[str, Any]:
     return {"probe": probe_overrides(args),
             "criterion": {_dest(flag): getattr(args, _dest(flag), None) for flag, *_ in CRITERION_FLAGS},
             "run": {"jobs": args.jobs, "prefetch": args.prefetch, "store": args.store, "cache_dir": args.cache_dir,
-                    "env_backend": args.env_backend}}
+                    "env_backend": args.env_backend, "executor": args.executor, "ray_address": args.ray_address}}
 
 
 def run_overrides(args: argparse.Namespace) -> dict[str, Any]:
     """``bisector run``'s flags as a partial job config."""
     job = {"package": args.package, "good": args.good, "bad": args.bad, "mode": args.mode, "repo": args.repo,
            "repo_url": args.repo_url, "pre": args.pre, "first_parent": args.first_parent, "find_fix": args.find_fix,
-           "widen": args.widen, "env": args.env, "index_url": args.index_url, "pins": args.with_}
+           "widen": args.widen, "env": args.env, "index_url": args.index_url, "pins": args.with_,
+           "clone": args.clone, **followup_overrides(args)}
     return {"job": job, **shared_overrides(args)}
 
 
@@ -112,14 +130,42 @@ class OneLineParser(argparse.ArgumentParser):
         self.exit(2, f"{self.prog}: error: {message} (see --help)\n")
 
 
+def glue_dash_values(argv: list[str]) -> list[str]:
+    """``--probe-arg --loop=accelerate`` as ``--probe-arg=--loop=accelerate`` (argparse would take
+    the value for an option of its own)."""
+    out, i = [], 0
+    while i < len(argv):
+        if argv[i] in VALUE_FLAGS_TAKING_DASHES and i + 1 < len(argv) and argv[i + 1].startswith("-"):
+            out.append(f"{argv[i]}={argv[i + 1]}")
+            i += 2
+            continue
+        out.append(argv[i])
+        i += 1
+    return out
+
+
+def _command(sub, name: str, text: str, description: Optional[str] = None) -> argparse.ArgumentParser:
+    return sub.add_parser(name, help=text, description=description or text[:1].upper() + text[1:] + ".",
+                          epilog=epilog(name), formatter_class=argparse.RawDescriptionHelpFormatter)
+
+
 def _run_parser(sub) -> None:
-    p = sub.add_parser(RUN, help="bisect a version range (default job: ./bisect.toml)")
+    p = _command(sub, RUN, "bisect a version range (the built-in default job, ./bisect.toml and flags over it)",
+                 "Bisect a version range: releases from the package index, commits from a repository. With no "
+                 "arguments, the built-in default job (the seed report's range); ./bisect.toml (or --config) "
+                 "and then flags override it. Exit 0: an answer (found, no regression); 2: bad input; 3: no "
+                 "answer (predates the range, undecided).")
     g = p.add_argument_group("job")
     g.add_argument("--config", type=Path, help="job file (default: ./bisect.toml when present)")
     g.add_argument("--package", help="distribution to bisect, e.g. accelerate")
     g.add_argument("--good", help="known good release or git ref")
     g.add_argument("--bad", help="known bad release or git ref")
-    g.add_argument("--mode", choices=["auto", "releases", "commits"])
+    g.add_argument("--mode", choices=["auto", "releases", "commits"],
+                   help="releases (from the index), commits (of --repo), or auto: releases, then the commits "
+                        "between the two boundary releases when --repo (or --clone) allows")
+    g.add_argument("--clone", action="store_true", default=None,
+                   help="in auto mode, allow cloning the repository named in the package's metadata "
+                        "(a partial clone, with progress) to refine to the commit")
     g.add_argument("--repo", help="git repository (local path or URL) for commit mode / refinement")
     g.add_argument("--repo-url", help="web URL for commit/PR/compare links when --repo is a local clone")
     g.add_argument("--pre", action="store_true", default=None, help="include pre-releases and yanked releases")
@@ -132,16 +178,17 @@ def _run_parser(sub) -> None:
                    help="pin a companion exactly over the env spec (torch==X sets the base); repeatable")
     add_env_and_probe_flags(p, g)
     add_criterion_flags(p, RUN)
+    add_followup_flags(p)
     g = add_execution_flags(p, RUN)
     g.add_argument("--resume", nargs="?", const="", metavar="RUN",
                    help="resume a stored run (default: the latest) with its own configuration")
 
 
 def _matrix_parser(sub) -> None:
-    p = sub.add_parser(MATRIX, help="probe a grid of versions, compare with the last run, bisect what moved",
-                       description="Run the probe over the [matrix] grid of versions, store the run, compare it "
-                       "with the previous run of the same grid (or --baseline) and write reports to --out. "
-                       "Exit 0: no regression, 1: confirmed regression, 2: usage error, 3: nothing measured.")
+    p = _command(sub, MATRIX, "probe a grid of versions, compare with the last run, bisect what moved",
+                 "Run the probe over the [matrix] grid of versions, store the run, compare it "
+                 "with the previous run of the same grid (or --baseline) and write reports to --out. "
+                 "Exit 0: no regression, 1: confirmed regression, 2: usage error, 3: nothing measured.")
     g = p.add_argument_group("matrix")
     g.add_argument("--config", type=Path, help="job file with a [matrix] table (default: ./bisect.toml)")
     g.add_argument("--out", type=Path, default=Path("bisector-matrix"),
@@ -158,36 +205,82 @@ def _matrix_parser(sub) -> None:
     add_execution_flags(p, MATRIX)
 
 
-def _other_parsers(sub) -> None:
-    p = sub.add_parser("probe", help="measure one version: build (or reuse) its environment and run the probe")
+def _probe_parser(sub) -> None:
+    p = _command(sub, "probe", "measure one version: build (or reuse) its environment and run the probe",
+                 "Measure one version: build (or reuse) its environment, run the probe (the default job's "
+                 "unless --probe names another), store the measurement and print it, headline metrics first. "
+                 "Exit 0 when it measured, 3 when it could not.")
     p.add_argument("--with", dest="with_", action="append", required=True, metavar="PKG==VERSION",
-                   help="package pin; the first is the candidate, further pins are companions")
-    for flag in ("--probe", "--env", "--index-url", "--store", "--cache-dir"):
-        p.add_argument(flag, type=Path if flag in ("--store", "--cache-dir") else str)
-    p.add_argument("--probe-arg", action="append", dest="probe_args")
-    p.add_argument("--json", action="store_true")
-    for name, text in (("log", "print a run's bisect log"), ("report", "print a run's report")):
-        q = sub.add_parser(name, help=text)
-        q.add_argument("run", nargs="?", help="run id (default: the latest)")
-        q.add_argument("--store", type=Path)
+                   help="package pin; the first is the candidate, further pins are companions (torch==X: the base)")
+    p.add_argument("--probe", help="built-in probe name, or a path to a probe script (default: the default job's)")
+    p.add_argument("--probe-arg", action="append", dest="probe_args", metavar="ARG", help=PROBE_ARG_HELP)
+    p.add_argument("--timeout", type=float, help="seconds before the probe run is stopped")
+    p.add_argument("--env", help="environment spec: a built-in name (bisector/data/specs) or a path to a .toml")
+    p.add_argument("--index-url", help="package index (default: the installers' configuration)")
+    p.add_argument("--fresh", action="store_true", help="measure again (a new repeat; stored ones are kept)")
+    p.add_argument("--explain", action="store_true", help="add where the bytes live (by phase and allocation site)")
+    p.add_argument("--all", action="store_true", help="list every metric, not only the headline ones")
+    p.add_argument("--json", action="store_true", help="print the whole measurement as JSON")
+    p.add_argument("--store", type=Path, help="SQLite store (default: in the user cache dir)")
+    p.add_argument("--cache-dir", type=Path, help="environment cache")
+
+
+def _other_parsers(sub) -> None:
+    _probe_parser(sub)
+    for name, text in (("log", "print a run's git-bisect-style log"), ("report", "print a run's report")):
+        q = _command(sub, name, text)
+        q.add_argument("run", nargs="?", help="run id or a unique prefix (default: the latest)")
+        q.add_argument("--store", type=Path, help="SQLite store (default: in the user cache dir)")
         if name == "report":
-            q.add_argument("--format", choices=["markdown", "json", "text"], default="markdown")
+            q.add_argument("--format", choices=["markdown", "json", "text"], default="markdown",
+                           help="markdown for an issue comment (default), json for tools, text for a terminal")
+
+
+def _diff_parser(sub) -> None:
+    """The ``diff`` subcommand and its flags."""
+    p = _command(sub, "diff", "two setups at one version: which difference explains the metric",
+                 "Measure setup A and setup B (package pins, probe settings) at one version of a package, then "
+                 "search (ddmin) for the smallest difference that moves one to the other's side of the criterion "
+                 "(default: the probe's metric, midway between A and B). Exit 0: an answer, 2: bad input, "
+                 "3: undecided.")
+    g = p.add_argument_group("setups")
+    g.add_argument("--package", help="the package under test (its version from the setups) when no --with names it")
+    g.add_argument("--with", dest="with_", action="append", default=[], metavar="PKG==VERSION",
+                   help="a pin of both setups; the first names the package under test and its version")
+    for side in ("a", "b"):
+        up = side.upper()
+        g.add_argument(f"--{side}-with", action="append", default=[], metavar="PKG==VERSION", help=f"a pin of {up}")
+        g.add_argument(f"--{side}-lock", type=Path, metavar="FILE", help=f"{up}'s pins, in pip freeze format")
+        g.add_argument(f"--{side}-arg", action="append", default=[], metavar="ARG",
+                       help=f"a probe argument of {up}, after the shared ones: --{side}-arg=--loop=trainer; repeatable")
+    g.add_argument("--follow", action="store_true", help="when one package is the difference, bisect it")
+    g.add_argument("--follow-repo", metavar="REPO", help="that package's repository, to follow it to its commits")
+    add_env_and_probe_flags(p, g)
+    add_criterion_flags(p, RUN)
+    g = p.add_argument_group("execution")
+    g.add_argument("--store", type=Path, help="SQLite store (default: in the user cache dir)")
+    g.add_argument("--cache-dir", type=Path, help="environment cache")
+    g.add_argument("--env-backend", choices=["uv", "virtualenv"],
+                   help="how environments are built (default: the env spec's, uv)")
+    g.add_argument("--json", action="store_true", help="print the result as JSON")
 
 
 def build_parser() -> argparse.ArgumentParser:
     """The ``bisector`` parser and its subcommands."""
     parser = OneLineParser(prog="bisector", description="Find the release or commit that made a "
-                                     "training step use more memory, run slower, or break.")
+                                     "training step use more memory, run slower, or break.",
+                           epilog=epilog("bisector"), formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--debug", action="store_true", help="show tracebacks")
     sub = parser.add_subparsers(dest="command")
     _run_parser(sub)
     _other_parsers(sub)
     _matrix_parser(sub)
-    q = sub.add_parser("runs", help="list stored runs")
-    q.add_argument("--store", type=Path)
-    q = sub.add_parser("envs", help="list or garbage-collect cached environments")
-    q.add_argument("action", choices=["list", "gc"])
-    q.add_argument("--cache-dir", type=Path)
-    q.add_argument("--keep-last", type=int)
-    q.add_argument("--max-size", help="e.g. 2G, 500M")
+    _diff_parser(sub)
+    q = _command(sub, "runs", "list stored runs")
+    q.add_argument("--store", type=Path, help="SQLite store (default: in the user cache dir)")
+    q = _command(sub, "envs", "list or garbage-collect cached environments")
+    q.add_argument("action", choices=["list", "gc"], help="list: size, last use, in use; gc: remove per the limits")
+    q.add_argument("--cache-dir", type=Path, help="environment cache (default: in the user cache dir)")
+    q.add_argument("--keep-last", type=int, help="gc: keep the N most recently used environments")
+    q.add_argument("--max-size", help="gc: remove the least recently used until under this size, e.g. 2G, 500M")
     return parser

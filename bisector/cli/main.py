@@ -10,19 +10,23 @@ import sys
 from pathlib import Path
 from typing import Optional
 
-from bisector.bisection.job import bisector_for
-from bisector.cli.args import build_parser, run_overrides
+from bisector.bisection.job import bisector_for, preflight
+from bisector.cli.args import build_parser, glue_dash_values, run_overrides
+from bisector.cli.diff import diff_command, report_diff
 from bisector.cli.envs import envs_command
 from bisector.cli.matrix import matrix_command
 from bisector.cli.probe import probe_command
-from bisector.config import JobConfig, load_config
+from bisector.config import JobConfig
+from bisector.jobfile import load_config
 from bisector.errors import BisectorError, UsageError
 from bisector.paths import default_store_path
 from bisector.procs import SHUTDOWN, Interrupted, request_shutdown, stop_all
 from bisector.redact import redact_text
+from bisector.report.live import progress_for, showing
 from bisector.report.progress import PrintHandler
 from bisector.report.render import load_result, render, render_json, write_reports
 from bisector.report.text import render_log, render_text
+from bisector.sources.index import pages_read_once
 from bisector.storage import RunKind, Store
 
 
@@ -38,6 +42,14 @@ def _store(path: Optional[Path]) -> Store:
     return Store(path or default_store_path())
 
 
+def _reading(path: Optional[Path]) -> Optional[Store]:
+    """The store for a command that only reads it: never created; None when the default store does
+    not exist yet (nothing measured), a one-line error when a named one does not."""
+    if path is None and not default_store_path().is_file():
+        return None
+    return Store(path or default_store_path(), read_only=True)
+
+
 def cmd_run(args) -> int:
     """Bisect; print the report (text, or JSON with --json); exit 0 with an answer, 3 without."""
     config_path = args.config
@@ -48,9 +60,11 @@ def cmd_run(args) -> int:
         config, command = _resumed(args)
     else:
         config = load_config(config_path, run_overrides(args))
-    config.probe.script()  # an unknown probe is a usage error before any work
-    store = _store(config.run.store)
-    result = bisector_for(config, store, handler=PrintHandler(), command=command).run()
+    with pages_read_once():
+        preflight(config)  # bad input is one line and exit 2 before anything is created or stored
+        store = _store(config.run.store)
+        with showing(progress_for()) as say:
+            result = bisector_for(config, store, handler=PrintHandler(printer=say), command=command).run()
     write_reports(store, result)
     if args.json:
         print(render_json(result))
@@ -61,8 +75,10 @@ def cmd_run(args) -> int:
 
 def _resumed(args):
     """The configuration and command of a stored run, for --resume [RUN]."""
-    store = _store(args.store)
-    run = store.get_run(args.resume or None)
+    store = _reading(args.store)
+    run = store.get_run(args.resume or None) if store else None
+    if store is None:
+        raise UsageError("no stored runs to resume (nothing has been measured yet)")
     if run is None or run.kind is not RunKind.BISECT:
         raise UsageError(f"no bisect run {args.resume!r} to resume in {store.path}")
     print(f"resuming run {run.id}: {' '.join(run.command)}", file=sys.stderr)
@@ -71,40 +87,52 @@ def _resumed(args):
 
 def cmd_log(args) -> int:
     """A stored run's git-bisect-style log."""
-    store = _store(args.store)
-    run = store.get_run(args.run)
+    store = _reading(args.store)
+    run = store.get_run(args.run) if store else None
     if run is None:
-        raise UsageError(f"no run {args.run!r} in {store.path}" if args.run else f"no runs in {store.path}")
+        where = store.path if store else default_store_path()
+        raise UsageError(f"no run {args.run!r} in {where}" if args.run else f"no runs in {where}")
     print(render_log(store, run))
     return 0
 
 
 def cmd_runs(args) -> int:
     """The stored runs, oldest first."""
-    store = _store(args.store)
+    store = _reading(args.store)
+    if store is None:
+        print(f"no runs yet (no store at {default_store_path()})", file=sys.stderr)
+        return 0
     for run in store.list_runs():
         job = run.config.get("job") or {}
         what = (f"{job.get('package')} {job.get('good')}..{job.get('bad')}" if run.kind is RunKind.BISECT
+                else f"{run.config.get('package')} {run.config.get('version')}: A vs B" if run.kind is RunKind.DIFF
                 else ", ".join((run.config.get("matrix") or {}).get("grid", {}) or []) or "-")
         print(f"{run.id}  {run.updated}  {run.kind:7s} {run.status:15s} {what}")
     return 0
 
 
 def cmd_report(args) -> int:
-    """A stored bisect's report in --format."""
-    store = _store(args.store)
+    """A stored bisect's (or diff's) report in --format."""
+    store = _reading(args.store)
+    if store is None:
+        raise UsageError(f"no finished runs in {default_store_path()}")
+    diffed = report_diff(store, args.run, args.format)
+    if diffed is not None:
+        print(diffed)
+        return 0
     result = load_result(store, args.run)
     print(render(result, args.format))
     return 0
 
 
 COMMANDS = {"matrix": matrix_command, "run": cmd_run, "log": cmd_log, "runs": cmd_runs, "report": cmd_report,
-            "envs": envs_command, "probe": probe_command}
+            "envs": envs_command, "probe": probe_command, "diff": diff_command}
 
 
 def _parse(argv: list[str]):
     """The parsed arguments (``run`` when no command is named), or the exit code argparse ended with."""
     parser = build_parser()
+    argv = glue_dash_values(argv)
     if not argv or argv[0].startswith("-") and argv[0] not in ("-h", "--help", "--debug"):
         argv = ["run", *argv]
     if argv == ["--debug"]:

@@ -16,6 +16,7 @@ from bisector.matrix.history import save_run
 from bisector.matrix.html import write_html
 from bisector.matrix.report import render_text, write_reports
 from bisector.matrix.run import run_matrix
+from bisector.measure.engine import check_executor
 from bisector.paths import default_cache_dir, default_store_path
 from bisector.storage import RunState, Store
 
@@ -30,6 +31,7 @@ def matrix_command(args) -> int:
     """Run ``bisector matrix``; the exit code says whether a confirmed regression was found."""
     config = load_matrix_config(_config_path(args), matrix_overrides(args))
     config.probe.script()  # an unknown probe is a usage error before any work
+    check_executor(config.run.executor)  # so is --executor ray without Ray
     store = Store(config.run.store or default_store_path())
     cache_dir = config.run.cache_dir or default_cache_dir()
     command = ["bisector", *sys.argv[1:]]

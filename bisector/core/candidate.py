@@ -21,6 +21,8 @@ class Candidate(BaseModel):
     For a release, ``ref`` is the normalised version ("0.22.0") and ``date`` its upload time.
     For a commit, ``ref`` is the full SHA, ``date`` the committer date, and ``source`` a path
     to a directory (or wheel) holding exactly that commit's tree, filled in when it is built.
+    ``revert`` (commits only): the SHA of another commit whose change is reverted on top of this one
+    (the culprit's confirmation by revert); its environment is that reverted tree.
     """
 
     model_config = ConfigDict(frozen=True)
@@ -33,11 +35,14 @@ class Candidate(BaseModel):
     author: Optional[str] = None
     pr: Optional[int] = None
     repo_url: Optional[str] = None
+    revert: Optional[str] = None
 
     @property
     def short(self) -> str:
-        """Short label for logs: the version, or the first 10 characters of the SHA."""
-        return self.ref[:10] if self.kind is CandidateKind.COMMIT else self.ref
+        """Short label for logs: the version, or the first 10 characters of the SHA (and the reverted one's)."""
+        if self.kind is not CandidateKind.COMMIT:
+            return self.ref
+        return self.ref[:10] + (f"-revert-{self.revert[:10]}" if self.revert else "")
 
     @property
     def requirement(self) -> str:

@@ -3,6 +3,7 @@ classes; and every description of a rule the reports print (one place for all of
 from __future__ import annotations
 
 import enum
+import math
 import re
 from typing import Optional
 
@@ -71,6 +72,13 @@ class Criterion(BaseModel):
         if value is not None and not _INCREASE.match(str(value)):
             raise ValueError(f"'{value}' is not a percentage like '20%' or a number")
         return None if value is None else str(value)
+
+    @field_validator("threshold", "noise")
+    @classmethod
+    def _finite(cls, value: Optional[float]) -> Optional[float]:
+        if value is not None and not math.isfinite(value):
+            raise ValueError(f"must be a finite number, not {value}")
+        return value
 
     @model_validator(mode="before")
     @classmethod

@@ -19,6 +19,8 @@ class Status(enum.StrEnum):
     TIMEOUT = "timeout"
     BAD_OUTPUT = "bad-output"
     OOM = "oom"
+    WRONG_DEVICE = "wrong-device"  # measured on another device or with another meter than the run
+    LOST = "lost"                  # its worker or node died (or its objects were lost) on every retry
     RUNNING = "running"            # being taken (never stored)
     INTERRUPTED = "interrupted"
 
@@ -28,7 +30,7 @@ class Status(enum.StrEnum):
         return self in (Status.OK, Status.EXIT_CODE)
 
 
-RETRIED_ON_RERUN = frozenset({Status.ENV_FAILED, Status.INTERRUPTED})
+RETRIED_ON_RERUN = frozenset({Status.ENV_FAILED, Status.INTERRUPTED, Status.LOST})
 
 
 class Measurement(BaseModel):
@@ -48,6 +50,12 @@ class Measurement(BaseModel):
     created: str = ""
     details: dict[str, Any] = {}
     run_id: Optional[str] = None
+
+
+def oom_cells(m: Measurement) -> list[str]:
+    """The cells of a probe run that ran out of memory while others were measured (a partial OOM)."""
+    cells = ((m.details or {}).get("result") or {}).get("oom_cells") or []
+    return [str(c) for c in cells] if m.status is Status.OK else []
 
 
 def metric_values(measurements: Iterable[Measurement], metric: str) -> list[float]:

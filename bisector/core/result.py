@@ -6,6 +6,7 @@ from typing import Any, Optional
 
 from pydantic import BaseModel, model_serializer
 
+from bisector.core.attribution import Attribution, Confirmation
 from bisector.core.candidate import Candidate, CandidateKind
 from bisector.core.search import Outcome
 from bisector.core.stats import SampleEvidence
@@ -64,11 +65,26 @@ class Step(BaseModel):
         return f"{self.verdict} {self.phase} {self.candidate}{value}{repeats} ({self.seconds:.1f}s){reason}"
 
 
+class Contrast(BaseModel):
+    """Another setting of the same probe (its ``args``) measured at the range's two ends: how a
+    different setup (accelerate's own loop, say) sees the same versions."""
+
+    label: str
+    args: list[str]
+    points: list[Point] = []
+
+
 class BisectResult(BaseModel):
     """The answer: ``status`` is found, no-regression, predates-range or undecided.
 
-    ``metric`` is the metric the criterion reads (None for exit-code and metric-free probes); it is
-    serialized only when known, so results stored before it existed read and render as they did.
+    ``attribution`` says which change of the boundary's environments explains a found step (the
+    candidate, a companion, or only a set together); ``followed`` is the bisect of that companion
+    between its two versions; ``confirmation`` says whether reverting a commit culprit undoes it.
+
+    ``metric`` is the metric the criterion reads (None for exit-code and metric-free probes);
+    ``reference`` is what the upstream report measured and ``contrast`` another setting measured at
+    the range's ends. Each of these is serialized only when known, so results stored before they
+    existed read and render as they did.
     ``evidence`` (stats mode only, else not serialized): each boundary candidate's samples, the good
     endpoint's samples it was compared with, the p-values and the shift.
     """
@@ -96,14 +112,20 @@ class BisectResult(BaseModel):
     probe: dict[str, Any] = {}
     environment: dict[str, Any] = {}
     also_changed: dict[str, list[str]] = {}   # stack package -> [last good version, first bad version]
+    attribution: Optional[Attribution] = None   # which of those changes explains the step
+    confirmation: Optional[Confirmation] = None  # a commit culprit reverted on the bad end, measured
+    followed: Optional["BisectResult"] = None   # the companion's own bisect, when the cause is a companion
     log: list[str] = []
+    reference: Optional[dict[str, Any]] = None   # what the upstream report measured ([reference])
+    contrast: Optional[Contrast] = None
     evidence: dict[str, SampleEvidence] = {}  # stats mode: "last_good" / "first_bad" -> samples and p-values
 
     @model_serializer(mode="wrap")
-    def _metric_when_known(self, handler):
+    def _only_what_is_known(self, handler):
         data = handler(self)
-        if self.metric is None:
-            data.pop("metric", None)
+        for key in ("metric", "reference", "contrast", "attribution", "confirmation", "followed"):
+            if getattr(self, key) is None:
+                data.pop(key, None)
         if not self.evidence:
             data.pop("evidence", None)
         return data
@@ -112,3 +134,6 @@ class BisectResult(BaseModel):
     def exit_code(self) -> int:
         """0 for an answer (found, no-regression), 3 otherwise."""
         return 0 if self.status in (Outcome.FOUND, Outcome.NO_REGRESSION) else 3
+
+
+BisectResult.model_rebuild()

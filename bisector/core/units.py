@@ -17,6 +17,8 @@ def human_value(value: float, metric: Optional[str] = None) -> str:
     """Format a metric value using its name's unit hint."""
     if metric and "bytes_per_param" in metric:
         return f"{value:.3f} B/param"
+    if metric and "bytes_per_token" in metric:
+        return f"{value:.1f} B/token"
     if metric and ("bytes" in metric or metric.startswith("peak")):
         return human_bytes(value)
     if metric and metric.endswith(("seconds", "_s")):

@@ -1,4 +1,4 @@
-"""Files bisector ships as package data: the built-in probes and the built-in environment specs.
+"""Files bisector ships as package data: the built-in probes, environment specs and default job.
 
 Both are read through :mod:`importlib.resources`, so an installed wheel (pip, pipx, uv tool) finds
 them wherever it lives; nothing depends on the current directory or on a checkout.
@@ -22,3 +22,8 @@ def probes_dir() -> Path:
 def specs_dir() -> Path:
     """The built-in environment specs (``default.toml``, ...)."""
     return _dir("specs")
+
+
+def default_job_path() -> Path:
+    """The built-in default job (``bisector run`` with no job file and no flags)."""
+    return _dir("default_job.toml")

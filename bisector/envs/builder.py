@@ -25,6 +25,7 @@ from bisector.envs.info import EnvInfo, InterpreterStamp, utcnow, write_info
 from bisector.envs.layout import CacheLayout
 from bisector.envs.overlay import ensure_overlay, install_pth
 from bisector.envs.procs import log
+from bisector.envs.proof import install_hook, static_report
 from bisector.envs.recipe import Recipe
 from bisector.errors import EnvironmentFailure
 
@@ -95,7 +96,7 @@ def _relocate_scripts(env_dir: Path, old: Path, new: Path) -> None:
 
 
 def _info(recipe: Recipe, env_dir: Path, report: HealthReport, lifted: list[str], overlay, backend: str,
-          timing: tuple[float, float]) -> EnvInfo:
+          timing: tuple[float, float], health: str = "imported") -> EnvInfo:
     site = site_packages(env_dir)
     dists = installed_dists([str(site)])
     homes = recipe.base.site_dirs if recipe.target_in_base else [str(site)]
@@ -114,14 +115,31 @@ def _info(recipe: Recipe, env_dir: Path, report: HealthReport, lifted: list[str]
         overlay=str(overlay) if overlay else None, provided=recipe.base.provided,
         python_version=recipe.base.python_version, interpreter=InterpreterStamp.of(env_python(env_dir)),
         backend=backend, created=now, last_used=now, build_seconds=round(time.monotonic() - timing[0], 3),
-        health_seconds=round(timing[1], 3),
+        health_seconds=round(timing[1], 3), health=health, import_names=sorted(report.modules),
         size_bytes=extra, apparent_bytes=apparent,
     )
 
 
-def build(recipe: Recipe, backend: Backend, layout: CacheLayout, staging: Path, final: Path) -> EnvInfo:
+def static_health(env_dir: Path, recipe: Recipe) -> HealthReport:
+    """The health check read from disk (bisector.envs.proof): EnvironmentFailure on any mismatch; the
+    import itself is proved later by the probe run."""
+    site = site_packages(env_dir)
+    homes = list(recipe.base.site_dirs) if recipe.target_in_base else [str(site)]
+    dists = installed_dists(homes)
+    if recipe.target.canonical_name not in dists:
+        raise EnvironmentFailure(f"health check: {recipe.target.package} is not installed in the env")
+    report = static_report(dists[recipe.target.canonical_name][2], recipe.target, homes, recipe.base)
+    found = problems(report, recipe.target, site, recipe.base)
+    if found:
+        raise EnvironmentFailure("health check: " + "; ".join(found))
+    return report
+
+
+def build(recipe: Recipe, backend: Backend, layout: CacheLayout, staging: Path, final: Path,
+          defer_health: bool = False) -> EnvInfo:
     """Build the env of ``recipe`` into ``staging`` (which must not exist; its parent is scratch space),
-    to be renamed to ``final``; returns its info (also written into it)."""
+    to be renamed to ``final``; returns its info (also written into it). ``defer_health``: check it
+    from disk and leave the import to be proved by the probe (bisector.envs.proof)."""
     started = time.monotonic()
     work = staging.parent / "work"
     work.mkdir()
@@ -130,14 +148,16 @@ def build(recipe: Recipe, backend: Backend, layout: CacheLayout, staging: Path, 
     lifted = _install(backend, staging, recipe, _requirement(recipe, backend, layout), work)
     site = site_packages(staging)
     install_pth(site, overlay)
+    install_hook(site)
     conflicts = provided_conflicts(site, recipe.base)
     if conflicts:
         raise EnvironmentFailure("the base does not fit: " + "; ".join(conflicts[:3]))
     health_start = time.monotonic()
-    report = check_health(staging, recipe)
+    report = static_health(staging, recipe) if defer_health else check_health(staging, recipe)
     health = time.monotonic() - health_start
     if isinstance(backend, PipBackend):
         _relocate_scripts(staging, staging, final)
-    info = _info(recipe, staging, report, lifted, overlay, backend.name, (started, health))
+    info = _info(recipe, staging, report, lifted, overlay, backend.name, (started, health),
+                 "static" if defer_health else "imported")
     write_info(staging, info)
     return info

@@ -7,6 +7,10 @@ much faster. Packages versioned from git tags (setuptools-scm, hatch-vcs, pdm) a
 version the repository gives the commit (see scm_version). The wheel gets
 ``<dist-info>/bisector_revision`` holding the SHA, so the health check can prove the
 installed package is that commit. Wheels are cached in ``<cache>/wheels/<sha>/``.
+
+A commit with another commit's change reverted (a culprit's confirmation) is built from the reverted
+git tree (``git archive`` of that tree, see sources.git.reverted_tree), stamped
+``<sha>-revert-<culprit sha>`` and cached in ``<cache>/wheels/<sha>-revert-<culprit sha>/``.
 """
 from __future__ import annotations
 
@@ -35,14 +39,16 @@ from bisector.sources import git
 REVISION_FILE = "bisector_revision"
 
 
-def archive(source: Path, sha: str, dest: Path) -> None:
-    """Extract the tree of commit ``sha`` of the repo at ``source`` into ``dest``."""
+def archive(source: Path, sha: str, dest: Path, revert: Optional[str] = None) -> None:
+    """Extract the tree of commit ``sha`` of the repo at ``source`` into ``dest`` (with commit ``revert``'s
+    change reverted on top, when given; EnvironmentFailure when that revert does not apply)."""
     sha = valid_sha(sha)
     tar_path = dest.with_suffix(".tar")
     try:
-        git.archive(source, sha, tar_path)
+        tree = _reverted(source, sha, revert, dest.parent) if revert else None
+        git.archive(source, sha, tar_path, tree=tree)
     except git.GitFailure as exc:
-        what = f"commit {sha[:10]} not in {source}" if exc.command == "cat-file" else "git archive"
+        what = f"commit {sha[:10]} not in {source}" if exc.command == "cat-file" else f"git {exc.command}"
         raise EnvironmentFailure(f"{what}: {exc.reason}") from None
     dest.mkdir(parents=True)
     with tarfile.open(tar_path) as tar:
@@ -51,6 +57,14 @@ def archive(source: Path, sha: str, dest: Path) -> None:
         except TypeError:  # pragma: no cover - Python without extraction filters
             tar.extractall(dest)
     tar_path.unlink()
+
+
+def _reverted(source: Path, sha: str, revert: str, scratch: Path) -> str:
+    """The git tree of ``sha`` with ``revert``'s change reverted (the same tree the confirmation checked)."""
+    tree, conflicts = git.reverted_tree(source, sha, valid_sha(revert), scratch)
+    if tree is None:
+        raise EnvironmentFailure(f"reverting {revert[:10]} on {sha[:10]} conflicts in {', '.join(conflicts)}")
+    return tree
 
 
 def _record_hash(data: bytes) -> str:
@@ -118,7 +132,7 @@ def satisfied_here(requirements: list[str]) -> bool:
 def _build(target: InstallTarget, backend: Backend, python: Path, plan: InstallPlan, out: Path) -> None:
     """Build the stamped wheel of ``target`` alone into ``out`` (its parent is scratch space)."""
     src = out.parent / "src"
-    archive(target.source, target.revision, src)
+    archive(target.source, target.revision, src, revert=target.revert)
     out.mkdir()
     same_python = os.path.realpath(python) == os.path.realpath(sys.executable)
     isolated = not (same_python and satisfied_here(build_requirements(src)))
@@ -129,7 +143,7 @@ def _build(target: InstallTarget, backend: Backend, python: Path, plan: InstallP
     if wheel is None:
         built = ", ".join(p.name for p in out.iterdir()) or "nothing"
         raise EnvironmentFailure(f"building {target.ref} gave {built}, not a {target.package} wheel")
-    stamp_wheel(wheel, target.revision)
+    stamp_wheel(wheel, target.stamp)
     for other in out.iterdir():
         if other != wheel:
             other.unlink()
@@ -137,8 +151,9 @@ def _build(target: InstallTarget, backend: Backend, python: Path, plan: InstallP
 
 def commit_wheel(target: InstallTarget, backend: Backend, python: Path, plan: InstallPlan,
                  layout: CacheLayout) -> Path:
-    """The stamped wheel of the commit ``target`` names; built once per SHA."""
+    """The stamped wheel of the commit ``target`` names; built once per SHA (per SHA and reverted SHA)."""
     sha = valid_sha(target.revision or "")
-    wheel_dir = layout.wheels / sha
-    return build_once(layout, f"wheel-{sha}", wheel_dir, lambda: cached_wheel(wheel_dir, target.package),
+    key = sha + (f"-revert-{valid_sha(target.revert)}" if target.revert else "")
+    wheel_dir = layout.wheels / key
+    return build_once(layout, f"wheel-{key}", wheel_dir, lambda: cached_wheel(wheel_dir, target.package),
                       lambda out: _build(target, backend, python, plan, out))

@@ -89,7 +89,7 @@ def problems(report: HealthReport, target: InstallTarget, site: Path, base: Base
     found, pkg = [], target.package
     if target.version and not same_version(report.version, target.version):
         found.append(f"asked for {pkg} {target.version}, metadata says {report.version}")
-    if target.revision and report.revision != target.revision:
+    if target.revision and report.revision != target.stamp:
         found.append(f"asked for {pkg} at {target.ref}, installed revision is {report.revision}")
     home = base.site_dirs if target.canonical_name in base.provided else [str(site)]
     for name, mod in report.modules.items():

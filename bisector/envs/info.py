@@ -68,6 +68,9 @@ class EnvInfo(BaseModel):
     last_used: dt.datetime
     build_seconds: float = 0.0
     health_seconds: float = 0.0         # of build_seconds: the health check (importing the package)
+    health: str = "imported"            # imported (a health check's import), static (read from disk: a
+                                        # probe's proof still needed), proved (by a probe's imports)
+    import_names: list[str] = []        # the candidate's top-level modules (what a proof must name)
     size_bytes: int = 0                 # extra disk: blocks of inodes held only by this env
     apparent_bytes: int = 0             # plain sum of file sizes
 

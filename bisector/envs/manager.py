@@ -37,15 +37,17 @@ class EnvManager:
     manager falls back to virtualenv + pip and logs a warning saying so.
     """
 
-    def __init__(self, cache_dir: Path, backend: Optional[str] = None):
+    def __init__(self, cache_dir: Path, backend: Optional[str] = None, defer_health: bool = False):
         if backend not in (None, "uv", "virtualenv"):
             raise ValueError(f"unknown backend {backend!r}")
+        self.defer_health = defer_health   # new envs checked from disk; their probes prove the import
         self.layout = CacheLayout(Path(cache_dir).expanduser().resolve()).create()
         self.cache_dir = self.layout.root
         self.backend_override = backend
         self._backends: dict[str, Backend] = {}
-        self._prefetcher = Prefetcher(self._ensure_recipe)
-        self._base_prefetcher = Prefetcher(lambda spec: resolve_base(spec, self.layout), key=_base_key)
+        self._prefetcher = Prefetcher(self._ensure_recipe, label=lambda r: f"{r.target.package} {r.target.ref}")
+        self._base_prefetcher = Prefetcher(lambda spec: resolve_base(spec, self.layout), key=_base_key,
+                                           label=lambda spec: f"base {spec.base}")
 
     def recipe(self, spec: EnvSpec, target: InstallTarget) -> Recipe:
         """The recipe (fingerprint, requirement set) of ``target`` under ``spec``.
@@ -119,6 +121,23 @@ class EnvManager:
             pass
         return builder.environment(env_dir, info, recipe)
 
+    def settle_health(self, env: Environment, recipe: Recipe, proof: Optional[list[str]]) -> Environment:
+        """After a probe ran in an env checked only from disk: ``proof`` is what its imports showed
+        (None: it imported nothing of the candidate). Proved, the env is marked so; unproved, the full
+        health check runs now, once. EnvironmentFailure when either finds the wrong environment."""
+        if env.info.health != "static":
+            return env
+        if proof:
+            raise EnvironmentFailure("health check (the probe's imports): " + "; ".join(proof))
+        if proof is None:
+            builder.check_health(env.path, recipe)
+        info = env.info.model_copy(update={"health": "imported" if proof is None else "proved"})
+        try:
+            write_info(env.path, info)
+        except OSError:
+            pass
+        return builder.environment(env.path, info, recipe)
+
     def _recheck(self, env_dir: Path, recipe: Recipe, info: EnvInfo) -> Optional[EnvInfo]:
         """The interpreter changed: a full health check; the refreshed info, or None (rebuild)."""
         try:
@@ -132,7 +151,8 @@ class EnvManager:
         env_dir = self.env_dir(recipe)
 
         def build(staging: Path) -> None:
-            info = builder.build(recipe, self._backend(recipe.backend), self.layout, staging, env_dir)
+            info = builder.build(recipe, self._backend(recipe.backend), self.layout, staging, env_dir,
+                                 defer_health=self.defer_health)
             log.info("built env %s in %.1fs", env_dir.name, info.build_seconds)
 
         return build_once(self.layout, recipe.fingerprint, env_dir, lambda: self._ready(recipe), build,

@@ -12,6 +12,7 @@ import threading
 from concurrent.futures import Future
 from typing import Any, Callable, Optional
 
+from bisector import activity
 from bisector.envs.procs import log
 from bisector.errors import EnvironmentFailure
 
@@ -21,8 +22,9 @@ class Prefetcher:
     an item (a recipe's fingerprint by default)."""
 
     def __init__(self, build: Callable[[Any], object], max_pending: int = 8,
-                 key: Callable[[Any], str] = lambda recipe: recipe.fingerprint):
-        self._build, self._key = build, key
+                 key: Callable[[Any], str] = lambda recipe: recipe.fingerprint,
+                 label: Optional[Callable[[Any], str]] = None):
+        self._build, self._key, self._label = build, key, label or key
         self._max = max_pending
         self._cond = threading.Condition()
         self._pending: list[Any] = []
@@ -78,7 +80,8 @@ class Prefetcher:
         while (job := self._next()) is not None:
             recipe, future = job
             try:
-                self._build(recipe)
+                with activity.doing(f"prefetch {self._label(recipe)}", kind="prefetch"):
+                    self._build(recipe)
                 future.set_result(None)
             except EnvironmentFailure as exc:
                 with self._cond:

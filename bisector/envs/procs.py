@@ -8,6 +8,7 @@ import subprocess
 from pathlib import Path
 from typing import Mapping, Optional, Sequence
 
+from bisector import activity
 from bisector.errors import EnvironmentFailure
 from bisector.procs import run_bounded
 
@@ -15,7 +16,7 @@ log = logging.getLogger("bisector.envs")
 
 _NOISE = re.compile(
     r"^(WARNING: Location .* is ignored|Using Python .* environment at|hint:|note:|"
-    r"\[notice\]|Looking in (indexes|links):|DEPRECATION:)",
+    r"\[notice\]|Looking in (indexes|links):|DEPRECATION:|[\^~]+$|File \".*\", line \d+)",
     re.IGNORECASE,
 )
 _DECOR = re.compile(r"^[\s×╰─▶│├└┬┴┼╭╮╯→|]+")
@@ -52,8 +53,10 @@ def run(
     ("<what>: <reason>") on failure. Ctrl-C / SIGTERM stop the whole group (bisector.procs)."""
     argv = [str(a) for a in args]
     log.debug("run: %s", argv)
+    activity.update(what)
     try:
-        done = run_bounded(argv, dict(env) if env is not None else None, cwd=cwd, timeout=timeout)
+        done = run_bounded(argv, dict(env) if env is not None else None, cwd=cwd, timeout=timeout,
+                           on_line=activity.line_updater())
     except FileNotFoundError:
         raise EnvironmentFailure(f"{what}: {argv[0]} not found") from None
     if done.timed_out:

@@ -95,13 +95,24 @@ def _inputs(spec: EnvSpec, target: InstallTarget, base: BaseInfo, backend: str, 
     return {
         "python": [os.path.realpath(base.python), base.python_version],
         "base": base.fingerprint,
-        "target": [target.canonical_name, target.version, target.revision],
+        "target": [target.canonical_name, target.version, target.revision] + ([target.revert] if target.revert else []),
         "requirements": sorted(extra),
         "lifted": sorted(lifted),
         "as_of": target.as_of.astimezone(dt.timezone.utc).isoformat() if target.as_of else None,
         "index": [index_url, list(spec.extra_index_urls)],
         "backend": backend,
     }
+
+
+NVML = "nvidia-ml-py"
+
+
+def cuda_extras(base: BaseInfo, named: set[str]) -> list[str]:
+    """What a candidate over a CUDA torch needs for the probe's device facts: NVML's bindings
+    (``pynvml``, from nvidia-ml-py), which are not in torch's closure and which the overlay hides.
+    A CUDA torch is recognised by the ``nvidia-*`` libraries its closure provides."""
+    cuda = any(name.startswith("nvidia-") for name in base.provided)
+    return [NVML] if cuda and canonicalize_name(NVML) not in named else []
 
 
 def make_recipe(spec: EnvSpec, target: InstallTarget, base: BaseInfo, backend: str) -> Recipe:
@@ -113,6 +124,7 @@ def make_recipe(spec: EnvSpec, target: InstallTarget, base: BaseInfo, backend: s
                   if canonicalize_name(Requirement(req).name) != target.canonical_name]
     extra = [req for req, _ in companions] + list(spec.requirements)
     _check_names(target, spec, extra, base)
+    extra += cuda_extras(base, _named(extra) | {target.canonical_name})
     lifted = [target.canonical_name] + sorted(_named([req for req, pinned in companions if pinned]))
     named = _named(extra) | {target.canonical_name}
     constraints = {n: s for n, s in base.constraints.items() if n not in named}

@@ -185,7 +185,10 @@ class EnvSpec(BaseModel):
 
 
 class InstallTarget(BaseModel):
-    """Exactly one candidate to install: a release from the index or a commit from a repo."""
+    """Exactly one candidate to install: a release from the index or a commit from a repo.
+
+    ``revert`` (commits only): a commit whose change (against its first parent) is reverted on top of
+    ``revision``; the environment then holds that reverted tree, stamped as :attr:`stamp`."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
@@ -195,6 +198,7 @@ class InstallTarget(BaseModel):
     revision: Optional[str] = None
     as_of: Optional[dt.datetime] = None
     index_url: Optional[str] = None
+    revert: Optional[str] = None
 
     @field_validator("package")
     @classmethod
@@ -214,7 +218,7 @@ class InstallTarget(BaseModel):
     def _index_url(cls, value: Optional[str]) -> Optional[str]:
         return check_urls(value)
 
-    @field_validator("revision")
+    @field_validator("revision", "revert")
     @classmethod
     def _revision(cls, value: Optional[str]) -> Optional[str]:
         return None if value is None else valid_sha(value)
@@ -232,6 +236,8 @@ class InstallTarget(BaseModel):
             raise ValueError("give either version (a release) or source + revision (a commit)")
         if (self.source is None) != (self.revision is None):
             raise ValueError("a commit target needs both source and revision")
+        if self.revert is not None and self.revision is None:
+            raise ValueError("only a commit target can revert another commit")
         return self
 
     @property
@@ -246,8 +252,17 @@ class InstallTarget(BaseModel):
 
     @property
     def ref(self) -> str:
-        """The version, or the first 10 characters of the SHA."""
-        return self.revision[:10] if self.revision else str(self.version)
+        """The version, or the first 10 characters of the SHA (and of the reverted commit's)."""
+        if not self.revision:
+            return str(self.version)
+        return self.revision[:10] + (f"-revert-{self.revert[:10]}" if self.revert else "")
+
+    @property
+    def stamp(self) -> Optional[str]:
+        """The revision a commit's wheel records: the SHA, or '<sha>-revert-<culprit sha>'."""
+        if not self.revision:
+            return None
+        return self.revision + (f"-revert-{self.revert}" if self.revert else "")
 
 
 def _spec_path(name_or_path: str, search_dir: Path) -> Path:

@@ -1,262 +1,56 @@
-"""The explainer of the ``ga_memory`` probe: its metric names, its per-cell peaks, allocation sites.
-
-The probe's per-cell peaks are ``peak_bytes.<precision>.ga<k>.h<hidden>``; the costs fitted from
-them are GA cost = GA=hi peak minus GA=lo peak, mixed-precision cost = mixed GA=lo peak minus fp32
-GA=lo peak, GA excess = mixed GA cost minus fp32 GA cost, so a move of a derived cost is traced to
-the peaks behind it, and to the phase and allocation sites holding the peak of the cells that moved.
-"""
+"""The explainer of the ``ga_memory`` probe (schema ``ga_memory/*``): its metric names, per-cell
+peaks, per-phase allocation sites, the story of one version and why another loop sees otherwise.
+The parts live in ga_memory_names (names), ga_memory_moves (between two versions) and
+ga_memory_story (one version, and a contrast)."""
 from __future__ import annotations
 
-import re
-from dataclasses import dataclass
 from typing import Any, Mapping, Optional
 
-from bisector.core.units import human_bytes, human_value
-from bisector.explain.generic import TOL, Explainer, joined, pair, phase_peaks, rel, unchanged
-from bisector.explain.sites import by_site, site_sentence
-
-_PEAK = re.compile(r"^peak_bytes\.(?P<prec>[A-Za-z0-9]+)\.ga(?P<ga>\d+)\.h(?P<h>\d+)$")
-_DERIVED = re.compile(r"^(?:(?P<prec>[a-z0-9]+)_)?(?P<kind>ga_cost|ga_excess|mixed_cost)_"
-                      r"(?P<unit>bytes_per_param|fixed_bytes)$")
-_KIND_LABEL = {"ga_cost": "GA cost", "ga_excess": "GA excess", "mixed_cost": "mixed-precision cost"}
-_CELL_KEYS = ("hidden", "precision", "ga", "n_params", "peak_bytes", "peak_phase", "error")
-_OWN_NAMES = re.compile(r"^(n_params\.h\d+|fit_r2_min)$")
-
-Group = tuple[str, int]   # (precision, gradient accumulation steps)
+from bisector.explain import ga_memory_story
+from bisector.explain.ga_memory_moves import caveats, explain_moves, peaks
+from bisector.explain.ga_memory_names import CELL_KEYS, DERIVED, OWN_NAMES, PEAK, RESULT_KEYS, metric_label, phase_kind
+from bisector.explain.generic import Explainer, phase_peaks
+from bisector.explain.sites import by_site
+from bisector.explain.story import contrast_followup, contrast_line, ours_line, reference_line
 
 
-def metric_label(name: Optional[str]) -> str:
-    """A human name for a metric: 'GA cost', 'bf16 GA=2 peak at h256'; other names unchanged."""
-    if not name:
-        return "verdict"
-    peak = _PEAK.match(name)
-    if peak:
-        return f"{peak['prec']} GA={peak['ga']} peak at h{peak['h']}"
-    derived = _DERIVED.match(name)
-    if derived:
-        label = _KIND_LABEL[derived["kind"]]
-        label = f"{derived['prec']} {label}" if derived["prec"] else label
-        return label if derived["unit"] == "bytes_per_param" else f"{label} (fixed part)"
-    if name == "fit_r2_min":
-        return "worst fit R²"
-    return name
-
-
-def _group_label(g: Group) -> str:
-    return f"{g[0]} GA={g[1]} peak"
-
-
-def _peaks(metrics: dict) -> dict[Group, dict[int, float]]:
-    out: dict[Group, dict[int, float]] = {}
-    for name, value in metrics.items():
-        m = _PEAK.match(name)
-        if m:
-            out.setdefault((m["prec"], int(m["ga"])), {})[int(m["h"])] = value
-    return out
-
-
-@dataclass(order=True)
-class GroupMove:
-    """How one (precision, GA) peak moved between the sides, over the sizes both measured."""
-
-    group: Group
-    per_param: Optional[float]   # fitted change in B/param (None with fewer than two sizes)
-    size: int                    # the size quoted: the largest relative move (the largest size if none)
-    delta: float                 # change in bytes at that size
-    pct: float                   # signed relative change at that size
-    rel: float                   # largest relative change over all sizes
-
-    @property
-    def moved(self) -> bool:
-        return self.rel > TOL
-
-    def phrase(self, per_param: bool) -> str:
-        """'fell by 1.500 B/param (-9% at h256)' or 'did not change'."""
-        if not self.moved:
-            return "did not change"
-        word = "rose" if self.delta > 0 else "fell"
-        where = f"{self.pct:+.0%} at h{self.size}"
-        if per_param and self.per_param is not None and abs(self.per_param) > 0:
-            return f"{word} by {abs(self.per_param):.3f} B/param ({where})"
-        return f"{word} by {human_bytes(abs(self.delta))} ({where})"
-
-
-def _slope(xs: list[float], ys: list[float]) -> Optional[float]:
-    if len(xs) < 2 or len(set(xs)) < 2:
-        return None
-    mx, my = sum(xs) / len(xs), sum(ys) / len(ys)
-    return sum((x - mx) * (y - my) for x, y in zip(xs, ys)) / sum((x - mx) ** 2 for x in xs)
-
-
-def group_move(g: Group, good: dict, bad: dict, n_params: dict[int, float]) -> Optional[GroupMove]:
-    """The move of group ``g`` (None when the sides share no size)."""
-    a, b = _peaks(good).get(g, {}), _peaks(bad).get(g, {})
-    sizes = sorted(set(a) & set(b))
-    if not sizes:
-        return None
-    rels = [rel(a[h], b[h]) for h in sizes]
-    top = max(range(len(sizes)), key=lambda i: (rels[i], i))
-    h = sizes[top] if rels[top] > TOL else sizes[-1]
-    with_n = [s for s in sizes if s in n_params]
-    slope = _slope([n_params[s] for s in with_n], [b[s] - a[s] for s in with_n])
-    pct = (b[h] - a[h]) / abs(a[h]) if a[h] else 0.0
-    return GroupMove(g, slope, h, b[h] - a[h], pct, rels[top])
-
-
-def _n_params(metrics: dict) -> dict[int, float]:
-    out = {}
-    for name, value in metrics.items():
-        if name.startswith("n_params.h") and name[10:].isdigit():
-            out[int(name[10:])] = value
-    return out
-
-
-def _terms(name: str, groups: set[Group]) -> list[tuple[int, Group]]:
-    """(sign, group) making up a derived ga_memory metric; [] for anything else."""
-    m = _DERIVED.match(name or "")
-    if not m or not groups:
-        return []
-    gas = sorted({g[1] for g in groups})
-    lo, hi = gas[0], gas[-1]
-    precs = {g[0] for g in groups}
-    mixed = next((p for p in ("bf16", "fp16") if p in precs), None)
-    prec = m["prec"] or mixed
-    if m["kind"] == "ga_cost" and prec:
-        return [(+1, (prec, hi)), (-1, (prec, lo))]
-    if m["kind"] == "mixed_cost" and mixed:
-        return [(+1, (mixed, lo)), (-1, ("fp32", lo))]
-    if m["kind"] == "ga_excess" and mixed:
-        return [(+1, (mixed, hi)), (-1, (mixed, lo)), (-1, ("fp32", hi)), (+1, ("fp32", lo))]
-    return []
-
-
-def _peaks_phrase(moves: list[GroupMove]) -> str:
-    """'the fp32 GA=1 peak' / 'the fp32 GA=1 and fp32 GA=2 peaks'."""
-    names = [f"{m.group[0]} GA={m.group[1]}" for m in moves]
-    return f"the {joined(names)} peak" + ("s" if len(names) > 1 else "")
-
-
-def _derived_sentence(metric: str, good: dict, bad: dict, terms: list[tuple[int, Group]],
-                      moves: dict[Group, GroupMove]) -> str:
-    a, b = good[metric], bad[metric]
-    per_param = metric.endswith("bytes_per_param")
-    parts = [moves[g] for _, g in terms]
-    moved = sorted((m for m in parts if m.moved), key=lambda m: (-abs(m.per_param or 0), -m.rel))
-    still = sorted(m for m in parts if not m.moved)
-    label = metric_label(metric)
-    if unchanged(metric, a, b):
-        head = f"{label} did not change ({human_value(a, metric)})"
-        link = " although " if moved else ""
-    else:
-        head = f"{label} {'rose' if b > a else 'fell'} by {human_value(abs(b - a), metric)}"
-        link = " because "
-    if moved:
-        head += link + joined([f"the {_group_label(m.group)} {m.phrase(per_param)}" for m in moved])
-    elif link:
-        head += f", yet none of the peaks it is derived from moved by more than {TOL:.0%}"
-    if still:
-        head += f"; {_peaks_phrase(still)} did not change" if moved or link else f", nor did {_peaks_phrase(still)}"
-    return head + "."
-
-
-def _others_sentence(others: list[GroupMove], after_derived: bool) -> list[str]:
-    if not others:
-        return []
-    moved = [f"the {_group_label(m.group)} {m.phrase(True)}" for m in others if m.moved]
-    still = [m for m in others if not m.moved]
-    parts = moved + ([f"{_peaks_phrase(still)} did not change"] if still else [])
-    return [("Other peaks: " if after_derived else "Peaks: ") + "; ".join(parts) + "."]
-
-
-def _costs_sentence(good: dict, bad: dict, metric: Optional[str]) -> list[str]:
-    names = sorted(k for k in good if k in bad and k != metric and _DERIVED.match(k)
-                   and k.endswith("bytes_per_param"))
-    moved, still = [], []
-    for k in names:
-        a, b = good[k], bad[k]
-        if unchanged(k, a, b):
-            still.append(metric_label(k))
-        else:
-            moved.append(f"{metric_label(k)} {'rose' if b > a else 'fell'} by {human_value(abs(b - a), k)} "
-                         f"({pair(k, a, b)})")
-    parts = moved + ([f"{joined(still)} did not change"] if still else [])
-    return ["Other costs: " + "; ".join(parts) + "."] if parts else []
-
-
-def _cell(cells: list, g: Group, h: int) -> Optional[dict]:
-    for c in cells or []:
-        if (c.get("precision"), c.get("ga"), c.get("hidden")) == (g[0], g[1], h) and c.get("peak_phase"):
-            return c
-    return None
-
-
-def _phase_sentence(g: Group, h: int, good_details: dict, bad_details: dict) -> list[str]:
-    a, b = _cell(good_details.get("cells"), g, h), _cell(bad_details.get("cells"), g, h)
-    if a is None or b is None:
-        return []
-    what = f"The {g[0]} GA={g[1]} step at h{h}"
-    pa, pb = a["peak_phase"], b["peak_phase"]
-    size_a, size_b = human_bytes(a.get("peak_bytes", 0)), human_bytes(b.get("peak_bytes", 0))
-    sites = site_sentence(a.get("sites") or {}, b.get("sites") or {})
-    if pa == pb:
-        return [f"{what} peaks in {pa} on both sides ({size_a} → {size_b})."] + sites
-    before = (a.get("phases") or {}).get(pb)
-    was = f"; {pb} reached {human_bytes(before)} on the last good" if before is not None else ""
-    return [f"{what} peaks in {pa} on the last good ({size_a}) but in {pb} on the first bad ({size_b}{was})."] + sites
-
-
-def _phase_targets(metric: Optional[str], terms: list[tuple[int, Group]],
-                   moves: dict[Group, GroupMove]) -> list[tuple[Group, int]]:
-    cell = _PEAK.match(metric or "")
-    if cell:
-        return [((cell["prec"], int(cell["ga"])), int(cell["h"]))]
-    chosen = [moves[g] for _, g in terms] or list(moves.values())
-    chosen = sorted(chosen, key=lambda m: (not m.moved, -m.rel))
-    return [(m.group, m.size) for m in chosen[:2]]
-
-
-def _caveats(good: dict, bad: dict) -> list[str]:
-    out = []
-    na, nb = _n_params(good), _n_params(bad)
-    differ = [h for h in sorted(set(na) & set(nb)) if na[h] != nb[h]]
-    if differ:
-        h = differ[0]
-        out.append(f"The models differ between the sides (h{h}: {na[h]:,.0f} → {nb[h]:,.0f} parameters): "
-                   "part of the move may be the model, not the training step.")
-    r2 = [(v, side) for side, m in (("last good", good), ("first bad", bad))
-          for v in [m.get("fit_r2_min")] if v is not None]
-    worst = min(r2, default=None)
-    if worst is not None and worst[0] < 0.99:
-        out.append(f"The straight-line fit over sizes is loose (worst R² {worst[0]:.3f}, {worst[1]}): "
-                   "per-parameter costs are approximate.")
-    return out
-
-
-def _ga_memory(good: dict, bad: dict, metric: Optional[str], good_details: dict, bad_details: dict,
-               groups: set[Group]) -> list[str]:
-    n_params = _n_params(good)
-    moves = {g: m for g in sorted(groups) if (m := group_move(g, good, bad, n_params)) is not None}
-    terms = [t for t in _terms(metric or "", set(moves)) if t[1] in moves]
-    out = []
-    if terms and metric in good and metric in bad:
-        out.append(_derived_sentence(metric, good, bad, terms, moves))
-    inside = {g for _, g in terms}
-    out += _others_sentence([moves[g] for g in moves if g not in inside], bool(inside))
-    out += _costs_sentence(good, bad, metric)
-    for g, h in _phase_targets(metric, terms, moves):
-        out += _phase_sentence(g, h, good_details, bad_details)
-    return out
+def _phase_sites(cell: dict) -> dict[str, dict[str, float]]:
+    """{phase kind: sites at the peak of that kind's largest micro-step phase} (forward with forward)."""
+    if "phase_sites" in cell:
+        return cell["phase_sites"]
+    peaks, rows = phase_peaks(cell.get("phases")), cell.get("phase_attribution") or {}
+    best: dict[str, str] = {}
+    for name, value in peaks.items():
+        kind = phase_kind(name)
+        if name in rows and (kind not in best or value > peaks[best[kind]]):
+            best[kind] = name
+    return {kind: by_site(rows[name]) for kind, name in best.items()}
 
 
 def _compact_cell(cell: dict) -> dict:
-    out = {k: cell[k] for k in _CELL_KEYS if cell.get(k) is not None}
+    out = {k: cell[k] for k in CELL_KEYS if cell.get(k) is not None}
     phases = phase_peaks(cell.get("phases"))
     if phases:
         out["phases"] = phases
     sites = by_site(cell.get("attribution")) if "sites" not in cell else cell["sites"]
     if sites:
         out["sites"] = sites
+    per_phase = _phase_sites(cell)
+    if per_phase:
+        out["phase_sites"] = per_phase
     return out
+
+
+HEADLINE = ("ga_excess_bytes_per_param", "ga_cost_bytes_per_param", "fp32_ga_cost_bytes_per_param",
+            "mixed_cost_bytes_per_param", "ga_excess_fixed_bytes", "fit_r2_min")
+MEANINGS = {
+    "ga_excess_bytes_per_param": "what GA=2 costs beyond GA=1 in mixed precision, minus the same in fp32 (the seed's complaint)",
+    "ga_cost_bytes_per_param": "GA=2 peak minus GA=1 peak, mixed precision, fitted per parameter",
+    "fp32_ga_cost_bytes_per_param": "the same in fp32",
+    "mixed_cost_bytes_per_param": "mixed-precision peak minus fp32 peak at GA=1 (the seed's second complaint)",
+    "ga_excess_fixed_bytes": "the part of the GA excess that does not grow with the model",
+    "fit_r2_min": "the worst straight-line fit over the model sizes (1 = exact)",
+}
 
 
 class GaMemoryExplainer(Explainer):
@@ -265,21 +59,41 @@ class GaMemoryExplainer(Explainer):
     def label(self, name: Optional[str]) -> str:
         return metric_label(name)
 
+    def setting(self, result) -> str:
+        return ga_memory_story.setting(result)
+
+    def story(self, result) -> list[str]:
+        """The seed's story: the report's numbers, ours, where the bytes live, the contrast and why."""
+        return (reference_line(result, self.label) + ours_line(result, self.label, self.setting(result))
+                + ga_memory_story.story(result) + contrast_line(result, self.label)
+                + ga_memory_story.contrast_why(result) + contrast_followup(result))
+
+    def headline(self, metrics, metric) -> list[str]:
+        first = [metric] if metric in metrics else []
+        return first + [n for n in HEADLINE if n in metrics and n not in first]
+
+    def meaning(self, name: str) -> str:
+        return MEANINGS.get(name, "")
+
+    def one_version(self, metrics, details, metric) -> list[str]:
+        return ga_memory_story.one_version(dict(metrics), dict(details), metric)
+
     def claims(self, metrics: Mapping[str, float], details: Mapping[str, Any]) -> bool:
         return bool(details.get("cells")) or any(
-            _PEAK.match(n) or _DERIVED.match(n) or _OWN_NAMES.match(n) for n in metrics)
+            PEAK.match(n) or DERIVED.match(n) or OWN_NAMES.match(n) for n in metrics)
 
     def compact(self, result: Optional[Mapping[str, Any]]) -> dict:
         """Per-cell peaks, peak phases and allocation sites, then the generic facts."""
         if not result:
             return {}
         cells = [_compact_cell(c) for c in result.get("cells") or [] if isinstance(c, dict)]
-        return {**({"cells": cells} if cells else {}), **super().compact(result)}
+        facts = {k: result[k] for k in RESULT_KEYS if result.get(k)}
+        return {**({"cells": cells} if cells else {}), **facts, **super().compact(result)}
 
     def explain(self, good: Optional[dict], bad: Optional[dict], metric: Optional[str] = None,
                 good_details: Optional[dict] = None, bad_details: Optional[dict] = None) -> list[str]:
         good, bad = good or {}, bad or {}
-        groups = set(_peaks(good)) & set(_peaks(bad))
+        groups = set(peaks(good)) & set(peaks(bad))
         if not good or not bad or not groups:
             return super().explain(good, bad, metric, good_details, bad_details)
-        return _ga_memory(good, bad, metric, good_details or {}, bad_details or {}, groups) + _caveats(good, bad)
+        return explain_moves(good, bad, metric, good_details or {}, bad_details or {}, groups) + caveats(good, bad)

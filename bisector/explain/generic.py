@@ -9,7 +9,9 @@ from __future__ import annotations
 
 from typing import Any, Mapping, Optional
 
+from bisector.core.result import BisectResult
 from bisector.core.units import human_value
+from bisector.explain.story import contrast_line, ours_line, reference_line
 
 TOL = 0.01             # relative change at or below which a measurement "did not change"
 PER_PARAM_FLOOR = 0.01  # B/param: smaller moves of a per-parameter cost count as unchanged
@@ -68,6 +70,32 @@ class Explainer:
     def label(self, name: Optional[str]) -> str:
         """A human name for a metric ('verdict' when there is none)."""
         return name or "verdict"
+
+    def setting(self, result: BisectResult) -> str:
+        """The job's probe setting in words (for the report's first lines)."""
+        probe = result.probe or {}
+        args = f" {probe['args']}" if probe.get("args") else ""
+        return f"probe {probe.get('probe', '?')}{args}"
+
+    def story(self, result: BisectResult) -> list[str]:
+        """The report's first lines: what the upstream report measured, what we measured at the
+        range's ends, and how the contrast setting sees them."""
+        return (reference_line(result, self.label) + ours_line(result, self.label, self.setting(result))
+                + contrast_line(result, self.label))
+
+    def headline(self, metrics: Mapping[str, float], metric: Optional[str]) -> list[str]:
+        """The metrics a single measurement leads with: the criterion's first."""
+        return [metric] if metric and metric in metrics else []
+
+    def meaning(self, name: str) -> str:
+        """What a metric means, in a few words ('' when this explainer does not know)."""
+        return ""
+
+    def one_version(self, metrics: Mapping[str, float], details: Mapping[str, Any], metric: Optional[str]) -> list[str]:
+        """What one measurement says, headline metric first (``bisector probe --explain``)."""
+        if metric and metric in metrics:
+            return [f"{self.label(metric)}: {human_value(metrics[metric], metric)}."]
+        return []
 
     def claims(self, metrics: Mapping[str, float], details: Mapping[str, Any]) -> bool:
         """For results without a ``schema_version``: whether their metric names or details are this

@@ -37,17 +37,24 @@ def _label(site: str) -> str:
     return f"{kind} from {where}" if where else site
 
 
-def site_sentence(good_sites: dict[str, float], bad_sites: dict[str, float], top: int = 3) -> list[str]:
-    """'At each side's peak, by allocation site: X fell by 1.9 MiB (...); unchanged: Y (6.5 MiB)':
-    the sites that moved most, and the largest holders that did not move (context for the reader)."""
-    rows = [(site, good_sites.get(site, 0.0), bad_sites.get(site, 0.0)) for site in {*good_sites, *bad_sites}]
+def site_changes(a_sites: dict[str, float], b_sites: dict[str, float], top: int = 3) -> tuple[list[str], list[str]]:
+    """(the sites that moved most, as 'X rose by 1.9 MiB (0 B → 1.9 MiB)', and the largest holders
+    that did not move, as 'Y at 6.5 MiB') from side a to side b."""
+    rows = [(site, a_sites.get(site, 0.0), b_sites.get(site, 0.0)) for site in {*a_sites, *b_sites}]
     moved = sorted((r for r in rows if abs(r[2] - r[1]) > BYTES_FLOOR), key=lambda r: (-abs(r[2] - r[1]), r[0]))
     still = sorted((r for r in rows if abs(r[2] - r[1]) <= BYTES_FLOOR and r[2] > BYTES_FLOOR),
                    key=lambda r: (-r[2], r[0]))
-    if not moved:
-        return []
     parts = [f"{_label(site)} {'rose' if b > a else 'fell'} by {human_bytes(abs(b - a))} "
              f"({human_bytes(a)} → {human_bytes(b)})" for site, a, b in moved[:top]]
-    kept = [f"{_label(site)} at {human_bytes(b)}" for site, _, b in still[:2]]
+    return parts, [f"{_label(site)} at {human_bytes(b)}" for site, _, b in still[:2]]
+
+
+def site_sentence(good_sites: dict[str, float], bad_sites: dict[str, float], top: int = 3,
+                  where: str = "At each side's peak") -> list[str]:
+    """'At each side's peak, by allocation site: X fell by 1.9 MiB (...); unchanged: Y (6.5 MiB)':
+    the sites that moved most, and the largest holders that did not move (context for the reader)."""
+    parts, kept = site_changes(good_sites, bad_sites, top)
+    if not parts:
+        return []
     unchanged = f"; unchanged: {', '.join(kept)}" if kept else ""
-    return ["At each side's peak, by allocation site (line numbers dropped): " + "; ".join(parts) + unchanged + "."]
+    return [f"{where}, by allocation site (line numbers dropped): " + "; ".join(parts) + unchanged + "."]

@@ -1,8 +1,8 @@
 """``bisector matrix``: measure a version grid, store the run, compare it with the previous one.
 
 Every cell is one environment and one probe run, taken with the bisect's engine
-(:class:`~bisector.measure.measurer.Measurer`, one GPU per probe through a shared
-:class:`~bisector.measure.gpus.GpuPool`), so measurements land in the same store as bisects and a
+(:class:`~bisector.measure.measurer.Measurer` through the run's executor: local threads with one GPU
+per probe from a shared :class:`~bisector.measure.gpus.GpuPool`, or Ray tasks), so measurements land in the same store as bisects and a
 cell measured before with the same fingerprints is reused, not rerun. Cells are matched with the
 baseline run by grid position (slot labels such as ``latest``), so when ``latest`` moves from 1.2 to
 1.6 the two are compared.
@@ -29,7 +29,9 @@ from bisector.matrix.history import grid_history, load_baseline, new_run_id, sav
 from bisector.matrix.model import CellResult, CellVerdict, MatrixResult
 from bisector.matrix.steps import confirm_steps, find_steps, mark_new
 from bisector.matrix.trend import history_lines
-from bisector.measure.gpus import GpuPool, detect_gpus
+from bisector.measure.engine import make_executor
+from bisector.measure.executors import Executor, LocalExecutor
+from bisector.measure.gpus import GpuPool, detect_gpus, probe_cpus
 from bisector.measure.measurer import Measurer
 from bisector.measure.spec import ProbeSpec
 from bisector.sources.index import release_candidate
@@ -42,10 +44,11 @@ class CellRunner:
 
     def __init__(self, store: Store, envs: EnvManager, spec: EnvSpec, probe: ProbeSpec, packages: list[str],
                  pins: dict[str, str], index_url: Optional[str], run_id: str, jobs: int = 1,
-                 prefetch: bool = True, gpus: Optional[GpuPool] = None):
+                 prefetch: bool = True, gpus: Optional[GpuPool] = None, executor: Optional[Executor] = None):
         self.store, self.envs, self.spec, self.probe = store, envs, spec, probe
         self.packages, self.pins, self.index_url, self.run_id = packages, pins, index_url, run_id
         self.jobs, self.prefetch, self.gpus = max(1, jobs), prefetch, gpus or GpuPool([])
+        self.executor: Executor = executor or LocalExecutor(envs, self.gpus)
         self._measurers: dict[str, Measurer] = {}
         self._lock = threading.Lock()
 
@@ -87,8 +90,10 @@ class CellRunner:
         key = spec.model_dump_json()
         with self._lock:
             if key not in self._measurers:
+                cpus = probe_cpus(self.jobs, self.gpus.gpus) if self.executor.builds_here else 1
                 self._measurers[key] = Measurer(self.store, self.envs, spec, self.probe, index_url=self.index_url,
-                                                run_id=self.run_id, gpus=self.gpus)
+                                                run_id=self.run_id, gpus=self.gpus, cpus=cpus,
+                                                executor=self.executor)
             return self._measurers[key]
 
     def _prefetch_after(self, cells: list[Cell], i: int) -> None:
@@ -185,10 +190,12 @@ def run_matrix(config: MatrixConfig, store: Store, cache_dir: Path, baseline_id:
     baseline = load_baseline(store, grid_id(config), baseline_id)
     cells, dropped = _plan(config)
     result = _start(config, store, dropped, baseline)
-    envs = EnvManager(cache_dir, backend=config.run.env_backend)
+    envs = EnvManager(cache_dir, backend=config.run.env_backend, defer_health=True)
     prefetch = config.run.prefetch if config.run.prefetch is not None else True
+    gpus = GpuPool(detect_gpus())
+    executor = make_executor(config.run.executor, envs, gpus, config.run.ray_address, config.run.cache_dir)
     runner = CellRunner(store, envs, spec, config.probe, config.matrix.packages, config.matrix.pins,
-                        config.matrix.index_url, result.run_id, config.run.jobs, prefetch, GpuPool(detect_gpus()))
+                        config.matrix.index_url, result.run_id, config.run.jobs, prefetch, gpus, executor)
     save_run(store, config, result, RunState.RUNNING, command)
     try:
         measured = _measure(config, runner, cells)

@@ -5,7 +5,7 @@ import json
 import re
 import tempfile
 from pathlib import Path
-from typing import Optional
+from typing import Callable, Optional
 
 from pydantic import ValidationError
 
@@ -16,6 +16,7 @@ from bisector.procs import Completed, run_bounded
 
 _OOM = re.compile(r"OutOfMemoryError|CUDA out of memory|out of memory|Cannot allocate memory|MemoryError")
 _IMPORT = re.compile(r"^(ModuleNotFoundError|ImportError)\b", re.M)
+Wrap = Callable[[list[str]], list[str]]  # turns the probe's command into the one launched (a Ray node's guard)
 
 
 class ProbeOutcome:
@@ -31,6 +32,11 @@ class ProbeOutcome:
         self.exit_code = exit_code
         self.result = result
         self.stderr_tail = stderr_tail
+
+    def wrong_device(self, why: str) -> "ProbeOutcome":
+        """The same run, turned into a SKIP-class measurement (its metrics dropped, its result kept)."""
+        return ProbeOutcome(Status.WRONG_DEVICE, self.seconds, reason=why, exit_code=self.exit_code,
+                            result=self.result, stderr_tail=self.stderr_tail)
 
     def details(self) -> dict:
         """What is stored next to the metrics: the stderr tail and the result's other fields."""
@@ -75,24 +81,36 @@ def _read_result(path: Path, done: Completed) -> ProbeOutcome:
         first = str(exc).splitlines()[0][:200]
         return ProbeOutcome(Status.BAD_OUTPUT, done.seconds, reason=f"invalid probe result: {first}",
                             exit_code=done.returncode, stderr_tail=done.stderr_tail)
-    if not result.metrics and result.error:
-        return ProbeOutcome(Status.CRASHED, done.seconds, reason=f"probe error: {result.error[:300]}",
-                            exit_code=done.returncode, result=result, stderr_tail=done.stderr_tail)
+    if done.returncode != 0 or (not result.metrics and result.error):
+        status = Status.OOM if result.error and _OOM.search(result.error) else Status.CRASHED
+        why = f"probe error: {result.error[:300]}" if result.error else f"probe exited {done.returncode}"
+        return ProbeOutcome(status, done.seconds, reason=why, exit_code=done.returncode, result=result,
+                            stderr_tail=done.stderr_tail)
     return ProbeOutcome(Status.OK, done.seconds, metrics=result.metrics, exit_code=done.returncode,
                         result=result, stderr_tail=done.stderr_tail)
 
 
-def run_probe(spec: ProbeSpec, python: Path, env: dict[str, str], workdir: Optional[Path] = None) -> ProbeOutcome:
-    """Run the probe with ``python`` (the candidate env's interpreter) and the env's variables."""
+def run_probe(spec: ProbeSpec, python: Path, env: dict[str, str], workdir: Optional[Path] = None,
+              on_line: Optional[Callable[[str], None]] = None, wrap: Optional[Wrap] = None) -> ProbeOutcome:
+    """Run the probe with ``python`` (the candidate env's interpreter) and the env's variables;
+    ``on_line`` sees its stderr lines as they come (live progress); ``wrap`` launches its command
+    through another one."""
     with tempfile.TemporaryDirectory(prefix="bisector-probe-") as tmp:
         result_path = Path(tmp) / "result.json"
         run_env = {**env, RESULT_ENV: str(result_path)}
-        done = run_bounded(spec.argv(python), run_env, cwd=workdir or Path(tmp), timeout=spec.timeout)
+        argv = spec.argv(python)
+        done = run_bounded(wrap(argv) if wrap else argv, run_env, cwd=workdir or Path(tmp), timeout=spec.timeout,
+                           on_line=on_line)
         if spec.exit_code_mode and not done.timed_out:
             return ProbeOutcome(Status.EXIT_CODE, done.seconds, exit_code=done.returncode,
                                 reason=_last_line(done.stderr_tail) or None, stderr_tail=done.stderr_tail)
-        if done.returncode != 0 or done.timed_out:
+        if done.timed_out or (done.returncode != 0 and not _has_result(result_path)):
             status, reason = _failure(done)
             return ProbeOutcome(status, done.seconds, reason=reason, exit_code=done.returncode,
                                 stderr_tail=done.stderr_tail)
         return _read_result(result_path, done)
+
+
+def _has_result(path: Path) -> bool:
+    """A probe that exits non-zero may still have written a result saying why (its ``error``)."""
+    return path.exists() and path.stat().st_size > 0

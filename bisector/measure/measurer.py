@@ -6,29 +6,26 @@ The recipe of a candidate's environment (which also gives its fingerprint) is co
 """
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import threading
-import time
+from concurrent.futures import CancelledError
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional
 
+from bisector import activity
 from bisector.core.candidate import Candidate, CandidateKind
 from bisector.core.measurement import RETRIED_ON_RERUN, Measurement, Status
-from bisector.envs import Environment, EnvManager, EnvSpec, InstallTarget, Recipe
+from bisector.envs import EnvManager, EnvSpec, InstallTarget, Recipe
 from bisector.errors import EnvironmentFailure
-from bisector.measure.execute import ProbeOutcome, run_probe
+from bisector.measure.executors import Executor, Handle, LocalExecutor
 from bisector.measure.gpus import GpuPool
 from bisector.measure.spec import ProbeSpec
+from bisector.measure.take import TakeJob, check_shutdown
 from bisector.procs import SHUTDOWN, Interrupted
 from bisector.storage import Store
 
-
-def _check_shutdown() -> None:
-    """Never record a measurement cut short by Ctrl-C / SIGTERM."""
-    if SHUTDOWN.is_set():
-        raise Interrupted()
+WAIT_POLL_S = 0.1
 
 
 @dataclass(frozen=True)
@@ -48,15 +45,21 @@ class Measurer:
 
     def __init__(self, store: Store, envs: EnvManager, spec: EnvSpec, probe: ProbeSpec,
                  repo_path: Optional[Path] = None, index_url: Optional[str] = None, run_id: Optional[str] = None,
-                 gpus: Optional[GpuPool] = None):
+                 gpus: Optional[GpuPool] = None, cpus: int = 1, executor: Optional[Executor] = None):
         self.store, self.envs, self.spec, self.probe = store, envs, spec, probe
         self.repo_path, self.index_url, self.run_id = repo_path, index_url, run_id
         self.probe_fp = probe.fingerprint()
         self.gpus = gpus or GpuPool([])
+        self.cpus = max(1, cpus)
+        self._meter: Optional[str] = None  # the meter of this measurer's first measurement
         self.probes_run = 0
         self.reused_keys: set[str] = set()
         self._recipes: dict[InstallTarget, Recipe] = {}
-        self._lock = threading.Lock()
+        self._lock = threading.RLock()
+        self.executor: Executor = executor or LocalExecutor(envs, self.gpus)
+        self._inflight: dict[str, Handle] = {}      # measurements on their way, by key
+        self._speculative: dict[str, Handle] = {}   # of those, the ones no phase asked for yet
+        self._taken: set[str] = set()               # keys this measurer took (not reused when read back)
 
     @property
     def exit_code_mode(self) -> bool:
@@ -68,11 +71,11 @@ class Measurer:
         if c.kind is CandidateKind.RELEASE:
             return InstallTarget(package=c.package, version=c.ref, as_of=c.date, index_url=self.index_url)
         return InstallTarget(package=c.package, source=self.repo_path, revision=c.ref, as_of=c.date,
-                             index_url=self.index_url)
+                             index_url=self.index_url, revert=c.revert)
 
     def key(self, c: Candidate, env_fp: str, repeat: int) -> str:
         """The store key of repeat ``repeat`` of ``c`` in the environment ``env_fp``."""
-        raw = "\0".join([c.package, c.kind.value, c.ref, env_fp, self.probe_fp, str(repeat)])
+        raw = "\0".join([c.package, c.kind.value, c.ref, env_fp, self.probe_fp, str(repeat), self.executor.kind])
         return hashlib.sha256(raw.encode()).hexdigest()[:32]
 
     def _recipe(self, target: InstallTarget) -> Recipe:
@@ -90,7 +93,7 @@ class Measurer:
         try:
             recipe = self._recipe(target)
         except EnvironmentFailure as exc:
-            _check_shutdown()
+            check_shutdown()
             digest = hashlib.sha256(target.model_dump_json().encode()).hexdigest()[:16]
             env_fp = f"unbuilt-{digest}"
             return _Address(target, None, env_fp, self.key(c, env_fp, repeat), str(exc))
@@ -100,76 +103,175 @@ class Measurer:
         """The stored measurement for this candidate and repeat, if one can be reused."""
         return self._reusable(self._address(c, repeat).key)
 
+    def next_repeat(self, c: Candidate) -> int:
+        """The first repeat number of ``c`` with nothing stored (a fresh measurement keeps the others)."""
+        repeat = 0
+        while self.store.get_measurement(self._address(c, repeat).key) is not None:
+            repeat += 1
+        return repeat
+
     def _reusable(self, key: str) -> Optional[Measurement]:
         found = self.store.get_measurement(key)
         return found if found and found.status not in RETRIED_ON_RERUN else None
 
     def measure(self, c: Candidate, repeat: int = 0) -> Measurement:
-        """Reuse the stored measurement or take a new one (environment failures become a stored SKIP)."""
+        """Reuse the stored measurement or take a new one through the executor (a measurement already
+        on its way, a speculative one say, is waited for, not taken twice)."""
         address = self._address(c, repeat)
-        found = self._reusable(address.key)
-        if found is not None:
-            with self._lock:
-                self.reused_keys.add(found.key)
-            return found
-        base = Measurement(key=address.key, package=c.package, candidate=c.ref,
+        with self._lock:
+            handle = self._inflight.get(address.key)
+            if handle is None:
+                found = self._reusable(address.key)
+                if found is not None:
+                    if found.key not in self._taken:
+                        self.reused_keys.add(found.key)
+                    return found
+                if address.recipe is None:
+                    return self._store(self._base(c, address, repeat).model_copy(
+                        update={"status": Status.ENV_FAILED, "reason": address.problem}))
+                handle = self._submit(c, address, repeat, speculative=False)
+            else:  # adopted: no longer speculative, never cancelled as such
+                handle.speculative = False
+                self._speculative.pop(address.key, None)
+        if self.executor.builds_here:  # the executor's thread shows its own progress
+            return self._wait(handle)
+        with activity.doing(handle.job.label, kind="measure"):
+            activity.update("on a cluster node")
+            return self._wait(handle)
+
+    def _base(self, c: Candidate, address: _Address, repeat: int) -> Measurement:
+        return Measurement(key=address.key, package=c.package, candidate=c.ref,
                            env_fingerprint=address.env_fingerprint, probe_fingerprint=self.probe_fp,
                            repeat=repeat, run_id=self.run_id, status=Status.RUNNING, seconds=0.0)
-        if address.recipe is None:
-            m = base.model_copy(update={"status": Status.ENV_FAILED, "reason": address.problem})
-        else:
-            m = self._take(c, address.recipe, base)
+
+    def _submit(self, c: Candidate, address: _Address, repeat: int, speculative: bool) -> Handle:
+        """Hand the measurement to the executor (called holding the lock)."""
+        job = TakeJob(base=self._base(c, address, repeat), recipe=address.recipe, probe=self.probe,
+                      device=self.executor.device, cpus=self.cpus, label=f"{c.package} {c.short}")
+        handle = self.executor.submit(job, self._arrived, speculative=speculative)
+        self._inflight[address.key] = handle
+        handle.future.add_done_callback(lambda _: self._forget(handle))
+        return handle
+
+    def _arrived(self, m: Measurement) -> Measurement:
+        """A taken measurement, the moment it returns: checked for its device, stored, counted."""
+        m = self._same_device(m)
+        self._store(m)
+        with self._lock:
+            self._taken.add(m.key)
+            if m.status not in (Status.ENV_FAILED, Status.LOST):
+                self.probes_run += 1
+        return m
+
+    def _store(self, m: Measurement) -> Measurement:
         self.store.put_measurement(m)
         return m
 
-    def _take(self, c: Candidate, recipe: Recipe, base: Measurement) -> Measurement:
-        """Build (or reuse) the environment and run the probe; nothing is returned if interrupted."""
-        start = time.monotonic()
-        with contextlib.ExitStack() as held:
-            try:  # held in use until the probe ends, so `envs gc` elsewhere cannot remove it
-                env = held.enter_context(self.envs.using(recipe))
-            except EnvironmentFailure as exc:
-                _check_shutdown()
-                return base.model_copy(update={"status": Status.ENV_FAILED, "reason": str(exc),
-                                               "seconds": time.monotonic() - start})
-            env_seconds = time.monotonic() - start
-            outcome = self._run_probe(c, env)
+    def _forget(self, handle: Handle) -> None:
         with self._lock:
-            self.probes_run += 1
-        details = {**outcome.details(), "env_seconds": round(env_seconds, 3), "env_path": str(env.path)}
-        return base.model_copy(update={"status": outcome.status, "metrics": outcome.metrics, "details": details,
-                                       "exit_code": outcome.exit_code, "reason": outcome.reason,
-                                       "seconds": time.monotonic() - start})
+            if self._inflight.get(handle.key) is handle:
+                del self._inflight[handle.key]
+            if self._speculative.get(handle.key) is handle:
+                del self._speculative[handle.key]
 
-    def _run_probe(self, c: Candidate, env: Environment) -> ProbeOutcome:
-        probe_env = {**env.run_env(), "BISECTOR_PACKAGE": c.package, "BISECTOR_CANDIDATE": c.ref}
-        with self.gpus.slot() as gpu:  # one probe per GPU; environments build without holding one
-            if gpu is not None:
-                probe_env["CUDA_VISIBLE_DEVICES"] = gpu
-            outcome = run_probe(self.probe, env.python, probe_env)
-        _check_shutdown()
-        return outcome
+    def _wait(self, handle: Handle) -> Measurement:
+        """The handle's measurement; on Ctrl-C / SIGTERM its task is cancelled and nothing is recorded."""
+        while not self.executor.wait_any([handle], timeout=WAIT_POLL_S):
+            if SHUTDOWN.is_set():
+                self.executor.cancel(handle)
+                raise Interrupted()
+        try:
+            return handle.result()
+        except CancelledError:
+            raise Interrupted() from None
+
+    def _same_device(self, m: Measurement) -> Measurement:
+        """A result measured on another device, or with another meter than this measurer's first,
+        is a SKIP: CPU bytes are never compared with CUDA bytes."""
+        result = (m.details or {}).get("result") or {}
+        if m.status is not Status.OK or not result:
+            return m
+        ran_on, meter = (result.get("device") or {}).get("type"), result.get("meter")
+        problem = None
+        if ran_on and ran_on != self.executor.device:
+            problem = f"the probe ran on {ran_on}, the run measures on {self.executor.device}"
+        with self._lock:
+            if meter and self._meter is None:
+                self._meter = meter
+            if not problem and meter and meter != self._meter:
+                problem = f"the probe measured with meter {meter}, the run with {self._meter}"
+        if not problem:
+            return m
+        return m.model_copy(update={"status": Status.WRONG_DEVICE, "metrics": {}, "reason": problem})
+
+    def speculate(self, needed: list[Candidate], likely: list[Candidate]) -> None:
+        """Measure ``likely`` next candidates (their first repeat) on spare slots, when the executor
+        probes ahead; speculative tasks for candidates neither needed now nor likely are cancelled
+        (one that already returned is stored for reuse, never lost)."""
+        if not self.executor.speculates:
+            return
+        addresses = [self._address(c, 0) for c in likely]
+        keep = {self._address(c, 0).key for c in needed} | {a.key for a in addresses}
+        with self._lock:
+            stale = [h for key, h in self._speculative.items() if key not in keep]
+            for h in stale:
+                del self._speculative[h.key]
+                self._inflight.pop(h.key, None)
+            for c, address in zip(likely, addresses):
+                if address.recipe is None or address.key in self._inflight or self._reusable(address.key):
+                    continue
+                self._speculative[address.key] = self._submit(c, address, 0, speculative=True)
+        for h in stale:
+            self.executor.cancel(h)
 
     def prefetch(self, candidates: list[Candidate]) -> None:
-        """Build the environments of candidates that may be probed next, in the background."""
-        if candidates:
+        """Build the environments of candidates that may be probed next, in the background (here:
+        on a cluster each node builds its own)."""
+        if candidates and self.executor.builds_here:
             self.envs.prefetch(self.spec, [self.target(c) for c in candidates], recipe=self._recipe)
 
 
 class Measurers:
     """Makes the :class:`Measurer` of each bisect phase of one job: one store, environment manager,
-    spec, probe and GPU pool (what the driver is handed; tests hand it a fake instead)."""
+    spec, probe, GPU pool and executor (what the driver is handed; tests hand it a fake instead)."""
 
     def __init__(self, store: Store, envs: EnvManager, spec: EnvSpec, probe: ProbeSpec,
-                 index_url: Optional[str] = None, gpus: Optional[GpuPool] = None):
+                 index_url: Optional[str] = None, gpus: Optional[GpuPool] = None, cpus: int = 1,
+                 executor: Optional[Executor] = None):
         self.store, self.envs, self.spec, self.probe, self.index_url = store, envs, spec, probe, index_url
         self.pool = gpus or GpuPool([])
+        self.cpus = cpus
+        self.executor: Executor = executor or LocalExecutor(envs, self.pool)
 
     @property
     def gpus(self) -> list[str]:
         """The GPU ids probes run on (one probe each)."""
         return self.pool.gpus
 
+    @property
+    def slots(self) -> int:
+        """Measurements that can run at once (one per GPU, else per core; on Ray, the cluster's)."""
+        return self.executor.slots
+
+    @property
+    def speculates(self) -> bool:
+        """Whether spare slots measure the likely next midpoints (the ray executor's)."""
+        return self.executor.speculates
+
+    def with_probe_args(self, args: list[str]) -> "Measurers":
+        """The same store, environments and GPUs, the probe run with ``args`` instead."""
+        probe = self.probe.model_copy(update={"args": list(args)})
+        return Measurers(self.store, self.envs, self.spec, probe, self.index_url, self.pool, self.cpus,
+                         self.executor)
+
     def __call__(self, run_id: str, repo_path: Optional[Path] = None) -> Measurer:
         return Measurer(self.store, self.envs, self.spec, self.probe, repo_path=repo_path,
-                        index_url=self.index_url, run_id=run_id, gpus=self.pool)
+                        index_url=self.index_url, run_id=run_id, gpus=self.pool, cpus=self.cpus,
+                        executor=self.executor)
+
+    def pinned(self, pins: dict[str, str]) -> "Measurers":
+        """The same measurers over this spec with ``pins`` (name -> exact version) laid over its companions
+        (a torch pin sets the base): the environments of an attribution's trials."""
+        exact = {name: f"=={version}" for name, version in pins.items()}
+        return Measurers(self.store, self.envs, self.spec.over(exact, self.index_url), self.probe,
+                         self.index_url, self.pool, self.cpus, self.executor)

@@ -94,6 +94,15 @@ def explanation(result: BisectResult) -> list[str]:
     return explainer(result).explain(good.metrics, bad.metrics, result_metric(result), good.details, bad.details)
 
 
+def story(result: BisectResult) -> list[str]:
+    """The report's first lines after the verdict: what the upstream report measured (the job's
+    ``[reference]``), what we measured, where the bytes live, and how the ``[contrast]`` setting sees
+    the same versions and why (see bisector.explain.story); empty for jobs that have neither."""
+    if not result.reference and not result.contrast:
+        return []
+    return explainer(result).story(result)
+
+
 def point_label(p: Point, with_subject: bool = True) -> str:
     """'0.22.0', or '145a98fc12 (#2472) 'subject'' for a commit."""
     if p.kind is not CandidateKind.COMMIT:

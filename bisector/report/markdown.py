@@ -22,8 +22,10 @@ from bisector.core.result import BisectResult, Point, Step
 from bisector.core.search import Outcome
 from bisector.core.units import human_value
 from bisector.core.verdict import Verdict
+from bisector.report.attribution import (attributed, attribution_summary, confirmation_summary, proof_trials,
+                                         through_companion, trial_line)
 from bisector.report.common import (also_changed_sentence, explainer, explanation, md_code, md_escape, move_phrase,
-                                    result_metric)
+                                    result_metric, story)
 from bisector.report.samples import evidence_markdown
 
 _NOTE_MAX = 160
@@ -71,11 +73,22 @@ def _indented(command: str) -> list[str]:
 
 
 def _verdict_line(r: BisectResult) -> list[str]:
+    f = through_companion(r)
+    if f is not None and r.first_bad and r.attribution:
+        return [f"**First bad: {md_escape(f.package)} {_ref(f.first_bad)}, through the companion** (bisecting "
+                f"{md_escape(r.package)} blamed {_ref(r.first_bad)}, whose environment moved "
+                f"{md_escape(r.attribution.minimal[0].describe())}) — {md_escape(move_phrase(f))}", ""]
     if r.status is Outcome.FOUND and r.first_bad:
         subject = f" '{md_escape(r.first_bad.subject)}'" if r.first_bad.subject else ""
         return [f"**{'First fixed' if r.find_fix else 'First bad'}: {md_escape(r.package)} {_ref(r.first_bad)}**{subject} — "
                 f"{md_escape(move_phrase(r))}", ""]
     return [f"**{_STATUS.get(r.status, md_escape(r.status))} for {md_escape(r.package)}:** {md_escape(r.reason)}", ""]
+
+
+def _story(r: BisectResult) -> list[str]:
+    """The seed's story under the verdict: the upstream report's numbers beside ours, and why."""
+    told = story(r)
+    return [*(f"- {md_escape(line)}" for line in told), ""] if told else []
 
 
 def _value_cols(r: BisectResult, metric: Optional[str]) -> tuple[str, str]:
@@ -102,7 +115,33 @@ def _points(r: BisectResult, metric: Optional[str]) -> list[str]:
     return rows
 
 
+def _attribution(r: BisectResult) -> list[str]:
+    """The headline area: which change explains the step, with its proof, and the revert confirmation."""
+    out = []
+    summary = attribution_summary(r, code=md_code)
+    if summary:
+        out += [f"**Attribution:** {summary}.", ""]
+        out += [f"- {trial_line(t, result_metric(r), code=md_code)}" for t in proof_trials(r)] + [""]
+    for res, name in ((r, "Confirmation by revert"), (r.followed, "Followed bisect, confirmation by revert")):
+        sentence = confirmation_summary(res, code=md_code) if res is not None else None
+        if sentence:
+            out += [f"**{name}:** {sentence}.", ""]
+    return out
+
+
+def _followed(r: BisectResult) -> list[str]:
+    """The companion's own bisect: its verdict, boundary, what moved and its steps."""
+    f = r.followed
+    if f is None:
+        return []
+    metric = result_metric(f)
+    out = [f"**Followed {md_escape(f.package)}** (run {md_code(f.run_id)}):", ""] + _verdict_line(f)
+    return out + _points(f, metric) + _explained(f) + _steps(f, metric)
+
+
 def _caution(r: BisectResult) -> list[str]:
+    if attributed(r):
+        return []
     sentence = also_changed_sentence(r, code=md_code)
     return [f"**Caution:** {sentence[0].upper()}{sentence[1:]}.", ""] if sentence else []
 
@@ -194,9 +233,10 @@ def _commands(r: BisectResult) -> list[str]:
 def markdown(r: BisectResult) -> str:
     """The whole report (ends with a newline)."""
     metric = result_metric(r)
-    out = _verdict_line(r) + _points(r, metric) + _caution(r) + _ambiguous(r) + _explained(r) + evidence_markdown(r)
-    out += _criterion(r, metric)
-    out += _steps(r, metric) + _probe(r) + _environment(r) + _commands(r)
+    out = _verdict_line(r) + _attribution(r) + _story(r) + _points(r, metric) + _caution(r) + _ambiguous(r)
+    out += _explained(r) + evidence_markdown(r) + _criterion(r, metric) + _steps(r, metric) + _followed(r)
+    out += _probe(r) + _environment(r)
+    out += _commands(r)
     for note in r.notes:
         out += [f"Note: {md_escape(note)}", ""]
     if r.log:

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import sys
+from typing import Callable, Optional
 
 from bisector.core.candidate import Candidate
 from bisector.core.result import Step
@@ -12,11 +13,15 @@ from bisector.core.verdict import Verdict
 class PrintHandler:
     """Prints the bisect as it happens, to stderr so that ``--json`` stdout stays clean."""
 
-    def __init__(self, stream=None):
+    def __init__(self, stream=None, printer: Optional[Callable[[str], None]] = None):
         self.stream = stream or sys.stderr
+        self.printer = printer   # a live display's printer (lines above its region), else the stream
 
     def _print(self, text: str) -> None:
-        print(text, file=self.stream, flush=True)
+        if self.printer is not None:
+            self.printer(text)
+        else:
+            print(text, file=self.stream, flush=True)
 
     def note(self, text: str) -> None:
         """A note for the user (a merge-base substitution, a refinement, ...)."""

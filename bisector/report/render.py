@@ -28,7 +28,8 @@ from typing import Optional
 
 from bisector.core.result import BisectResult
 from bisector.errors import UsageError
-from bisector.report.common import explanation, headline
+from bisector.report.attribution import full_headline
+from bisector.report.common import explanation, story
 from bisector.report.markdown import markdown
 from bisector.report.text import render_text
 from bisector.storage import RunKind, Store
@@ -43,8 +44,9 @@ def render_markdown(result: BisectResult) -> str:
 
 def render_json(result: BisectResult) -> str:
     """The versioned JSON report (``bisector.report/1``, see the module)."""
-    data = {"schema": REPORT_SCHEMA, "headline": headline(result), "explanation": explanation(result),
-            **result.model_dump(mode="json")}
+    told = story(result)
+    data = {"schema": REPORT_SCHEMA, "headline": full_headline(result), **({"story": told} if told else {}),
+            "explanation": explanation(result), **result.model_dump(mode="json")}
     return json.dumps(data, indent=2, ensure_ascii=False)
 
 

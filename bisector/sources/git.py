@@ -17,12 +17,14 @@ from typing import Any, Optional
 
 import git as gitpython
 
+from bisector import activity
 from bisector.core.candidate import Candidate, CandidateKind
 from bisector.errors import BisectorError, UsageError
 from bisector.procs import run_bounded
 from bisector.redact import redact_text, redact_url
 
 TIMEOUT_S = 600
+CLONE_TIMEOUT_S = 3600   # a first clone of a large repository
 _PR = re.compile(r"\(#(\d+)\)|Merge pull request #(\d+)")
 _SEP = "\x1f"
 _SHELL_CHARS = ";|&$`<>\\'\""
@@ -55,7 +57,7 @@ class _BoundedGit(gitpython.Git):
         argv = [str(a) for a in command]
         done = run_bounded(argv, {**os.environ, **(env or {}), "GIT_TERMINAL_PROMPT": "0"},
                            cwd=Path(self._working_dir) if self._working_dir else None,
-                           timeout=kill_after_timeout or TIMEOUT_S, limit=None)
+                           timeout=kill_after_timeout or TIMEOUT_S, limit=None, on_line=activity.line_updater())
         out, err = done.stdout_tail, done.stderr_tail.rstrip("\n")
         if strip_newline_in_stdout:
             out = out.removesuffix("\n")
@@ -76,11 +78,11 @@ def _failure(exc: _CommandError) -> GitFailure:
     return GitFailure(exc.argv[1] if len(exc.argv) > 1 else "", detail)
 
 
-def _run(where: Any, *args: str, timeout: float = TIMEOUT_S) -> str:
+def _run(where: Any, *args: str, timeout: float = TIMEOUT_S, env: Optional[dict] = None) -> str:
     """``git <args>`` through ``where`` (a repository or a bare runner); GitFailure on failure."""
     runner = where.git if isinstance(where, gitpython.Repo) else where
     try:
-        return runner.execute(["git", *args], kill_after_timeout=timeout, strip_newline_in_stdout=False)
+        return runner.execute(["git", *args], kill_after_timeout=timeout, strip_newline_in_stdout=False, env=env)
     except _CommandError as exc:
         raise _failure(exc) from None
     except FileNotFoundError:
@@ -90,9 +92,12 @@ def _run(where: Any, *args: str, timeout: float = TIMEOUT_S) -> str:
 def repository(path: Path) -> gitpython.Repo:
     """The GitPython repository at ``path`` (its commands bounded as above)."""
     try:
-        return _Repo(path)
+        repo = _Repo(path)
     except (gitpython.InvalidGitRepositoryError, gitpython.NoSuchPathError):
         raise BisectorError(f"no git repository at {path}") from None
+    if not (Path(path) / ".git").exists() and (Path(path) / "HEAD").exists():
+        repo.git._working_dir = str(path)  # a bare repository: git runs in it (GitPython may pick its parent)
+    return repo
 
 
 def validate_ref(ref: str) -> str:
@@ -129,8 +134,10 @@ def open_repo(repo: str, cache_dir: Path) -> Path:
         _run(repository(target), "fetch", "--quiet", "--tags", "--force", "origin")
         return target
     target.parent.mkdir(parents=True, exist_ok=True)
-    try:
-        _run(_BoundedGit(), "clone", "--quiet", "--bare", "--", repo, str(target))
+    try:  # a partial clone: history now, file contents only for the commits that get built
+        with activity.doing(f"cloning {redact_url(repo)}", kind="clone"):
+            _run(_BoundedGit(), "clone", "--progress", "--bare", "--filter=blob:none", "--", repo, str(target),
+                 timeout=CLONE_TIMEOUT_S)
     except GitFailure as exc:
         raise BisectorError(f"cannot clone {redact_url(repo)}: {exc}") from None
     _run(repository(target), "config", "remote.origin.fetch", "+refs/heads/*:refs/heads/*")
@@ -207,11 +214,33 @@ def tag_for_version(repo: Path, version: str) -> Optional[str]:
     return next((name for name in (f"v{version}", version, f"v{short}", short) if name in tags), None)
 
 
-def archive(source: Path, sha: str, tar_path: Path) -> None:
-    """Write the tree of commit ``sha`` as a tar file (never the working copy); GitFailure if it is unknown."""
+def archive(source: Path, sha: str, tar_path: Path, tree: Optional[str] = None) -> None:
+    """Write the tree of commit ``sha`` (or the git ``tree`` given, e.g. a reverted one) as a tar file, never
+    the working copy; GitFailure if it is unknown."""
     repo = repository(source)
     _run(repo, "cat-file", "-e", f"{sha}^{{commit}}")
-    _run(repo, "archive", "--format=tar", "-o", str(tar_path), sha, timeout=1800)
+    if tree is not None:
+        _run(repo, "cat-file", "-e", f"{tree}^{{tree}}")
+    _run(repo, "archive", "--format=tar", "-o", str(tar_path), tree or sha, timeout=1800)
+
+
+def reverted_tree(source: Path, onto: str, culprit: str, scratch: Path) -> tuple[Optional[str], list[str]]:
+    """The tree of commit ``onto`` with ``culprit``'s change (against its first parent) reverted, by a
+    3-way apply of the inverse diff into a scratch index (the repository's own index and working copy
+    are never touched): (tree SHA, []) when it applies cleanly, else (None, the conflicting files)."""
+    repo = repository(source)
+    patch, index = scratch / "revert.patch", scratch / "revert.index"
+    _run(repo, "diff", "--binary", "--full-index", f"--output={patch}", culprit, f"{culprit}^1", "--")
+    env = {"GIT_INDEX_FILE": str(index)}
+    _run(repo, "read-tree", onto, env=env)
+    if patch.stat().st_size:
+        try:
+            _run(repo, "apply", "--cached", "--3way", "--whitespace=nowarn", str(patch), env=env)
+        except GitFailure as exc:
+            unmerged = _run(repo, "ls-files", "--unmerged", env=env).splitlines()
+            files = sorted({line.split("\t", 1)[1] for line in unmerged if "\t" in line})
+            return None, files or [exc.reason]
+    return _run(repo, "write-tree", env=env).strip(), []
 
 
 def describe(source: Path, sha: str) -> Optional[str]:

@@ -1,12 +1,14 @@
 """Release candidates from a package index (PEP 691 JSON simple API, PEP 700 upload times)."""
 from __future__ import annotations
 
+import contextlib
+
 import datetime as dt
 import json
 import urllib.error
 import urllib.parse
 import urllib.request
-from typing import Optional
+from typing import Iterator, Optional
 
 from packaging.utils import canonicalize_name, parse_wheel_filename, parse_sdist_filename
 from packaging.version import InvalidVersion, Version
@@ -101,9 +103,29 @@ def releases_from_page(package: str, page: dict) -> list[Release]:
     return [Release(version=str(v), **found[v]) for v in sorted(found)]
 
 
+_PAGES: Optional[dict[tuple[str, str], list[Release]]] = None   # set inside pages_read_once()
+
+
+@contextlib.contextmanager
+def pages_read_once() -> Iterator[None]:
+    """Within the block, each project's page is read from the index once (a command's checks and its
+    run see the same releases); outside it every call reads the index afresh."""
+    global _PAGES
+    outer, _PAGES = _PAGES, ({} if _PAGES is None else _PAGES)
+    try:
+        yield
+    finally:
+        _PAGES = outer
+
+
 def list_releases(index_url: str, package: str) -> list[Release]:
     """All releases of ``package`` on the index, oldest version first."""
-    return releases_from_page(package, fetch_project(index_url, package))
+    key, pages = (index_url, canonicalize_name(package)), _PAGES
+    if pages is None:
+        return releases_from_page(package, fetch_project(index_url, package))
+    if key not in pages:
+        pages[key] = releases_from_page(package, fetch_project(index_url, package))
+    return list(pages[key])
 
 
 def find_release(releases: list[Release], text: str) -> Release:

@@ -3,16 +3,30 @@
 
 A table maps a candidate's ref (a version, or a commit's full SHA) to what each repeat measures:
 a number (the metric's value), a :class:`Status` (that failure), an int exit code (with
-``exit_code_mode``), or a list of those, one per repeat (the last one repeats).
+``exit_code_mode``), a :class:`PartialOom` (a value, with some cells out of memory), or a list of
+those, one per repeat (the last one repeats). Setups with pins laid over the spec (an attribution's
+trials) read ``setups(ref, pins)`` instead.
 """
 from __future__ import annotations
 
+import os
 from pathlib import Path
-from typing import Mapping, Optional, Union
+from typing import Callable, Mapping, Optional, Union
 
 from bisector.core.candidate import Candidate
 from bisector.core.measurement import Measurement, Status
 from bisector.envs import EnvSpec
+
+
+
+class PartialOom(float):
+    """A measured value whose probe run also reports cells that ran out of memory."""
+
+    def __new__(cls, value: float, cells: tuple[str, ...] = ("bf16.ga2.h256",)):
+        made = super().__new__(cls, value)
+        made.cells = list(cells)
+        return made
+
 
 Entry = Union[float, Status, list]
 
@@ -21,8 +35,10 @@ class FakeMeasurer:
     """Measures from ``table``; a (ref, repeat) measured before by any measurer of the same factory is
     "reused" (counted in ``reused_keys``, no probe), as the store would make it."""
 
-    def __init__(self, table: Mapping[str, Entry], seen: dict, metric: str = "m", exit_code_mode: bool = False):
+    def __init__(self, table: Mapping[str, Entry], seen: dict, metric: str = "m", exit_code_mode: bool = False,
+                 pins: Optional[dict] = None, setups: Optional[Callable[[str, dict], Entry]] = None):
         self.table, self.seen, self.metric, self.exit_code_mode = table, seen, metric, exit_code_mode
+        self.pins, self.setups = dict(pins or {}), setups
         self.probes_run = 0
         self.reused_keys: set[str] = set()
         self.asked: list[tuple[str, int]] = []
@@ -30,7 +46,7 @@ class FakeMeasurer:
 
     def measure(self, c: Candidate, repeat: int = 0) -> Measurement:
         self.asked.append((c.ref, repeat))
-        key = f"{c.ref}:{repeat}"
+        key = f"{c.ref}:{c.revert or ''}:{repeat}:{sorted(self.pins.items())}"
         if key in self.seen:
             self.reused_keys.add(key)
             return self.seen[key]
@@ -39,7 +55,7 @@ class FakeMeasurer:
         return m
 
     def _measurement(self, c: Candidate, repeat: int, key: str) -> Measurement:
-        entry = self.table[c.ref]
+        entry = self.setups(c.ref, self.pins) if self.pins else self.table[c.ref]
         value = entry[min(repeat, len(entry) - 1)] if isinstance(entry, list) else entry
         base = Measurement(key=key, package=c.package, candidate=c.ref, env_fingerprint="fake",
                            probe_fingerprint="fake", repeat=repeat, status=Status.OK, seconds=1.0)
@@ -49,10 +65,15 @@ class FakeMeasurer:
             return base.model_copy(update={"status": Status.EXIT_CODE, "exit_code": int(value)})
         details = {"result": {"schema_version": "fake/1", "probe": {"name": "fake", "version": "1"},
                               "peak_phase": "backward" if value > 1.5 else "forward"}}
+        if isinstance(value, PartialOom):
+            details["result"]["oom_cells"] = value.cells
         return base.model_copy(update={"metrics": {self.metric: float(value), "other": 7.0}, "details": details})
 
     def prefetch(self, candidates: list[Candidate]) -> None:
         self.prefetched.append([c.ref for c in candidates])
+
+    def speculate(self, needed: list[Candidate], likely: list[Candidate]) -> None:
+        pass  # the fakes measure instantly: nothing to do ahead
 
 
 class FakeMeasurers:
@@ -64,8 +85,28 @@ class FakeMeasurers:
         self.gpus = list(gpus or [])
         self.seen: dict = {}
         self.made: list[FakeMeasurer] = []
+        self.speculates = False
+
+    @property
+    def slots(self) -> int:
+        """As the local executor: one measurement per GPU, else per core."""
+        return len(self.gpus) or (os.cpu_count() or 1)
+
+    def with_probe_args(self, args: list[str]) -> "FakeMeasurers":
+        """The contrast's measurers read ``options["contrast"]`` (a table like ``table``)."""
+        other = FakeMeasurers(self.options.get("contrast", self.table), self.gpus,
+                              **{k: v for k, v in self.options.items() if k != "contrast"})
+        other.args = list(args)
+        return other
 
     def __call__(self, run_id: str, repo_path: Optional[Path] = None) -> FakeMeasurer:
-        measurer = FakeMeasurer(self.table, self.seen, **self.options)
+        measurer = FakeMeasurer(self.table, self.seen, **{k: v for k, v in self.options.items() if k != "contrast"})
         self.made.append(measurer)
         return measurer
+
+    def pinned(self, pins: dict) -> "FakeMeasurers":
+        """The same table and store of measurements, with ``pins`` laid over (read through ``setups``)."""
+        child = FakeMeasurers(self.table, self.gpus, **{**self.options,
+                                                        "pins": {**self.options.get("pins", {}), **pins}})
+        child.seen, child.made = self.seen, self.made
+        return child

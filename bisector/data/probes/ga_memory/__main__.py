@@ -32,27 +32,40 @@ EXIT_NOTHING_MEASURED = 3
 
 
 def _import_stack(args, timings):
-    """Import everything the cells use (transformers loads lazily), then freeze the heap."""
+    """Import everything the cells use (transformers loads lazily), then freeze the heap. The ML
+    stack's import-time deprecation warnings are not the probe's output: they are kept off stderr."""
     import importlib
+    import warnings
+
+    warnings.filterwarnings("ignore", category=FutureWarning)
+    warnings.filterwarnings("ignore", category=DeprecationWarning)
+    warnings.filterwarnings("ignore", category=UserWarning)
 
     start = _time.perf_counter()
     import torch  # noqa: F401
-    import transformers
     from accelerate import Accelerator  # noqa: F401
 
-    if args.model_factory:
+    if args.model_factory:  # the user's own model: transformers only where the Trainer loop needs it
         importlib.import_module(args.model_factory.partition(":")[0])
-    else:
+    if not args.model_factory or args.loop == "trainer":
+        _import_transformers(args, importlib)
+    gc.freeze()  # later gc.collect() calls skip the (large, immortal) import graph
+    timings.add("imports_s", _time.perf_counter() - start)
+
+
+def _import_transformers(args, importlib) -> None:
+    """transformers loads lazily: its modeling code and Trainer are imported now, not in the first cell."""
+    import transformers
+
+    if not args.model_factory:
         family = _family(args)
-        try:  # transformers loads lazily: import the modeling code now, not in the first cell
+        try:
             importlib.import_module(f"transformers.models.{family}.modeling_{family}")
         except ImportError:
             pass  # a family this release lacks: the cells say so
-    transformers.AutoModelForCausalLM  # noqa: B018 - resolve the lazy attribute now
+        transformers.AutoModelForCausalLM  # noqa: B018 - resolve the lazy attribute now
     if args.loop == "trainer":
         transformers.Trainer  # noqa: B018
-    gc.freeze()  # later gc.collect() calls skip the (large, immortal) import graph
-    timings.add("imports_s", _time.perf_counter() - start)
 
 
 def _family(args) -> str:
@@ -92,23 +105,31 @@ def _run_cells(spec, argv, timeout, workers):
     from _workers import run_parallel, worker_count
 
     todo = plan(spec)
+    progress = _Progress(len(todo))
     workers = worker_count(workers, len(todo)) if not spec["isolate"] else 1
     if workers > 1:
-        return run_parallel(run_cell, spec, todo, workers, on_done=_progress)
+        return run_parallel(run_cell, spec, todo, workers, on_done=progress)
     cells = []
     for cell in todo:
         if spec["isolate"]:
             cells.append(run_cell_isolated(os.path.abspath(__file__), argv, cell, timeout))
         else:
             cells.append(run_cell(spec, cell))
-        _progress(cells[-1])
+        progress(cells[-1])
     return cells
 
 
-def _progress(cell):
-    what = cell.get("error") or f"peak {cell.get('peak_bytes')} B in {cell.get('peak_phase')}"
-    print(f"[ga_memory] h{cell['hidden']} t{cell['seq_len']} {cell['precision']} ga{cell['ga']}: {what}",
-          file=sys.stderr)
+class _Progress:
+    """One stderr line per measured cell, 'cell k/n', for the orchestrator's live display."""
+
+    def __init__(self, total):
+        self.total, self.done = total, 0
+
+    def __call__(self, cell):
+        self.done += 1
+        what = cell.get("error") or f"peak {cell.get('peak_bytes')} B in {cell.get('peak_phase')}"
+        print(f"[ga_memory] cell {self.done}/{self.total} h{cell['hidden']} t{cell['seq_len']} {cell['precision']} "
+              f"ga{cell['ga']}: {what}", file=sys.stderr, flush=True)
 
 
 def _finish(args, spec, cells, timings) -> int:

@@ -8,10 +8,8 @@ Phases come from hooks: ``compute_loss`` (forward) and the rest of ``training_st
 from __future__ import annotations
 
 import contextlib
-import sys
-import tempfile
-
 import os
+import tempfile
 
 from _loops import PRECISION_ENV, PRECISION_TO_ACCELERATE, SkippedStep, grads_state, make_optimizer, \
     reset_accelerate_state, state_tensors
@@ -146,7 +144,7 @@ class TrainerLoop:
             optimizers=(self.optimizer, scheduler),
             callbacks=[_callback(hooks)],
         )
-        with contextlib.redirect_stdout(sys.stderr):  # Trainer prints its metrics dict
+        with open(os.devnull, "w") as quiet, contextlib.redirect_stdout(quiet):  # Trainer prints its metrics
             trainer.train()
         if meter.end_bytes is None:
             raise RuntimeError("Trainer never reached the measured step")

@@ -1,0 +1,54 @@
+"""The examples each command's ``--help`` ends with: real commands, in the order a user meets them."""
+from __future__ import annotations
+
+EXAMPLES = {
+    "bisector": [
+        ("the default job: the seed report's range in the reporter's Trainer loop", "bisector run"),
+        ("measure one version and say where its bytes live", "bisector probe --with accelerate==0.22.0 --explain"),
+        ("bisect a range, down to the commit, from a local clone",
+         "bisector run --good 0.27 --bad 0.28 --probe-arg=--loop=accelerate --repo ~/src/accelerate"),
+        ("a nightly version matrix", "bisector matrix --config bisect.toml --out reports/"),
+    ],
+    "run": [
+        ("the default job (built in; ./bisect.toml and flags override it)", "bisector run"),
+        ("the maintainers' loop over the release that changed zero_grad",
+         "bisector run --good 0.27 --bad 0.28 --probe-arg=--loop=accelerate"),
+        ("your own probe script and metric, releases only",
+         "bisector run --package transformers --good 4.38 --bad 4.40 --mode releases --probe my_probe.py "
+         "--metric step_seconds --max-increase 20%"),
+        ("an exit-code repro, commits of a local clone",
+         "bisector run --package accelerate --mode commits --repo ~/src/accelerate --good v0.27.2 --bad v0.28.0 "
+         "--probe-cmd 'python repro.py'"),
+    ],
+    "probe": [
+        ("one version, in the default job's setting", "bisector probe --with accelerate==0.22.0"),
+        ("where the GA bytes live, in accelerate's own loop",
+         "bisector probe --with accelerate==0.22.0 --probe-arg=--loop=accelerate --explain"),
+        ("pin a companion, measure again, everything as JSON",
+         "bisector probe --with accelerate==0.28.0 --with transformers==4.38.2 --fresh --json"),
+    ],
+    "matrix": [
+        ("the [matrix] grid of ./bisect.toml against its previous run", "bisector matrix"),
+        ("nightly, bisecting what regressed", "bisector matrix --config nightly.toml --bisect-on-regression --out reports/"),
+    ],
+    "diff": [
+        ("the seed thread: the reporter's Trainer loop against the maintainers' loop, knob by knob",
+         "bisector diff --with accelerate==0.22.0 --a-arg=--loop=trainer --b-arg=--loop=accelerate"),
+        ("two pip freeze files at one transformers version, the package that matters bisected",
+         "bisector diff --package transformers --a-lock mine.txt --b-lock yours.txt --follow --json"),
+    ],
+    "log": [("the latest run's log", "bisector log"), ("one run's", "bisector log 1d17df1b72b4")],
+    "report": [("the latest run as markdown for an issue", "bisector report"),
+               ("one run as JSON", "bisector report 1d17df1b72b4 --format json")],
+    "runs": [("every stored run", "bisector runs"), ("in another store", "bisector runs --store ci.sqlite")],
+    "envs": [("the cached environments", "bisector envs list"),
+             ("keep the 10 newest and at most 20 GB", "bisector envs gc --keep-last 10 --max-size 20G")],
+}
+
+
+def epilog(command: str) -> str:
+    """'examples:' and the command's examples, for ``--help``."""
+    lines = ["examples:"]
+    for what, cmd in EXAMPLES.get(command, []):
+        lines += [f"  # {what}", f"  {cmd}"]
+    return "\n".join(lines)

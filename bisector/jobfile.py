@@ -1,0 +1,96 @@
+"""Where a bisect job's settings come from, in one place: the built-in default job, then the job
+file (``./bisect.toml`` or ``--config``), then the command line. Each layer overrides the one below
+it table by table and key by key, with these rules for settings that belong together:
+
+* choosing a probe (``name``, ``path`` or ``cmd``) other than the layer below's drops that layer's
+  ``[probe]`` settings, ``[criterion]`` and ``[contrast]``: they were written for that probe;
+* choosing a criterion rule (``threshold``, ``max_increase``, ``auto``) replaces the one below, and so
+  does ``compare = "stats"`` (it judges by the samples, without a rule);
+* naming another package drops the layer below's ``good``, ``bad``, ``repo``, ``repo_url`` and
+  ``[reference]``: they were about that package;
+* ``--probe-arg`` flags are added after the probe's arguments from below (the last one of a
+  probe's own flags wins); a file's ``args`` replace them.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Optional
+
+from packaging.utils import canonicalize_name
+
+from bisector.config import JobConfig, merge, read_toml, validated
+from bisector.data import default_job_path
+from bisector.errors import UsageError
+
+PROBE_KINDS = ("name", "path", "cmd")
+RULES = ("threshold", "max_increase", "auto")
+ABOUT_THE_PACKAGE = ("good", "bad", "repo", "repo_url")
+
+
+def _given(table: Optional[dict], keys) -> dict:
+    return {k: v for k, v in (table or {}).items() if k in keys and v is not None}
+
+
+def _same(lower: dict, upper: dict, section: str, keys, normalise=lambda v: v) -> bool:
+    """Whether ``upper`` leaves ``lower``'s choice among ``keys`` of ``section`` as it is."""
+    chosen = _given(upper.get(section), keys)
+    before = _given(lower.get(section), keys)
+    return not chosen or {k: normalise(v) for k, v in chosen.items()} == {k: normalise(v) for k, v in before.items()}
+
+
+def _drop_what_belongs_below(lower: dict, upper: dict) -> dict:
+    """``lower`` without what ``upper``'s choices of probe and package make meaningless."""
+    lower = {k: (dict(v) if isinstance(v, dict) else v) for k, v in lower.items()}
+    if not _same(lower, upper, "probe", PROBE_KINDS):
+        for section in ("probe", "criterion", "contrast"):
+            lower.pop(section, None)
+    if not _same(lower, upper, "job", ("package",), lambda v: canonicalize_name(str(v))):
+        for key in ABOUT_THE_PACKAGE:
+            lower.get("job", {}).pop(key, None)
+        lower.pop("reference", None)
+    if _given(upper.get("criterion"), RULES) or (upper.get("criterion") or {}).get("compare") == "stats":
+        lower["criterion"] = {k: v for k, v in (lower.get("criterion") or {}).items() if k not in RULES}
+    return lower
+
+
+def stack(lower: dict, upper: dict, append_args: bool = False) -> dict:
+    """``upper`` over ``lower`` by the module's rules; ``append_args``: upper's probe args (flags) go
+    after lower's instead of replacing them."""
+    kept = _drop_what_belongs_below(lower, upper)
+    data = merge(kept, upper)
+    extra = (upper.get("probe") or {}).get("args")
+    if append_args and extra and (kept.get("probe") or {}).get("args"):
+        data["probe"]["args"] = [*kept["probe"]["args"], *extra]
+    return data
+
+
+def builtin_job() -> dict:
+    """The built-in default job's tables."""
+    return read_toml(default_job_path())
+
+
+def load_config(path: Optional[Path], overrides: dict) -> JobConfig:
+    """The job: the built-in default job, ``path`` over it (when given), then ``overrides`` (flags)."""
+    data, source = builtin_job(), "command line"
+    if path is not None:
+        data, source = stack(data, read_toml(path)), str(path)
+    below = data
+    data = stack(data, overrides, append_args=True)
+    job = data.get("job") or {}
+    if job.get("package") and (job.get("good") is None or job.get("bad") is None):
+        raise UsageError(f"{source}: give good and bad for {job['package']} (--good, --bad): the built-in "
+                         "default job's range is for accelerate")
+    try:
+        return validated(JobConfig, data, source)
+    except UsageError:
+        if source == "command line" or not _valid(below):
+            raise
+        return validated(JobConfig, data, "command line")  # the file alone is fine: a flag is wrong
+
+
+def _valid(data: dict) -> bool:
+    try:
+        JobConfig.model_validate(data)
+        return True
+    except ValueError:
+        return False

@@ -1,0 +1,151 @@
+"""What one Ray task does on its node: take one measurement, environment build included, and hand
+it back as JSON. Nothing here imports Ray (bisector.measure.ray_executor wraps it as the task).
+
+The task carries everything it needs: the driver's recipe (the env spec, the candidate and the
+fingerprint the run expects), the probe's files, the device facts. On the node the same
+:class:`~bisector.envs.EnvManager` builds the environment in a node-local cache, over that node's
+own base (its torch). A node whose environment would differ from the driver's (another torch, another
+interpreter, other index settings) refuses to measure: the measurement is an ENV_FAILED SKIP saying
+why, never a number taken in the wrong environment.
+"""
+from __future__ import annotations
+
+import contextlib
+import functools
+import os
+import sys
+import tempfile
+from pathlib import Path
+from typing import Iterator, Optional
+
+from pydantic import BaseModel
+
+from bisector.core.measurement import Measurement, Status
+from bisector.data import probes_dir
+from bisector.envs import EnvManager, Recipe
+from bisector.errors import EnvironmentFailure
+from bisector.measure.spec import ProbeSpec, builtin_files
+from bisector.measure.take import Proved, TakeJob, take_measurement
+from bisector.paths import default_cache_dir
+
+NODE_CACHE_ENV = "BISECTOR_NODE_CACHE_DIR"  # set on a node (before `ray start`) to choose its cache
+
+# Run as `python -I -c GUARD <parent pid> <argv...>`: the probe dies with the worker that started it
+# (PR_SET_PDEATHSIG), so a worker killed mid-probe leaves no orphan still measuring.
+GUARD = """import ctypes, os, signal, sys
+try:
+    ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)
+except (AttributeError, OSError):
+    pass
+if os.getppid() != int(sys.argv[1]):
+    os._exit(137)
+os.execvp(sys.argv[2], sys.argv[2:])
+"""
+
+
+class ProbeFiles(BaseModel):
+    """A probe's files as they travel with its tasks: relative path -> text, and the script to run."""
+
+    files: dict[str, str] = {}
+    script: Optional[str] = None
+
+
+class TaskPayload(BaseModel):
+    """One task's input: the job as the driver made it, and where the node keeps its cache."""
+
+    job: TakeJob
+    cache_dir: Optional[str] = None
+
+
+class TaskResult(BaseModel):
+    """One task's output: the measurement, the fingerprint of the environment the node used (None when
+    it could not even describe one), what the health check proved, and where it ran."""
+
+    measurement: Measurement
+    fingerprint: Optional[str] = None
+    proved: Optional[Proved] = None
+    node: str = ""
+    gpus: list[str] = []
+
+
+def probe_files(probe: ProbeSpec) -> ProbeFiles:
+    """The files ``probe`` runs (a built-in probe's own files and the contract, or a user's script)."""
+    script = probe.script()
+    if script is None:
+        return ProbeFiles()
+    if probe.name is not None:
+        root = probes_dir()
+        files = {f.relative_to(root).as_posix(): f.read_text() for f in builtin_files(script)}
+        return ProbeFiles(files=files, script=script.relative_to(root).as_posix())
+    return ProbeFiles(files={script.name: script.read_text()}, script=script.name)
+
+
+@contextlib.contextmanager
+def materialized(probe: ProbeSpec, shipped: ProbeFiles) -> Iterator[ProbeSpec]:
+    """The probe as it runs on this node: its shipped files written to a temporary directory."""
+    if shipped.script is None:
+        yield probe
+        return
+    with tempfile.TemporaryDirectory(prefix="bisector-task-") as tmp:
+        for rel, text in shipped.files.items():
+            path = Path(tmp, rel)
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(text)
+        yield ProbeSpec(path=Path(tmp, shipped.script), args=probe.args, timeout=probe.timeout)
+
+
+def guard(argv: list[str]) -> list[str]:
+    """``argv`` launched so that it dies with this process."""
+    return [sys.executable, "-I", "-c", GUARD, str(os.getpid()), *argv]
+
+
+@functools.lru_cache(maxsize=8)
+def node_envs(cache_dir: Optional[str], backend: Optional[str]) -> EnvManager:
+    """This node's environment manager (one per worker process and cache)."""
+    root = os.environ.get(NODE_CACHE_ENV) or cache_dir or str(default_cache_dir())
+    return EnvManager(Path(root), backend=backend, defer_health=True)
+
+
+@contextlib.contextmanager
+def _given(gpus: list[str]) -> Iterator[Optional[str]]:
+    yield ",".join(gpus) if gpus else None
+
+
+def take_on_node(payload_json: str, files_json: str, node: str, gpus: list[str]) -> str:
+    """The task body: the measurement of the payload's job, taken on this node, as TaskResult JSON."""
+    payload = TaskPayload.model_validate_json(payload_json)
+    job, shipped = payload.job, ProbeFiles.model_validate_json(files_json)
+    envs = node_envs(payload.cache_dir, job.recipe.backend)
+    out = TaskResult(measurement=job.base, node=node, gpus=gpus)
+    try:
+        recipe = envs.recipe(job.recipe.spec, job.recipe.target)
+    except EnvironmentFailure as exc:
+        return _failed(out, f"node {node[:12]}: {exc}").model_dump_json()
+    out.fingerprint = recipe.fingerprint
+    if recipe.fingerprint != job.recipe.fingerprint:
+        return _failed(out, mismatch(node, recipe, job.recipe)).model_dump_json()
+    with materialized(job.probe, shipped) as probe:
+        m = take_measurement(envs, job.model_copy(update={"probe": probe}), lambda: _given(gpus), recipe, guard)
+    out.measurement = m
+    if m.details.get("proved"):
+        out.proved = Proved.model_validate(m.details["proved"])
+    return out.model_dump_json()
+
+
+def _failed(out: TaskResult, reason: str) -> TaskResult:
+    return out.model_copy(update={"measurement": out.measurement.model_copy(
+        update={"status": Status.ENV_FAILED, "reason": reason, "seconds": 0.0})})
+
+
+def mismatch(node: str, here: Recipe, wanted: Recipe) -> str:
+    """Why a node's environment is not the run's: the base (torch, interpreter) that differs."""
+    mine, theirs = here.base, wanted.base
+    facts = []
+    if mine.torch_version != theirs.torch_version:
+        facts.append(f"torch {mine.torch_version} here, {theirs.torch_version} on the driver")
+    if mine.python != theirs.python or mine.python_version != theirs.python_version:
+        facts.append(f"python {mine.python} ({mine.python_version}) here, {theirs.python} ({theirs.python_version}) "
+                     "on the driver")
+    why = "; ".join(facts) or "the base or the installer settings differ"
+    return (f"node {node[:12]} would build another environment than the run's (fingerprint {here.fingerprint} "
+            f"!= {wanted.fingerprint}: {why})")

@@ -1,0 +1,136 @@
+"""Take one measurement: build (or reuse) the candidate's environment, run the probe in it.
+
+The same code runs in the driver's threads (the local executor) and on a Ray node (the ray
+executor's task), so a measurement means the same wherever it was taken. What is taken here is
+never stored here: the driver stores it.
+"""
+from __future__ import annotations
+
+import contextlib
+import tempfile
+import time
+from pathlib import Path
+from typing import Callable, ContextManager, Optional
+
+from pydantic import BaseModel, ConfigDict
+
+from bisector import activity
+from bisector.core.measurement import Measurement, Status
+from bisector.envs import Environment, EnvManager, Recipe
+from bisector.envs.backends import site_packages
+from bisector.envs.proof import homes_of, proof_env, proof_problems, read_proof, static_report
+from bisector.errors import EnvironmentFailure
+from bisector.measure.execute import ProbeOutcome, Wrap, run_probe
+from bisector.measure.spec import ProbeSpec
+from bisector.procs import SHUTDOWN, Interrupted
+
+GpuSlot = Callable[[], ContextManager[Optional[str]]]  # held around the probe run: CUDA_VISIBLE_DEVICES or None
+
+
+class Proved(BaseModel):
+    """What the environment's health check proved it holds: the candidate's installed version (and,
+    for a commit, the revision stamped into its wheel) and the base's packages (torch's version)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    version: str
+    revision: Optional[str] = None
+    provided: dict[str, str] = {}
+
+
+class TakeJob(BaseModel):
+    """One measurement to take: the stored row it will become (``base``: key, candidate, fingerprints,
+    repeat), the recipe the driver computed, the probe, and the device facts the probe is given."""
+
+    model_config = ConfigDict(frozen=True)
+
+    base: Measurement
+    recipe: Recipe
+    probe: ProbeSpec
+    device: str = "cpu"
+    cpus: int = 1
+    label: str = ""  # how live progress names it ("accelerate 0.22.0")
+
+
+def check_shutdown() -> None:
+    """Never record a measurement cut short by Ctrl-C / SIGTERM."""
+    if SHUTDOWN.is_set():
+        raise Interrupted()
+
+
+@contextlib.contextmanager
+def no_gpu() -> ContextManager[Optional[str]]:
+    """The GPU slot of a CPU-only probe run."""
+    yield None
+
+
+def proved(env: Environment) -> Proved:
+    """The versions the health check of ``env`` proved."""
+    info = env.info
+    return Proved(version=info.installed_version, revision=info.installed_revision, provided=dict(info.provided))
+
+
+def take_measurement(envs: EnvManager, job: TakeJob, gpu_slot: GpuSlot = no_gpu, recipe: Optional[Recipe] = None,
+                     wrap: Optional[Wrap] = None) -> Measurement:
+    """Build (or reuse) the environment of ``recipe`` (default: the job's) and run the probe; an
+    environment failure is an ENV_FAILED measurement; nothing is returned if interrupted."""
+    with activity.doing(job.label or f"{job.base.package} {job.base.candidate}", kind="measure"):
+        return _take(envs, job, gpu_slot, recipe or job.recipe, wrap)
+
+
+def _take(envs: EnvManager, job: TakeJob, gpu_slot: GpuSlot, recipe: Recipe, wrap: Optional[Wrap]) -> Measurement:
+    start = time.monotonic()
+    base = job.base
+    activity.update("environment")
+    with contextlib.ExitStack() as held:
+        try:  # held in use until the probe ends, so `envs gc` elsewhere cannot remove it
+            env = held.enter_context(envs.using(recipe))
+        except EnvironmentFailure as exc:
+            check_shutdown()
+            return base.model_copy(update={"status": Status.ENV_FAILED, "reason": str(exc),
+                                           "seconds": time.monotonic() - start})
+        env_seconds = time.monotonic() - start
+        with tempfile.TemporaryDirectory(prefix="bisector-proof-") as tmp:
+            proof = Path(tmp) / "proof.jsonl"
+            outcome = _run(job, env, gpu_slot, wrap, _proof_vars(env, proof))
+            try:
+                env = envs.settle_health(env, recipe, _proof(env, recipe, proof))
+            except EnvironmentFailure as exc:
+                check_shutdown()
+                return base.model_copy(update={"status": Status.ENV_FAILED, "reason": str(exc),
+                                               "details": {"env_path": str(env.path)},
+                                               "seconds": time.monotonic() - start})
+    details = {**outcome.details(), "env_seconds": round(env_seconds, 3), "probe_seconds": round(outcome.seconds, 3),
+               "env_path": str(env.path),
+               "proved": proved(env).model_dump()}
+    return base.model_copy(update={"status": outcome.status, "metrics": outcome.metrics, "details": details,
+                                   "exit_code": outcome.exit_code, "reason": outcome.reason,
+                                   "seconds": time.monotonic() - start})
+
+
+def _proof_vars(env: Environment, path: Path) -> dict[str, str]:
+    """For an env checked only from disk: the variables that make the probe's processes record their imports."""
+    return proof_env(path, env.info.import_names) if env.info.health == "static" else {}
+
+
+def _proof(env: Environment, recipe: Recipe, path: Path) -> Optional[list[str]]:
+    """What the probe's imports prove (see bisector.envs.proof.proof_problems); None without a proof."""
+    if env.info.health != "static":
+        return []
+    site = site_packages(env.path)
+    static = static_report(Path(env.path) / env.info.dist_info, recipe.target,   # (absolute in the base)
+                           homes_of(env.path, site, recipe.target_in_base, recipe.base), recipe.base)
+    return proof_problems(read_proof(path), static, recipe.target, site, recipe.base)
+
+
+def _run(job: TakeJob, env: Environment, gpu_slot: GpuSlot, wrap: Optional[Wrap],
+         extra: Optional[dict[str, str]] = None) -> ProbeOutcome:
+    probe_env = {**env.run_env(), "BISECTOR_PACKAGE": job.base.package, "BISECTOR_CANDIDATE": job.base.candidate,
+                 "BISECTOR_DEVICE": job.device, "BISECTOR_CPUS": str(max(1, job.cpus)), **(extra or {})}
+    with gpu_slot() as gpu:  # one probe per GPU; environments build without holding one
+        if gpu is not None:
+            probe_env["CUDA_VISIBLE_DEVICES"] = gpu
+        activity.update("probe")
+        outcome = run_probe(job.probe, env.python, probe_env, on_line=activity.line_updater(), wrap=wrap)
+    check_shutdown()
+    return outcome

@@ -1,0 +1,133 @@
+"""Showing what bisector is doing (bisector.activity) while it does it.
+
+On a terminal: a live region under the step lines (rich), one line per activity under way, with
+a spinner, what it is, where it stands (the phase, a probe's last line, a clone's percentage) and
+its elapsed time; the step lines print above it. Otherwise (CI logs, pipes): plain lines, only for
+what takes long and says nothing else: a clone starting and ending, an environment being built.
+"""
+from __future__ import annotations
+
+import sys
+import threading
+import time
+from typing import Callable, Optional, TextIO
+
+from rich.console import Console, Group
+from rich.live import Live
+from rich.text import Text
+
+from bisector import activity
+from bisector.activity import Activity
+
+BUILDING = ("creating the venv", "resolving/installing", "building the commit's wheel")
+FRAMES = "⠋⠙⠹⠸⠼⠴⠦⠧⠇⠏"
+
+
+class LiveProgress:
+    """A rich live region of the activities under way (a terminal)."""
+
+    def __init__(self, console: Console):
+        self.console = console
+        self._open: dict[int, Activity] = {}
+        self._lock = threading.Lock()
+        self._live = Live(self, console=console, refresh_per_second=8, transient=True, redirect_stderr=False)
+
+    def __rich__(self) -> Group:
+        with self._lock:
+            rows = list(self._open.values())
+        frame = FRAMES[int(time.monotonic() * 10) % len(FRAMES)]
+        lines = []
+        for act in rows:
+            detail = f": {act.detail}" if act.detail else ""
+            lines.append(Text(f"{frame} {act.label}{detail}  {act.elapsed:.1f}s", overflow="ellipsis", no_wrap=True))
+        return Group(*lines)
+
+    def opened(self, act: Activity) -> None:
+        with self._lock:
+            self._open[act.id] = act
+
+    def changed(self, act: Activity) -> None:
+        pass  # the next refresh shows it
+
+    def closed(self, act: Activity) -> None:
+        with self._lock:
+            self._open.pop(act.id, None)
+
+    def print(self, text: str) -> None:
+        """A finished line (a step, a note), above the live region."""
+        self.console.print(text, highlight=False, markup=False, soft_wrap=True)
+
+    def __enter__(self) -> "LiveProgress":
+        self._live.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._live.stop()
+
+
+class PlainProgress:
+    """Plain lines for a log: clones and environment builds only (steps print themselves); a clone
+    is announced once it has run ``quiet_s`` seconds, so a quick one (or a failing one) adds nothing."""
+
+    def __init__(self, stream: TextIO, quiet_s: float = 3.0):
+        self.stream, self.quiet_s = stream, quiet_s
+        self._said: set[int] = set()
+        self._timers: dict[int, threading.Timer] = {}
+
+    def print(self, text: str) -> None:
+        print(text, file=self.stream, flush=True)
+
+    def opened(self, act: Activity) -> None:
+        if act.kind == "clone":
+            timer = threading.Timer(self.quiet_s, self._announce, (act,))
+            timer.daemon = True
+            self._timers[act.id] = timer
+            timer.start()
+
+    def _announce(self, act: Activity) -> None:
+        self._said.add(act.id)
+        self.print(f"  {act.label} ...")
+
+    def changed(self, act: Activity) -> None:
+        if act.kind in ("measure", "prefetch") and act.id not in self._said and act.detail in BUILDING:
+            self._said.add(act.id)
+            what = act.label.removeprefix("prefetch ")
+            self.print(f"  building the environment of {what}" + (" (prefetch)" if act.kind == "prefetch" else ""))
+
+    def closed(self, act: Activity) -> None:
+        timer = self._timers.pop(act.id, None)
+        if timer is not None:
+            timer.cancel()
+        if act.kind == "clone" and act.id in self._said:
+            self.print(f"  {act.label}: {'failed' if act.failed else 'done'} after {act.elapsed:.0f}s")
+        self._said.discard(act.id)
+
+    def __enter__(self) -> "PlainProgress":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        pass
+
+
+def progress_for(stream: Optional[TextIO] = None):
+    """The progress display for ``stream`` (stderr): live on a terminal, plain lines otherwise."""
+    stream = stream or sys.stderr
+    if stream.isatty():
+        return LiveProgress(Console(file=stream, stderr=stream is sys.stderr))
+    return PlainProgress(stream)
+
+
+class showing:
+    """``with showing(display):`` the display listens to bisector.activity for the block."""
+
+    def __init__(self, display):
+        self.display = display
+
+    def __enter__(self) -> Callable[[str], None]:
+        self.display.__enter__()
+        activity.set_listener(self.display)
+        return self.display.print
+
+    def __exit__(self, *exc) -> None:
+        activity.set_listener(None)
+        self.display.__exit__(*exc)

@@ -1,0 +1,67 @@
+"""A non-editable install works anywhere: the wheel carries the probes, the env specs and the default
+job, and from a directory without bisect.toml the installed `bisector` measures one version and
+runs a real two-release bisect (the package index is real: PyPI, or what the installers are
+configured with; BISECTOR_OFFLINE=1 skips this)."""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+pytestmark = [pytest.mark.slow,
+              pytest.mark.skipif(os.environ.get("BISECTOR_OFFLINE") == "1", reason="needs the real package index")]
+
+
+@pytest.fixture(scope="module")
+def installed(tmp_path_factory):
+    """A fresh venv over this interpreter's packages (the shared torch) with the built wheel in it."""
+    root = tmp_path_factory.mktemp("install")
+    subprocess.run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", str(ROOT), "-w", str(root / "w")],
+                   check=True, capture_output=True)
+    (wheel,) = (root / "w").glob("bisector-*.whl")
+    venv = root / "venv"
+    subprocess.run([sys.executable, "-m", "venv", "--system-site-packages", str(venv)], check=True)
+    subprocess.run([str(venv / "bin" / "python"), "-m", "pip", "install", "-q", "--no-deps", "--force-reinstall",
+                    str(wheel)], check=True, capture_output=True)
+    return wheel, venv, root
+
+
+def test_the_wheel_carries_the_probes_specs_and_default_job(installed):
+    wheel, _, _ = installed
+    names = zipfile.ZipFile(wheel).namelist()
+    for needed in ("bisector/data/probes/ga_memory/__main__.py", "bisector/data/probes/ga_memory/_meter_cpu.py",
+                   "bisector/data/probes/import_cost.py", "bisector/data/probes/_probe_contract.py",
+                   "bisector/data/specs/default.toml", "bisector/data/default_job.toml"):
+        assert needed in names, needed
+
+
+def _bisector(venv: Path, workdir: Path, *args: str, timeout: float = 900) -> subprocess.CompletedProcess:
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH",)}
+    return subprocess.run([str(venv / "bin" / "bisector"), *args], cwd=workdir, capture_output=True, text=True,
+                          timeout=timeout, env=env)
+
+
+def test_installed_bisector_measures_and_bisects_from_an_empty_directory(installed):
+    _, venv, root = installed
+    where = subprocess.run([str(venv / "bin" / "python"), "-c", "import bisector; print(bisector.__file__)"],
+                           capture_output=True, text=True, cwd=root, check=True).stdout
+    assert str(venv) in where, where   # the wheel's code, not the checkout's
+    empty = root / "empty"
+    empty.mkdir()
+    common = ["--store", str(root / "s.db"), "--cache-dir", str(root / "cache")]
+    probe = _bisector(venv, empty, "probe", "--with", "accelerate==0.22.0", "--json", *common)
+    assert probe.returncode == 0, probe.stderr[-3000:]
+    m = json.loads(probe.stdout)["metrics"]
+    assert m["ga_excess_bytes_per_param"] > 1.0 > m["fp32_ga_cost_bytes_per_param"]   # the seed's, reproduced
+    run = _bisector(venv, empty, "run", "--good", "0.27.2", "--bad", "0.28.0", "--mode", "releases",
+                    "--probe-arg=--loop=accelerate", "--json", *common)
+    assert run.returncode == 0, run.stderr[-3000:]
+    out = json.loads(run.stdout)
+    assert out["status"] == "found" and out["first_bad"]["ref"] == "0.28.0" and out["last_good"]["ref"] == "0.27.2"
+    assert sorted(os.listdir(empty)) == []   # nothing written where it ran
