@@ -139,10 +139,12 @@ def test_an_8_cell_matrix_on_the_cluster_equals_the_local_matrix(cluster, tmp_pa
                 monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "0,1")
             code = main(["matrix", "--config", str(config), "--index-url", url, "--store", str(tmp_path / f"{name}.db"),
                          "--cache-dir", str(env_cache), "--jobs", "2", "--out", str(tmp_path / name), *extra])
-            assert code == 0
+            assert code == 1  # the step along the versions (1.3.0 -> 1.4.0), confirmed: a regression in one run
             outs[name] = json.loads((tmp_path / name / "matrix.json").read_text())
     cells = {name: [(c["versions"], c["status"], c["metrics"], c["verdict"]) for c in out["cells"]]
              for name, out in outs.items()}
     assert len(cells["ray"]) == 8 and cells["ray"] == cells["local"]
+    steps = {name: [(s["good"], s["bad"], s["confirmed"]) for s in out["version_steps"]] for name, out in outs.items()}
+    assert steps["ray"] == steps["local"] == [("1.3.0", "1.4.0", True)]
     assert [c[2]["buffer_kib"] for c in cells["ray"]] == [100.0] * 4 + [400.0] * 4
     assert _rows(tmp_path / "ray.db") == _rows(tmp_path / "local.db")
