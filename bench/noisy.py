@@ -13,7 +13,8 @@ measurer that draws from the history instead of running a probe. Prints, per mod
 correct culprits (the planted step named and confirmed), of false culprits (any other candidate
 named, over every history), of answers without a culprit, and the probes used; then the targets:
 stats mode at least 95% correct with no false culprit, at most 3x the probes of the threshold mode
-with a noise band. Exits 1 when a target is missed.
+with a noise band. Exits 1 when a target is missed. Then stats mode again over ``--more-seeds`` other seeds (printed,
+not a target): how often a rare false culprit still gets through.
 """
 from __future__ import annotations
 
@@ -151,6 +152,8 @@ def main() -> int:
     parser.add_argument("--histories", type=int, default=200)
     parser.add_argument("--candidates", type=int, default=8)
     parser.add_argument("--seed", type=int, default=20251201)
+    parser.add_argument("--more-seeds", type=int, default=4, help="stats mode again over this many other seeds' "
+                        "histories (printed, not a target: how often a rare false culprit gets through)")
     args = parser.parse_args()
     hs = histories(args.histories, args.candidates, args.seed)
     print(f"{len(hs)} histories of {args.candidates} candidates ({sum(h.planted is not None for h in hs)} with a "
@@ -169,7 +172,22 @@ def main() -> int:
         ok = ok and hit
         print(f"  stats: {stats['correct']:.1%} correct, {stats['false']:.1%} false culprits, {ratio:.2f}x the probes "
               f"of the threshold mode with a noise band (targets: >= 95%, 0, <= 3x): {'met' if hit else 'MISSED'}")
+    if args.more_seeds:
+        robustness(args)
     return 0 if ok else 1
+
+
+def robustness(args: argparse.Namespace) -> None:
+    """Stats mode over ``--more-seeds`` further seeds' histories, quiet and bursty together."""
+    mode, runs, correct, false, planted = MODES[list(MODES)[0]], 0, 0, 0, 0
+    for seed in range(1, args.more_seeds + 1):
+        hs = histories(args.histories, args.candidates, seed)
+        for bursty in (False, True):
+            outcomes = [run_one(h, mode, bursty)[0] for h in hs]
+            runs, planted = runs + len(hs), planted + sum(h.planted is not None for h in hs)
+            correct, false = correct + outcomes.count("correct"), false + outcomes.count("false")
+    print(f"\nstats mode over {args.more_seeds} more seeds ({runs} runs, quiet and bursty): {correct / planted:.1%} "
+          f"correct, {false} false culprit{'s' if false != 1 else ''} ({false / runs:.2%})")
 
 
 if __name__ == "__main__":

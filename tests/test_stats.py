@@ -111,7 +111,7 @@ def test_verdicts(level, extra, verdict, why):
 
 
 def test_unknown_asks_for_more_rounds_then_skips_with_its_numbers():
-    # halfway between good and bad: never decided; every round adds 5 pairs up to max_repeats
+    # halfway between good and bad: never decided; a first round of 5 pairs, then a pair at a time up to max_repeats
     paired, measurer = judge_of({"1.3.0": noisy(1.1, 15)}, stats(max_repeats=30))
     paired.endpoints()
     j = paired.judge(CAND, slot=3)
@@ -142,8 +142,24 @@ def phase_of(levels: list[float], seen: dict | None = None, **extra):
 def test_phase_names_the_planted_step_and_confirms_it():
     res, steps, _ = phase_of([1.0] * 5 + [1.2] * 3)
     assert res.search.outcome is Outcome.FOUND and res.search.first_bad == 5 and res.confirmed
-    assert steps[0][2].reason.startswith("the reference: 20 samples")   # the endpoints' round: 20 pairs at least
-    assert [name for name, _, _ in steps[-2:]] == ["releases:confirm"] * 2
+    reference = int(steps[0][2].reason.removeprefix("the reference: ").split()[0])
+    assert reference >= 12   # the endpoints' round: 12 pairs at least
+    assert [name for name, _, _ in steps].count("releases:confirm") == 1 and steps[-1][0] == "releases:confirm"
+    assert steps[-1][1] == "1.5.0" and steps[-1][2].reason.startswith("against 1.4.0's fresh samples: different")
+
+
+def test_the_confirmation_compares_the_boundary_pair_with_each_other_on_fresh_samples():
+    paired, measurer = judge_of({"1.3.0": noisy(1.0, 21), "1.4.0": noisy(1.2, 22), "1.5.0": noisy(1.2, 23)}, stats())
+    paired.endpoints()
+    measurer.asked.clear()
+    c3, c4, c5 = (next(c for c in CANDS if c.ref == v) for v in ("1.3.0", "1.4.0", "1.5.0"))
+    step = paired.confirm_step(c3, 100, c4, 100)
+    asked = measurer.asked
+    assert [ref for ref, _ in asked] == ["1.3.0", "1.4.0"] * (len(asked) // 2)           # interleaved, both fresh
+    assert {r for _, r in asked} == set(range(100, 100 + len(asked) // 2))
+    assert step.verdict is Verdict.BAD and step.evidence.vs_good.n_good == len(asked) // 2
+    same = paired.confirm_step(c4, 100, c5, 100)                                        # no step between them
+    assert same.verdict is not Verdict.BAD and "against 1.4.0's fresh samples" in same.reason
 
 
 def test_no_step_is_no_regression_and_undecided_endpoints_stop_before_the_search():

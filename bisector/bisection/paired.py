@@ -8,12 +8,13 @@ bad endpoint's (earlier) samples are not consulted. Verdicts (see
 :mod:`bisector.core.stats`): DIFFERENT and worse by at least ``min_effect`` is BAD; DIFFERENT by less
 than half of it is GOOD, and in between takes more samples (the shift's estimate settles); SAME is GOOD, also when the bad endpoint's samples are worse than the candidate's, provided the
 shift is below ``min_effect``; UNKNOWN
-takes another round of ``repeats`` pairs, and after ``max_repeats`` is a SKIP with its numbers.
+takes another pair (after a first round of ``repeats``), and after ``max_repeats`` is a SKIP with its numbers.
 
 Every sample is a stored measurement with its own repeat index, so a resumed run asks for exactly the
 same measurements and reuses all of them: the candidate's own repeats count from ``first_repeat``,
 and the good endpoint's repeats for slot ``s`` are ``s * max_repeats`` onwards (slot 0: the
-endpoints' round; slot ``i``: search index ``i``; slot ``n + i``: its confirmation).
+endpoints' round; slot ``i``: search index ``i``; slot ``n``: the confirmation, when the last good candidate is the
+good endpoint itself).
 """
 from __future__ import annotations
 
@@ -31,7 +32,9 @@ from bisector.core.stats import (SAME_FLOOR, Comparison, SampleComparison, Sampl
 from bisector.core.verdict import Verdict
 
 ENDPOINT_RULE_OUT = 0.75   # the endpoints are SAME when a regression making 3 runs in 4 slower is ruled out
-ENDPOINT_MIN_PAIRS = 20    # the endpoints' round keeps sampling to this many pairs (the reference for the rest)
+CONFIRM_ALPHA = 0.01       # the confirmation replicates a step the search found at alpha: p <= 1% on fresh samples
+ENDPOINT_MIN_PAIRS = 12    # the endpoints' round keeps sampling to this many pairs (the reference; it grows with
+                           # the good samples taken with every candidate)
 
 
 @dataclass
@@ -106,10 +109,26 @@ class PairedJudge:
             self._finished[slot] = [m for m in own.measurements if m.status is Status.OK and self.metric in m.metrics]
         return j
 
+    def confirm_step(self, last_good: Candidate, good_first: int, first_bad: Candidate, bad_first: int) -> Judgement:
+        """The culprit's step confirmed directly: fresh samples of the boundary pair, interleaved (last
+        good, first bad, ...), until ``first_bad`` is told apart from ``last_good``; BAD confirms it. A
+        replication of what the search found at ``alpha``, it asks for p <= ``CONFIRM_ALPHA`` (1%): a false
+        culprit has to pass both, and drift hits both sides of these pairs."""
+        ref, cand = _Samples([]), _Samples([])
+        while True:
+            self._round(ref, last_good, good_first, cand, first_bad, bad_first)
+            j = self._verdict(cand, ref.values(self.metric), self.rule_out, against_bad=False,
+                              alpha=max(self.criterion.alpha, CONFIRM_ALPHA))
+            if j.verdict is not Verdict.SKIP or j.evidence is None or len(cand.measurements) >= self.criterion.max_repeats:
+                return Judgement(j.verdict, f"against {last_good.short}'s fresh samples: {j.reason}", j.value,
+                                 ref.measurements + cand.measurements, evidence=j.evidence)
+
     # -- helpers ------------------------------------------------------------------------------------
     def _round(self, ref: _Samples, ref_c: Candidate, ref_first: int, side: _Samples, c: Candidate, first: int) -> None:
-        """One round of ``repeats`` pairs: a good sample, then the candidate's, and again."""
-        for _ in range(self.criterion.repeats):
+        """The first round: ``repeats`` pairs (a good sample, then the candidate's, and again); after it,
+        one pair per look, so a comparison stops as soon as it decides (a round of five would overshoot
+        by two pairs on average)."""
+        for _ in range(self.criterion.repeats if not side.measurements else 1):
             if len(side.measurements) >= self.criterion.max_repeats:
                 return
             ref.measurements.append(self.measurer.measure(ref_c, ref_first + len(ref.measurements)))
@@ -122,14 +141,15 @@ class PairedJudge:
     def _values(self, ms: list[Measurement]) -> list[float]:
         return [m.metrics[self.metric] for m in ms if m.status is Status.OK and self.metric in m.metrics]
 
-    def _compare(self, reference: list[float], values: list[float], rule_out: float) -> Optional[SampleComparison]:
+    def _compare(self, reference: list[float], values: list[float], rule_out: float,
+                 alpha: Optional[float] = None) -> Optional[SampleComparison]:
         if not reference or not values:
             return None
-        return compare_samples(reference, values, increase=self.increase, alpha=self.criterion.alpha,
+        return compare_samples(reference, values, increase=self.increase, alpha=alpha or self.criterion.alpha,
                                rule_out=rule_out)
 
     def _verdict(self, side: _Samples, reference: list[float], rule_out: float, endpoint: bool = False,
-                 against_bad: bool = True) -> Judgement:
+                 against_bad: bool = True, alpha: Optional[float] = None) -> Judgement:
         """The verdict of the samples so far (SKIP while UNKNOWN; failures by their class)."""
         values = side.values(self.metric)
         if side.failed is not None or not values:
@@ -137,7 +157,7 @@ class PairedJudge:
         if not reference:
             return Judgement(Verdict.SKIP, "the good endpoint gave no samples to compare with",
                              _median(values), side.measurements)
-        vs_good = self._compare(reference, values, rule_out)
+        vs_good = self._compare(reference, values, rule_out, alpha)
         vs_bad = None
         if vs_good.comparison is not Comparison.DIFFERENT and not endpoint and against_bad and self.bad_samples:
             vs_bad = compare_samples(values, self.bad_samples, increase=self.increase, alpha=self.criterion.alpha)

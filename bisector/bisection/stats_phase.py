@@ -41,12 +41,21 @@ class StatsPhase(Phase):
     def _batch_started(self, batch: list[int]) -> None:
         self.paired.pool_finished()
 
+    def _confirm(self, out: PhaseResult) -> bool:
+        """The boundary pair measured again, fresh and interleaved, and compared with each other (the
+        claim itself: the step is between them), not each with the good endpoint again. The last good
+        candidate's fresh repeats start after its search samples (the good endpoint's in slot ``n``)."""
+        n, rep = len(self.candidates), self.criterion.max_repeats
+        last_good, first_bad = out.search.last_good, out.search.first_bad
+        good_first = n * rep if last_good == 0 else rep
+        j = self.paired.confirm_step(self.candidates[last_good], good_first, self.candidates[first_bad], rep)
+        self.on_step(self.name + ":confirm", self.candidates[first_bad], j)
+        return j.verdict is Verdict.BAD
+
     def _judge(self, index: int, calibrated: Calibrated, first_repeat: int = 0) -> Judgement:
         n = len(self.candidates)
         if index == 0:
             return self._ends[0]
-        if index == n - 1 and first_repeat == 0:
+        if index == n - 1:
             return self._ends[1]
-        if first_repeat:   # a confirmation, after the search: every candidate's good samples are pooled
-            self.paired.pool_finished()
-        return self.paired.judge(self.candidates[index], index + (n if first_repeat else 0), first_repeat)
+        return self.paired.judge(self.candidates[index], index, first_repeat)
