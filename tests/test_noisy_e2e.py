@@ -61,8 +61,8 @@ def test_stats_mode_names_no_culprit_without_a_step(tmp_path, env_cache, plain_s
 
 
 def test_unknown_escalates_then_skips_with_every_sample_stored(tmp_path, env_cache, plain_spec):
-    """A +10% step under +-25% noise cannot be told apart in 15 pairs: the bad endpoint takes three
-    rounds of 5, then is a SKIP with its numbers, and the run is undecided; all 30 samples are stored."""
+    """A +10% step under +-25% noise cannot be told apart in 15 pairs: the bad endpoint takes a round
+    of 5 and then a pair at a time, then is a SKIP with its numbers, and the run is undecided; all 30 samples are stored."""
     repo, shas = make_repo(tmp_path / "repo", commits=3, bad_at=1, slowdown=1.1)
     out = bisect(repo, shas, tmp_path, env_cache, plain_spec, 3, "--max-repeats", "15")
     assert out["status"] == "undecided" and "could not be told apart" in out["reason"]

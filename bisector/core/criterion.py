@@ -83,7 +83,7 @@ class Criterion(BaseModel):
     @model_validator(mode="before")
     @classmethod
     def _stats_defaults(cls, data):
-        """Stats mode samples in rounds of 5 pairs, up to 100, unless told otherwise; floor 5%."""
+        """Stats mode samples a first round of 5 pairs, then a pair at a time up to 100, unless told otherwise; floor 5%."""
         if isinstance(data, dict) and str(data.get("compare") or "") == Compare.STATS:
             data = {"repeats": STATS_REPEATS, "max_repeats": STATS_MAX_REPEATS, "min_effect": STATS_MIN_EFFECT,
                     **{k: v for k, v in data.items() if v is not None}}
@@ -220,14 +220,15 @@ def describe_stats(c: Criterion) -> str:
 
 
 def _stats_rule_text(c: Criterion) -> str:
-    return (f"samples interleaved with the good endpoint's (good, candidate, good, ...) in rounds of {c.repeats} "
-            f"pairs, up to {c.max_repeats}; DIFFERENT when the smaller of the one-sided Mann-Whitney U and "
+    return (f"samples interleaved with the good endpoint's (good, candidate, good, ...), a first round of {c.repeats} "
+            f"pairs, then a pair at a time up to {c.max_repeats}; DIFFERENT when the smaller of the one-sided Mann-Whitney U and "
             f"Kolmogorov-Smirnov p-values against the good endpoint's samples is <= {c.alpha:g}: BAD when the "
-            f"Hodges-Lehmann shift is at least {c.min_effect}, GOOD below half of it (between: another round); SAME (GOOD) when that p-value is above "
+            f"Hodges-Lehmann shift is at least {c.min_effect}, GOOD below half of it (between: another pair); SAME (GOOD) when that p-value is above "
             "the threshold a regression as large as the endpoints' (a conservative estimate) would stay below 99% of the time, or when the "
             f"bad endpoint's samples are worse than the candidate's at p <= {c.alpha:g} (never below p = 0.01 against "
             f"the good endpoint's), either only with a shift below {c.min_effect}; UNKNOWN asks for another "
-            "round, and is a SKIP (with its numbers) after the last")
+            "pair, and is a SKIP (with its numbers) after the last; the culprit is confirmed on fresh interleaved samples "
+            "of the boundary pair (the first bad worse than the last good at p <= 0.01)")
 
 
 def describe_rule(c: Criterion, exit_code_mode: bool = False) -> str:
