@@ -4,17 +4,18 @@ taken interleaved (good, candidate, good, candidate, ...) so that drift of the m
 The good endpoint is the reference: its samples from the endpoints' round, from the candidates judged
 in earlier search batches, and those interleaved with this candidate; when the interleaved ones differ
 from the earlier ones (the machine drifted: a load burst), only the interleaved ones count, and the
-bad endpoint's (earlier) samples are not consulted. Verdicts (see
-:mod:`bisector.core.stats`): DIFFERENT and worse by at least ``min_effect`` is BAD; DIFFERENT by less
-than half of it is GOOD, and in between takes more samples (the shift's estimate settles); SAME is GOOD, also when the bad endpoint's samples are worse than the candidate's, provided the
-shift is below ``min_effect``; UNKNOWN
-takes another pair (after a first round of ``repeats``), and after ``max_repeats`` is a SKIP with its numbers.
+bad endpoint's (earlier) samples are not consulted. Verdicts (see :mod:`bisector.core.stats`):
+DIFFERENT and worse by at least ``min_effect`` is BAD; DIFFERENT by less than half of it is GOOD, and
+in between takes more samples (the shift's estimate settles); SAME is GOOD, also when the bad
+endpoint's samples are worse than the candidate's, provided the shift is below ``min_effect``; UNKNOWN
+takes another pair (after a first round of ``repeats``), and after ``max_repeats`` is a SKIP with its
+numbers. The culprit is confirmed by the boundary pair's fresh samples compared with each other.
 
 Every sample is a stored measurement with its own repeat index, so a resumed run asks for exactly the
 same measurements and reuses all of them: the candidate's own repeats count from ``first_repeat``,
 and the good endpoint's repeats for slot ``s`` are ``s * max_repeats`` onwards (slot 0: the
-endpoints' round; slot ``i``: search index ``i``; slot ``n``: the confirmation, when the last good candidate is the
-good endpoint itself).
+endpoints' round; slot ``i``: search index ``i``; slot ``n``: the confirmation, when the last good
+candidate is the good endpoint itself).
 """
 from __future__ import annotations
 
