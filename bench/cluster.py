@@ -27,6 +27,7 @@ os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")  # keep the loca
 
 import ray  # noqa: E402
 
+from bench.search import ceil_log  # noqa: E402
 from bisector.cli.main import main  # noqa: E402
 from bisector.core.candidate import Candidate, CandidateKind  # noqa: E402
 from bisector.core.search import Search  # noqa: E402
@@ -46,14 +47,6 @@ time.sleep(float(sys.argv[1]))
 with open(os.environ["BISECTOR_RESULT"], "w") as fh:
     json.dump({"metrics": {"buffer_kib": float(tinypkg.BUFFER_KIB)}}, fh)
 '''
-
-
-def ceil_log(base: int, n: int) -> int:
-    t, power = 0, 1
-    while power < n:
-        power *= base
-        t += 1
-    return t
 
 
 def rounds_of(n: int, k: int, bad_at: int) -> tuple[int, int]:

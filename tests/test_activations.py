@@ -15,39 +15,11 @@ import pytest
 
 from tests.support.gitfixture import git
 from tests.support.gitrepo import package_files
+from tests.support.tinylm import tiny_lm_source
 
 pytestmark = [pytest.mark.slow,
               pytest.mark.skipif(os.environ.get("BISECTOR_OFFLINE") == "1", reason="needs the real package index")]
 
-MODEL = '''import torch
-from types import SimpleNamespace
-
-KEEP = {keep}
-
-
-class TinyLM(torch.nn.Module):
-    def __init__(self, hidden, layers, vocab):
-        super().__init__()
-        self.embed = torch.nn.Embedding(vocab, hidden)
-        self.layers = torch.nn.ModuleList(torch.nn.Linear(hidden, hidden) for _ in range(layers))
-        self.head = torch.nn.Linear(hidden, vocab, bias=False)
-
-    def forward(self, input_ids, labels):
-        x = self.embed(input_ids)
-        kept = []
-        for layer in self.layers:
-            x = torch.relu(layer(x))
-            if KEEP:  # the planted regression: an fp32 copy of every activation, alive until the loss
-                kept.append(x.detach().float().clone())
-        loss = torch.nn.functional.cross_entropy(self.head(x).flatten(0, 1).float(), labels.flatten())
-        if KEEP:
-            loss = loss + 0 * sum(k.sum() for k in kept)
-        return SimpleNamespace(loss=loss)
-
-
-def build(hidden, layers, heads, vocab, max_positions, use_cache):
-    return TinyLM(hidden, layers, vocab)
-'''
 PLANTED = 6
 ARGS = ["--loop=accelerate", "--model-factory=actpkg:build", "--precisions=fp32", "--ga=1", "--sizes=32,64", "--seq-lens=8,64",
         "--no-gradient-checkpointing"]
@@ -60,7 +32,7 @@ def repo(tmp_path_factory):
     git(root, "init", "-q", "-b", "main")
     shas = []
     for i in range(10):
-        for rel, text in package_files("actpkg", f"0.1.{i}", module_source=MODEL.format(keep=i >= PLANTED)).items():
+        for rel, text in package_files("actpkg", f"0.1.{i}", module_source=tiny_lm_source(keep_activations=i >= PLANTED)).items():
             (root / rel).parent.mkdir(parents=True, exist_ok=True)
             (root / rel).write_text(text)
         date = f"2026-11-{1 + i:02d}T10:00:00+00:00"   # recent: the pinned accelerate's needs resolve as of it

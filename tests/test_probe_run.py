@@ -15,6 +15,7 @@ import time
 import pytest
 
 from bisector.measure.protocol import ProbeResult
+from tests.support.tinylm import tiny_lm_source
 
 pytest.importorskip("torch")
 pytest.importorskip("accelerate")
@@ -258,33 +259,10 @@ def test_model_config_names_a_shape_or_reads_a_config_json(tmp_path):
     assert code == 3 and "6,738,415,616 parameters" in result["error"] and "GiB of memory is available" in err
 
 
-TINY_LM = """
-import torch
-from types import SimpleNamespace
-
-
-class TinyLM(torch.nn.Module):
-    def __init__(self, hidden, layers, vocab):
-        super().__init__()
-        self.embed = torch.nn.Embedding(vocab, hidden)
-        self.layers = torch.nn.ModuleList(torch.nn.Linear(hidden, hidden) for _ in range(layers))
-        self.head = torch.nn.Linear(hidden, vocab, bias=False)
-
-    def forward(self, input_ids, labels):
-        x = self.embed(input_ids)
-        for layer in self.layers:
-            x = torch.relu(layer(x))
-        logits = self.head(x)
-        return SimpleNamespace(loss=torch.nn.functional.cross_entropy(logits.flatten(0, 1).float(), labels.flatten()))
-
-
-def build(hidden, layers, heads, vocab, max_positions, use_cache):
-    return TinyLM(hidden, layers, vocab)
-"""
 
 
 def test_model_factory_measures_your_own_model(tmp_path, monkeypatch):
-    (tmp_path / "tinylm.py").write_text(TINY_LM)
+    (tmp_path / "tinylm.py").write_text(tiny_lm_source())
     monkeypatch.setenv("PYTHONPATH", str(tmp_path))
     code, result, _, err = run_probe(tmp_path, "--model-factory", "tinylm:build", "--sizes", "32,64",
                                      "--seq-lens", "8,16", "--ga", "1,2")
