@@ -65,6 +65,22 @@ def test_bad_arguments_and_a_missing_gpu_are_one_line_errors(tmp_path):
     assert code != 0 and "sees no CUDA device" in err and not result
 
 
+@pytest.mark.slow
+def test_each_precision_is_proved_and_a_bf16_that_ran_in_fp32_is_an_error(tmp_path):
+    code, result, err = run_probe(tmp_path, *TINY)
+    assert code == 0, err
+    assert result["precision_proof"] == {"fp32": {"linear_output_dtype": "float32", "autocast": False},
+                                         "bf16": {"linear_output_dtype": "bfloat16", "autocast": True}}
+    # a torch whose autocast does nothing (as a CPU build without bf16 autocast would): bf16 is not proved
+    site = tmp_path / "site"
+    site.mkdir()
+    (site / "sitecustomize.py").write_text("import contextlib, torch\n"
+                                           "torch.autocast = lambda *a, **k: contextlib.nullcontext()\n")
+    code, result, err = run_probe(tmp_path, *TINY, env={"PYTHONPATH": str(site)})
+    assert code != 0 and not result
+    assert "step_time: bf16 not proved: the first linear layer computed in float32 with autocast False" in err
+
+
 def test_gpu_clocks_from_nvidia_smi_when_nvml_is_absent(tmp_path, monkeypatch):
     """The CUDA runtime is the one stand-in the suite allows: an nvidia-smi answering the query."""
     sys.path.insert(0, str(PROBE.parent))

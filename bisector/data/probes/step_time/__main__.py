@@ -29,10 +29,10 @@ for _path in (os.path.dirname(os.path.abspath(__file__)), os.path.dirname(os.pat
 import torch  # noqa: E402
 
 from _machine import describe  # noqa: E402
-from _model import build, n_params, train_step  # noqa: E402
+from _model import build, n_params, precision_proved, train_step, watch_precision  # noqa: E402
 from _probe_contract import write_result  # noqa: E402
 
-NAME, VERSION, SCHEMA = "step_time", "1.0", "step_time/1"
+NAME, VERSION, SCHEMA = "step_time", "1.1", "step_time/1"
 
 
 def parse(argv=None) -> argparse.Namespace:
@@ -81,8 +81,10 @@ def _sync(device: torch.device) -> None:
 
 def time_precision(spec: dict, precision: str, device: torch.device) -> list[float]:
     """Warm-up steps (discarded), then the seconds of each timed step; the first step's loss goes to
-    ``spec["losses"]`` (same seed, same loss: the model and batch are the seeded ones)."""
+    ``spec["losses"]`` (same seed, same loss: the model and batch are the seeded ones), and the first
+    step's proof of its precision to ``spec["precision_proof"]``; a step not in ``precision`` is an error."""
     model, optimizer, ids = build(spec, device)
+    seen = watch_precision(model)
     first = None
     for _ in range(spec["warmup"]):
         loss = train_step(model, optimizer, ids, precision, device)
@@ -95,6 +97,10 @@ def time_precision(spec: dict, precision: str, device: torch.device) -> list[flo
         _sync(device)
         times.append(time.perf_counter() - start)
         first = float(loss) if first is None else first
+    if not precision_proved(seen, precision):
+        raise SystemExit(f"step_time: {precision} not proved: the first linear layer computed in "
+                         f"{seen.get('linear_output_dtype')} with autocast {seen.get('autocast')}")
+    spec.setdefault("precision_proof", {})[precision] = seen
     spec.setdefault("n_params", n_params(model))
     spec.setdefault("losses", {})[precision] = first
     return times
@@ -133,6 +139,7 @@ def main(argv=None) -> int:
     result = {"schema_version": SCHEMA, "metrics": metrics_of(times, args.batch * args.seq_len),
               "probe": {"name": NAME, "version": VERSION, "config_hash": digest, "config": config},
               "steps": {prec: ts for prec, ts in times.items()}, "first_loss": spec["losses"], "n_params": spec["n_params"],
+              "precision_proof": spec["precision_proof"],
               "tokens_per_step": args.batch * args.seq_len, "versions": versions(), "device": describe(device)}
     write_result(result, args.result)
     return 0

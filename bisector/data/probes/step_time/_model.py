@@ -48,6 +48,30 @@ def train_step(model, optimizer, ids, precision: str, device: torch.device):
     return loss.detach()
 
 
+EXPECTED_DTYPE = {"fp32": torch.float32, "bf16": torch.bfloat16}
+
+
+def watch_precision(model) -> dict:
+    """The dtype the model's first linear layer computes in, recorded at the first step only (the hook
+    then removes itself, so timed steps carry no hook): the proof that a precision ran as named."""
+    seen: dict = {}
+    first = next(m for m in model.modules() if isinstance(m, torch.nn.Linear))
+
+    def record(module, inputs, output):
+        seen["linear_output_dtype"] = str(output.dtype).removeprefix("torch.")
+        seen["autocast"] = torch.is_autocast_enabled(output.device.type)
+        handle.remove()
+
+    handle = first.register_forward_hook(record)
+    return seen
+
+
+def precision_proved(seen: dict, precision: str) -> bool:
+    """Whether the recorded step computed in ``precision`` (bf16: under autocast, in bfloat16)."""
+    dtype = str(EXPECTED_DTYPE[precision]).removeprefix("torch.")
+    return seen.get("linear_output_dtype") == dtype and seen.get("autocast") == (precision == "bf16")
+
+
 def n_params(model) -> int:
     """Trainable parameters."""
     return sum(p.numel() for p in model.parameters() if p.requires_grad)
