@@ -1,5 +1,5 @@
 """Stats mode end to end on a noisy timed probe: a generated repository whose probe sleeps
-``base * SLOWDOWN * (1 + noise)`` (base 25 ms) (tests/probes/noisy_timer.py, seeded noise of +-25%), real
+``base * SLOWDOWN * (1 + noise)`` (base 25 ms) and reports that planned time (tests/probes/noisy_timer.py, seeded noise of +-25%), real
 environments (built once, reused by every run) and real probe subprocesses, 20 seeds each.
 
 With a +20% step planted at a known commit, every seed names it; without a step no seed names a
