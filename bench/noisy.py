@@ -14,7 +14,10 @@ correct culprits (the planted step named and confirmed), of false culprits (any 
 named, over every history), of answers without a culprit, and the probes used; then the targets:
 stats mode at least 95% correct with no false culprit, at most 3x the probes of the threshold mode
 with a noise band. Exits 1 when a target is missed. Then stats mode again over ``--more-seeds`` other seeds (printed,
-not a target): how often a rare false culprit still gets through.
+not a target): how often a rare false culprit still gets through. Last, the confirmation alone
+(``--confirmations`` trials of ``PairedJudge.confirm_step`` on a boundary pair after the endpoints' round): how
+often it passes a pair with no step between them and fails one with the +20% step, at its per-look level
+and at the 1% a look it had before (printed, not a target).
 """
 from __future__ import annotations
 
@@ -28,12 +31,14 @@ from typing import Optional
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from bisector.bisection import paired  # noqa: E402
 from bisector.bisection.phase import Phase  # noqa: E402
 from bisector.bisection.stats_phase import StatsPhase  # noqa: E402
 from bisector.core.candidate import Candidate, CandidateKind  # noqa: E402
 from bisector.core.criterion import Criterion  # noqa: E402
 from bisector.core.measurement import Measurement, Status  # noqa: E402
 from bisector.core.search import Outcome  # noqa: E402
+from bisector.core.verdict import Verdict  # noqa: E402
 
 METRIC, BASE, NOISE, STEP = "step_seconds", 0.03, 0.25, 0.20
 BURST_START, BURST_PROBES, BURST_SLOWDOWN = 1 / 60, 40, 0.15
@@ -154,6 +159,8 @@ def main() -> int:
     parser.add_argument("--seed", type=int, default=20251201)
     parser.add_argument("--more-seeds", type=int, default=4, help="stats mode again over this many other seeds' "
                         "histories (printed, not a target: how often a rare false culprit gets through)")
+    parser.add_argument("--confirmations", type=int, default=1000, help="trials of the confirmation alone, per "
+                        "case and level (0: skip)")
     args = parser.parse_args()
     hs = histories(args.histories, args.candidates, args.seed)
     print(f"{len(hs)} histories of {args.candidates} candidates ({sum(h.planted is not None for h in hs)} with a "
@@ -174,6 +181,8 @@ def main() -> int:
               f"of the threshold mode with a noise band (targets: >= 95%, 0, <= 3x): {'met' if hit else 'MISSED'}")
     if args.more_seeds:
         robustness(args)
+    if args.confirmations:
+        confirmation_rates(args.confirmations)
     return 0 if ok else 1
 
 
@@ -189,6 +198,35 @@ def robustness(args: argparse.Namespace) -> None:
     print(f"\nstats mode over {args.more_seeds} more seeds ({runs} runs, quiet and bursty): {correct / planted:.1%} "
           f"correct, {false} false culprit{'s' if false != 1 else ''} ({false / runs:.2%})")
 
+
+def confirm_once(seed: int, step_between: bool) -> tuple[bool, int]:
+    """One confirmation of a boundary pair (candidates 1 and 2 of four; the bad endpoint +20%) after the
+    endpoints' round that sets the size of step SAME rules out: (passed, probes of the confirmation)."""
+    levels = [1.0, 1.0, 1 + STEP if step_between else 1.0, 1 + STEP]
+    cands = [Candidate(package="p", kind=CandidateKind.RELEASE, ref=f"1.{i}.0") for i in range(4)]
+    measurer = HistoryMeasurer(History(seed=seed, levels=levels, planted=None), {c.ref: i for i, c in enumerate(cands)},
+                               bursty=False)
+    judge = paired.PairedJudge(measurer, Criterion(metric=METRIC, compare="stats"), cands[0], cands[3], 4)
+    judge.endpoints()
+    before = measurer.probes_run
+    j = judge.confirm_step(cands[1], 100, cands[2], 100)
+    return j.verdict is Verdict.BAD, measurer.probes_run - before
+
+
+def confirmation_rates(trials: int) -> None:
+    """The confirmation's two errors at its per-look level and at 1% a look."""
+    print(f"\nthe confirmation alone ({trials} boundary pairs per case, +-{NOISE:.0%} noise, a look after every pair):")
+    saved = (paired.CONFIRM_ALPHA, paired.CONFIRM_MISS)
+    for name, level in ((f"{saved[0]:g} a look (now)", saved), ("0.01 a look (before)", (0.01, 0.01))):
+        paired.CONFIRM_ALPHA, paired.CONFIRM_MISS = level
+        null = [confirm_once(seed, False) for seed in range(trials)]
+        step = [confirm_once(seed, True) for seed in range(trials)]
+        false_pass = sum(p for p, _ in null) / trials
+        miss = sum(not p for p, _ in step) / trials
+        probes = statistics.mean(n for _, n in null), statistics.mean(n for _, n in step)
+        print(f"  {name:22s} passes a pair without a step {false_pass:5.1%} ({probes[0]:.1f} probes), fails the "
+              f"+{STEP:.0%} step {miss:5.1%} ({probes[1]:.1f} probes)")
+    paired.CONFIRM_ALPHA, paired.CONFIRM_MISS = saved
 
 if __name__ == "__main__":
     raise SystemExit(main())

@@ -17,7 +17,7 @@ from bisector.core.criterion import Criterion
 from bisector.core.measurement import Status
 from bisector.core.result import BisectResult
 from bisector.core.search import Outcome
-from bisector.core.stats import (Comparison, compare_samples, drifted, same_threshold, superiority,
+from bisector.core.stats import (CONFIRM_ALPHA, Comparison, compare_samples, drifted, same_threshold, superiority,
                                  superiority_lower_bound)
 from bisector.core.verdict import Verdict
 from bisector.errors import UsageError
@@ -161,6 +161,24 @@ def test_the_confirmation_compares_the_boundary_pair_with_each_other_on_fresh_sa
     same = paired.confirm_step(c4, 100, c5, 100)                                        # no step between them
     assert same.verdict is not Verdict.BAD and "against 1.4.0's fresh samples" in same.reason
 
+
+
+def test_the_confirmation_passes_only_below_its_per_look_level_and_stops_at_the_first_look_there():
+    """Five pairs fully apart give p = 1/252 = 0.004: a pass at 1% a look, not at CONFIRM_ALPHA (0.2%);
+    a real step passes at the first look at or below it, each earlier look above it."""
+    apart = {"1.3.0": [1.00, 1.01, 1.02, 1.03, 1.04], "1.4.0": [1.10, 1.11, 1.12, 1.13, 1.14]}
+    paired, _ = judge_of(apart, stats(max_repeats=5))
+    c3, c4 = (next(c for c in CANDS if c.ref == v) for v in ("1.3.0", "1.4.0"))
+    j = paired.confirm_step(c3, 0, c4, 0)
+    assert j.verdict is Verdict.SKIP and j.evidence.vs_good.p_value == pytest.approx(1 / 252)
+    assert j.evidence.vs_good.alpha == CONFIRM_ALPHA < 1 / 252 < 0.01
+    paired, _ = judge_of({"1.3.0": noisy(1.0, 31), "1.4.0": noisy(1.2, 32)}, stats())
+    paired.endpoints()
+    step = paired.confirm_step(c3, 100, c4, 100)
+    good, bad = step.evidence.reference, step.evidence.samples
+    assert step.verdict is Verdict.BAD and step.evidence.vs_good.p_value <= CONFIRM_ALPHA
+    for n in range(5, len(bad)):
+        assert compare_samples(good[:n], bad[:n], rule_out=paired.rule_out).p_value > CONFIRM_ALPHA
 
 def test_no_step_is_no_regression_and_undecided_endpoints_stop_before_the_search():
     res, steps, _ = phase_of([1.0] * 8)

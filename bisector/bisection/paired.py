@@ -28,12 +28,11 @@ from bisector.bisection.seam import Measures
 from bisector.core.candidate import Candidate
 from bisector.core.criterion import Criterion, Direction, failure_verdict
 from bisector.core.measurement import Measurement, Status
-from bisector.core.stats import (SAME_FLOOR, Comparison, SampleComparison, SampleEvidence, compare_samples, drifted,
-                                 superiority_lower_bound)
+from bisector.core.stats import (CONFIRM_ALPHA, CONFIRM_MISS, MISS, SAME_FLOOR, Comparison, SampleComparison,
+                                 SampleEvidence, compare_samples, drifted, superiority_lower_bound)
 from bisector.core.verdict import Verdict
 
 ENDPOINT_RULE_OUT = 0.75   # the endpoints are SAME when a regression making 3 runs in 4 slower is ruled out
-CONFIRM_ALPHA = 0.01       # the confirmation replicates a step the search found at alpha: p <= 1% on fresh samples
 ENDPOINT_MIN_PAIRS = 12    # the endpoints' round keeps sampling to this many pairs (the reference; it grows with
                            # the good samples taken with every candidate)
 
@@ -113,13 +112,14 @@ class PairedJudge:
     def confirm_step(self, last_good: Candidate, good_first: int, first_bad: Candidate, bad_first: int) -> Judgement:
         """The culprit's step confirmed directly: fresh samples of the boundary pair, interleaved (last
         good, first bad, ...), until ``first_bad`` is told apart from ``last_good``; BAD confirms it. A
-        replication of what the search found at ``alpha``, it asks for p <= ``CONFIRM_ALPHA`` (1%): a false
-        culprit has to pass both, and drift hits both sides of these pairs."""
+        replication of what the search found at ``alpha``, it asks for p <= ``CONFIRM_ALPHA`` at each look
+        (and SAME rules out the step missing it with ``CONFIRM_MISS``): a false culprit has to pass both,
+        and drift hits both sides of these pairs."""
         ref, cand = _Samples([]), _Samples([])
         while True:
             self._round(ref, last_good, good_first, cand, first_bad, bad_first)
             j = self._verdict(cand, ref.values(self.metric), self.rule_out, against_bad=False,
-                              alpha=max(self.criterion.alpha, CONFIRM_ALPHA))
+                              alpha=max(self.criterion.alpha, CONFIRM_ALPHA), miss=CONFIRM_MISS)
             if j.verdict is not Verdict.SKIP or j.evidence is None or len(cand.measurements) >= self.criterion.max_repeats:
                 return Judgement(j.verdict, f"against {last_good.short}'s fresh samples: {j.reason}", j.value,
                                  ref.measurements + cand.measurements, evidence=j.evidence)
@@ -143,14 +143,14 @@ class PairedJudge:
         return [m.metrics[self.metric] for m in ms if m.status is Status.OK and self.metric in m.metrics]
 
     def _compare(self, reference: list[float], values: list[float], rule_out: float,
-                 alpha: Optional[float] = None) -> Optional[SampleComparison]:
+                 alpha: Optional[float] = None, miss: float = MISS) -> Optional[SampleComparison]:
         if not reference or not values:
             return None
         return compare_samples(reference, values, increase=self.increase, alpha=alpha or self.criterion.alpha,
-                               rule_out=rule_out)
+                               rule_out=rule_out, miss=miss)
 
     def _verdict(self, side: _Samples, reference: list[float], rule_out: float, endpoint: bool = False,
-                 against_bad: bool = True, alpha: Optional[float] = None) -> Judgement:
+                 against_bad: bool = True, alpha: Optional[float] = None, miss: float = MISS) -> Judgement:
         """The verdict of the samples so far (SKIP while UNKNOWN; failures by their class)."""
         values = side.values(self.metric)
         if side.failed is not None or not values:
@@ -158,7 +158,7 @@ class PairedJudge:
         if not reference:
             return Judgement(Verdict.SKIP, "the good endpoint gave no samples to compare with",
                              _median(values), side.measurements)
-        vs_good = self._compare(reference, values, rule_out, alpha)
+        vs_good = self._compare(reference, values, rule_out, alpha, miss)
         vs_bad = None
         if vs_good.comparison is not Comparison.DIFFERENT and not endpoint and against_bad and self.bad_samples:
             vs_bad = compare_samples(values, self.bad_samples, increase=self.increase, alpha=self.criterion.alpha)

@@ -10,6 +10,7 @@ from typing import Optional
 from pydantic import BaseModel, ConfigDict, field_validator, model_validator
 
 from bisector.core.measurement import Measurement, Status
+from bisector.core.stats import CONFIRM_ALPHA, CONFIRM_MISS
 from bisector.core.units import human_value
 from bisector.core.verdict import Verdict
 from bisector.errors import UsageError
@@ -228,7 +229,8 @@ def _stats_rule_text(c: Criterion) -> str:
             f"bad endpoint's samples are worse than the candidate's at p <= {c.alpha:g} (never below p = 0.01 against "
             f"the good endpoint's), either only with a shift below {c.min_effect}; UNKNOWN asks for another "
             "pair, and is a SKIP (with its numbers) after the last; the culprit is confirmed on fresh interleaved samples "
-            "of the boundary pair (the first bad worse than the last good at p <= 0.01)")
+            f"of the boundary pair (the first bad worse than the last good at p <= {CONFIRM_ALPHA:g} at any look, SAME when a "
+            f"step as large as the endpoints' would show below it {1 - CONFIRM_MISS:.1%} of the time)")
 
 
 def describe_rule(c: Criterion, exit_code_mode: bool = False) -> str:

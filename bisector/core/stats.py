@@ -22,6 +22,10 @@ ALPHA = 0.01          # DIFFERENT at or below this p-value
 DRIFT_P = 0.01        # the good endpoint's samples of two stretches of time differ: the machine drifted
 SAME_FLOOR = 0.01     # a p-value at or below this is never SAME, however large the regression looked for
 MISS = 0.01           # SAME only where a regression of the size looked for would show below the threshold 99% of the time
+CONFIRM_ALPHA = 0.002  # the confirmation of a culprit replicates the search's step on fresh samples, looking after
+CONFIRM_MISS = 0.002   # every pair; at 0.2% a look (both ways) a pair without a step passes 2.1% of the time and a
+                       # +20% step under +-25% noise fails 0.4% (at 1% a look: 6.4% and 1.1%; bench/noisy.py); 0.1%
+                       # would pass 1.2%, at 4 more probes a confirmation: 3.01x the noise-band probes when bursty
 
 
 class Comparison(enum.StrEnum):
@@ -98,12 +102,12 @@ def drifted(earlier: Sequence[float], now: Sequence[float], p: float = DRIFT_P) 
 
 
 def compare_samples(good: Sequence[float], candidate: Sequence[float], *, increase: bool = True,
-                    alpha: float = ALPHA, rule_out: float = 0.5) -> SampleComparison:
+                    alpha: float = ALPHA, rule_out: float = 0.5, miss: float = MISS) -> SampleComparison:
     """Compare ``candidate`` with ``good``: DIFFERENT (worse, p <= alpha), SAME (p above the threshold
-    that rules out a regression of superiority ``rule_out``) or UNKNOWN."""
+    that rules out a regression of superiority ``rule_out``, missed with probability ``miss``) or UNKNOWN."""
     p_mwu, p_ks = one_sided_p(good, candidate, increase)
     p = min(p_mwu, p_ks)
-    above = same_threshold(len(good), len(candidate), rule_out, alpha)
+    above = same_threshold(len(good), len(candidate), rule_out, alpha, miss)
     comparison = Comparison.DIFFERENT if p <= alpha else Comparison.SAME if p > above else Comparison.UNKNOWN
     sign = 1.0 if increase else -1.0
     shift = sign * hodges_lehmann(good, candidate)
