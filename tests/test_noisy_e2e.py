@@ -1,6 +1,7 @@
 """Stats mode end to end on a noisy timed probe: a generated repository whose probe sleeps
-``base * SLOWDOWN * (1 + noise)`` (base 25 ms) and reports that planned time (tests/probes/noisy_timer.py, seeded noise of +-25%), real
-environments (built once, reused by every run) and real probe subprocesses, 20 seeds each.
+``base * SLOWDOWN * (1 + noise)`` (base 25 ms) and reports that planned time (tests/probes/noisy_timer.py,
+seeded noise of +-25%), real environments (built once, reused by every run) and real probe subprocesses,
+20 seeds each.
 
 With a +20% step planted at a known commit, every seed names it; without a step no seed names a
 culprit. The runs go three at a time (sleeping probes leave the cores mostly idle); each seed is a

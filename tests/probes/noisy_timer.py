@@ -1,8 +1,8 @@
 """A timed probe with seeded noise: sleeps ``base * tinypkg.SLOWDOWN * (1 + noise)`` and reports that
-planned duration (``step_seconds``), not the clock's reading. The host's wake-up latency is noise no seed
-controls: on two loaded cores running three bisects at once it adds tens of milliseconds to a 25 ms sleep
-now and then, enough to turn one seed in twenty "undecided", and a test that claims every seed must own
-its noise. (The real probes time real steps; bench/noisy.py measures the rates.) The noise is uniform in +-``noise`` (default 25%), drawn from
+planned duration (``step_seconds``), not the clock's reading. The host's wake-up latency is noise no
+seed controls: on CI's two loaded cores (three bisects at once) it once turned one seed in twenty
+"undecided", and a test that claims every seed must own its noise (the real probes time real steps;
+bench/noisy.py measures the rates). The noise is uniform in +-``noise`` (default 25%), drawn from
 ``random.Random(f"{seed}:{candidate}:{n}")`` where ``n`` counts this candidate's runs in the ``state``
 directory (so each seed gives one fixed sequence per candidate); ``seed`` is a probe argument, part of
 the probe's fingerprint, so every seed takes fresh measurements.
