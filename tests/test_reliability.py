@@ -35,6 +35,18 @@ def _count(store: Path) -> int:
     return sqlite3.connect(store).execute("SELECT COUNT(*) FROM measurements").fetchone()[0]
 
 
+def _gone(pid: int, within: float) -> bool:
+    """Whether process ``pid`` ends within ``within`` seconds (a loaded machine reaps it late)."""
+    end = time.monotonic() + within
+    while time.monotonic() < end:
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return True
+        time.sleep(0.05)
+    return False
+
+
 def _wait_for(path: Path, timeout: float = 120) -> None:
     end = time.monotonic() + timeout
     while not path.exists():
@@ -63,9 +75,7 @@ def test_signal_during_probe_stops_fast_and_resumes(repo8, tmp_path, env_cache, 
     assert proc.returncode == 130
     assert "Run the same command again to resume" in err and "Traceback" not in err
     assert _count(store) == 0  # the interrupted probe left no row
-    time.sleep(0.5)
-    with pytest.raises(ProcessLookupError):  # the probe process is gone, not orphaned
-        os.kill(int(marker.read_text()), 0)
+    assert _gone(int(marker.read_text()), within=10)  # the probe process is gone, not orphaned
     done = subprocess.run(argv, capture_output=True, text=True)
     out = json.loads(done.stdout)
     assert out["first_bad"]["sha"] == shas[5]
