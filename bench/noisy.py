@@ -31,13 +31,14 @@ from typing import Optional
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bisector.bisection import paired  # noqa: E402
+from bisector.bisection.paired import PairedJudge  # noqa: E402
 from bisector.bisection.phase import Phase  # noqa: E402
 from bisector.bisection.stats_phase import StatsPhase  # noqa: E402
 from bisector.core.candidate import Candidate, CandidateKind  # noqa: E402
 from bisector.core.criterion import Criterion  # noqa: E402
 from bisector.core.measurement import Measurement, Status  # noqa: E402
 from bisector.core.search import Outcome  # noqa: E402
+from bisector.core.stats import CONFIRM_ALPHA, CONFIRM_MISS  # noqa: E402
 from bisector.core.verdict import Verdict  # noqa: E402
 
 METRIC, BASE, NOISE, STEP = "step_seconds", 0.03, 0.25, 0.20
@@ -119,12 +120,16 @@ def histories(count: int, n: int, seed: int) -> list[History]:
     return out
 
 
+def seam(history: History, bursty: bool) -> tuple[list[Candidate], HistoryMeasurer]:
+    """One candidate per level of ``history`` (oldest first) and the measurer over it."""
+    cands = [Candidate(package="p", kind=CandidateKind.RELEASE, ref=f"1.{i}.0") for i in range(len(history.levels))]
+    return cands, HistoryMeasurer(history, {c.ref: i for i, c in enumerate(cands)}, bursty,
+                                  _rng=random.Random(history.seed + 1))
+
+
 def run_one(history: History, mode: dict, bursty: bool) -> tuple[str, int]:
     """('correct' | 'false' | 'none', probes) for one history in one mode."""
-    n = len(history.levels)
-    cands = [Candidate(package="p", kind=CandidateKind.RELEASE, ref=f"1.{i}.0") for i in range(n)]
-    measurer = HistoryMeasurer(history, {c.ref: i for i, c in enumerate(cands)}, bursty,
-                               _rng=random.Random(history.seed + 1))
+    cands, measurer = seam(history, bursty)
     criterion = Criterion(metric=METRIC, **mode)
     kind = StatsPhase if mode.get("compare") == "stats" else Phase
     try:
@@ -199,34 +204,32 @@ def robustness(args: argparse.Namespace) -> None:
           f"correct, {false} false culprit{'s' if false != 1 else ''} ({false / runs:.2%})")
 
 
-def confirm_once(seed: int, step_between: bool) -> tuple[bool, int]:
+def confirm_once(seed: int, step_between: bool, level: tuple[float, float]) -> tuple[bool, int]:
     """One confirmation of a boundary pair (candidates 1 and 2 of four; the bad endpoint +20%) after the
-    endpoints' round that sets the size of step SAME rules out: (passed, probes of the confirmation)."""
+    endpoints' round that sets the size of step SAME rules out, at ``level`` (alpha, miss) a look:
+    (passed, probes of the confirmation)."""
     levels = [1.0, 1.0, 1 + STEP if step_between else 1.0, 1 + STEP]
-    cands = [Candidate(package="p", kind=CandidateKind.RELEASE, ref=f"1.{i}.0") for i in range(4)]
-    measurer = HistoryMeasurer(History(seed=seed, levels=levels, planted=None), {c.ref: i for i, c in enumerate(cands)},
-                               bursty=False)
-    judge = paired.PairedJudge(measurer, Criterion(metric=METRIC, compare="stats"), cands[0], cands[3], 4)
+    cands, measurer = seam(History(seed=seed, levels=levels, planted=None), bursty=False)
+    judge = PairedJudge(measurer, Criterion(metric=METRIC, compare="stats"), cands[0], cands[3], 4)
     judge.endpoints()
     before = measurer.probes_run
-    j = judge.confirm_step(cands[1], 100, cands[2], 100)
+    j = judge.confirm_step(cands[1], 100, cands[2], 100, *level)
     return j.verdict is Verdict.BAD, measurer.probes_run - before
 
 
 def confirmation_rates(trials: int) -> None:
     """The confirmation's two errors at its per-look level and at 1% a look."""
     print(f"\nthe confirmation alone ({trials} boundary pairs per case, +-{NOISE:.0%} noise, a look after every pair):")
-    saved = (paired.CONFIRM_ALPHA, paired.CONFIRM_MISS)
-    for name, level in ((f"{saved[0]:g} a look (now)", saved), ("0.01 a look (before)", (0.01, 0.01))):
-        paired.CONFIRM_ALPHA, paired.CONFIRM_MISS = level
-        null = [confirm_once(seed, False) for seed in range(trials)]
-        step = [confirm_once(seed, True) for seed in range(trials)]
+    for name, level in ((f"{CONFIRM_ALPHA:g} a look (now)", (CONFIRM_ALPHA, CONFIRM_MISS)),
+                        ("0.01 a look (before)", (0.01, 0.01))):
+        null = [confirm_once(seed, False, level) for seed in range(trials)]
+        step = [confirm_once(seed, True, level) for seed in range(trials)]
         false_pass = sum(p for p, _ in null) / trials
         miss = sum(not p for p, _ in step) / trials
         probes = statistics.mean(n for _, n in null), statistics.mean(n for _, n in step)
         print(f"  {name:22s} passes a pair without a step {false_pass:5.1%} ({probes[0]:.1f} probes), fails the "
               f"+{STEP:.0%} step {miss:5.1%} ({probes[1]:.1f} probes)")
-    paired.CONFIRM_ALPHA, paired.CONFIRM_MISS = saved
+
 
 if __name__ == "__main__":
     raise SystemExit(main())

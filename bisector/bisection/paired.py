@@ -109,17 +109,18 @@ class PairedJudge:
             self._finished[slot] = [m for m in own.measurements if m.status is Status.OK and self.metric in m.metrics]
         return j
 
-    def confirm_step(self, last_good: Candidate, good_first: int, first_bad: Candidate, bad_first: int) -> Judgement:
+    def confirm_step(self, last_good: Candidate, good_first: int, first_bad: Candidate, bad_first: int,
+                     alpha: float = CONFIRM_ALPHA, miss: float = CONFIRM_MISS) -> Judgement:
         """The culprit's step confirmed directly: fresh samples of the boundary pair, interleaved (last
         good, first bad, ...), until ``first_bad`` is told apart from ``last_good``; BAD confirms it. A
-        replication of what the search found at ``alpha``, it asks for p <= ``CONFIRM_ALPHA`` at each look
-        (and SAME rules out the step missing it with ``CONFIRM_MISS``): a false culprit has to pass both,
-        and drift hits both sides of these pairs."""
+        replication of what the search found at the criterion's alpha, it asks for p <= ``alpha``
+        (``CONFIRM_ALPHA``) at each look, and SAME rules out the step missing it with ``miss``
+        (``CONFIRM_MISS``): a false culprit has to pass both, and drift hits both sides of these pairs."""
         ref, cand = _Samples([]), _Samples([])
         while True:
             self._round(ref, last_good, good_first, cand, first_bad, bad_first)
             j = self._verdict(cand, ref.values(self.metric), self.rule_out, against_bad=False,
-                              alpha=max(self.criterion.alpha, CONFIRM_ALPHA), miss=CONFIRM_MISS)
+                              alpha=max(self.criterion.alpha, alpha), miss=miss)
             if j.verdict is not Verdict.SKIP or j.evidence is None or len(cand.measurements) >= self.criterion.max_repeats:
                 return Judgement(j.verdict, f"against {last_good.short}'s fresh samples: {j.reason}", j.value,
                                  ref.measurements + cand.measurements, evidence=j.evidence)
