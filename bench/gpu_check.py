@@ -31,7 +31,7 @@ import tempfile
 import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-PROBE = os.path.join(ROOT, "bisector", "data", "probes", "ga_memory", "__main__.py")
+PROBE = os.path.join(ROOT, "probes", "ga_memory", "__main__.py")
 MIB = 1 << 20
 # What the seed report measured (NVML, bytes/param of GA=2 over GA=1), bf16 mixed vs fp32
 SEED = {"pythia-1.4b": {"bf16": 0.86, "fp32": 0.29}, "llama-7b": {"bf16": 1.54, "fp32": 0.18}}

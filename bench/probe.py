@@ -18,7 +18,7 @@ import tempfile
 import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-SCRIPT = os.path.join(ROOT, "bisector", "data", "probes", "ga_memory", "__main__.py")
+SCRIPT = os.path.join(ROOT, "probes", "ga_memory", "__main__.py")
 ROWS = [
     ("interpreter start", "interpreter_start_s"),
     ("imports (torch, accelerate, transformers)", "imports_s"),

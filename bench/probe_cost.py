@@ -20,7 +20,7 @@ import tempfile
 import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-NOW = os.path.join(ROOT, "bisector", "data", "probes", "ga_memory", "__main__.py")
+NOW = os.path.join(ROOT, "probes", "ga_memory", "__main__.py")
 OLD_PATHS = ("bisector/data/probes", "probes")   # where the probe lived at older revisions
 
 

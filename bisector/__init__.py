@@ -6,13 +6,13 @@ from pathlib import Path
 from typing import Iterable, Optional
 
 from bisector.bisection.driver import Handler
-from bisector.bisection.job import bisector_for
-from bisector.core.attribution import Attribution, AttributionKind, Change, Confirmation, ConfirmationStatus, Trial
+from bisector.bisection.wiring import bisector_for
+from bisector.core.changes import Attribution, AttributionKind, Change, Confirmation, ConfirmationStatus, Trial
 from bisector.core.result import BisectResult
 from bisector.core.verdict import Verdict
-from bisector.difference.job import DiffInput, check
-from bisector.difference.model import DiffResult, DiffStatus
-from bisector.difference.run import run_diff
+from bisector.difference.diff_job import DiffInput, check
+from bisector.difference.diff_model import DiffResult, DiffStatus
+from bisector.difference.diff_run import run_diff
 from bisector.jobfile import load_config
 from bisector.paths import default_store_path
 from bisector.sources.index import pages_read_once

@@ -11,10 +11,10 @@ from packaging.utils import canonicalize_name
 from pydantic import BaseModel, ConfigDict, ValidationError, field_validator, model_validator
 
 from bisector.core.criterion import Compare, Criterion
-from bisector.envs.spec import parse_pin
+from bisector.envs.model.env_spec import parse_pin
 from bisector.errors import UsageError
 from bisector.measure.executors import ExecutorKind
-from bisector.measure.spec import ProbeSpec
+from bisector.measure.probe_spec import ProbeSpec
 
 
 class Mode(enum.StrEnum):

@@ -9,10 +9,10 @@ import subprocess
 
 import pytest
 
-from bisector.bisection.attribution import attribute
+from bisector.bisection.companion_trials import attribute
 from bisector.bisection.judge import Judgement
 from bisector.bisection.revert import confirm_by_revert
-from bisector.core.attribution import AttributionKind, ConfirmationStatus
+from bisector.core.changes import AttributionKind, ConfirmationStatus
 from bisector.core.candidate import Candidate, CandidateKind
 from bisector.core.ddmin import single_bound
 from bisector.core.verdict import Verdict

@@ -12,7 +12,7 @@ from bisector.core.measurement import Status
 from bisector.envs import EnvManager, EnvSpec
 from bisector.measure.gpus import GpuPool
 from bisector.measure.measurer import Measurer
-from bisector.measure.spec import ProbeSpec
+from bisector.measure.probe_spec import ProbeSpec
 from bisector.storage import Store
 from tests.support.pkgindex import LocalIndex, build_wheel
 

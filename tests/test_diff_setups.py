@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from bisector.core.attribution import Change, ChangeKind
+from bisector.core.changes import Change, ChangeKind
 from bisector.difference.knobs import apply_args, arg_changes, expand_loop, parse_args, render_args
-from bisector.difference.model import Setup
+from bisector.difference.diff_model import Setup
 from bisector.difference.setups import (changes_between, package_under_test, read_lock, trial_label,
                                          trial_setup)
 from bisector.errors import UsageError

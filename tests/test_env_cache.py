@@ -10,8 +10,8 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 
 from bisector.envs import EnvCache, EnvSpec
-from bisector.envs.layout import CacheLayout
-from bisector.envs.once import build_once
+from bisector.envs.model.layout import CacheLayout
+from bisector.envs.build.once import build_once
 from bisector.errors import EnvironmentFailure
 
 

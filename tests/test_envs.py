@@ -19,16 +19,16 @@ import pytest
 
 from bisector.data import specs_dir
 from bisector.envs import EnvCache, EnvInfo, EnvManager, EnvSpec, InstallTarget, load_env_spec
-from bisector.envs import backends as backends_mod
-from bisector.envs import builder as builder_mod
-from bisector.envs.commits import REVISION_FILE, stamp_wheel
-from bisector.envs.scm_version import commit_version, pretend_version_env
-from bisector.envs.environment import Environment
-from bisector.envs.gc import select_for_removal
-from bisector.envs.info import InterpreterStamp
-from bisector.envs.overlay import choose
-from bisector.envs.procs import short_reason
-from bisector.envs.spec import companion_requirement
+from bisector.envs.build import backends as backends_mod
+from bisector.envs.build import builder as builder_mod
+from bisector.envs.build.commit_wheels import REVISION_FILE, stamp_wheel
+from bisector.envs.build.scm_version import commit_version, pretend_version_env
+from bisector.envs.model.environment import Environment
+from bisector.envs.cache.gc_policy import select_for_removal
+from bisector.envs.model.info import InterpreterStamp
+from bisector.envs.build.overlay import choose
+from bisector.envs.build.tool_runs import short_reason
+from bisector.envs.model.env_spec import companion_requirement
 from bisector.errors import EnvironmentFailure, UsageError
 from tests.support import LocalIndex, build_wheel
 from tests.support.gitrepo import commit, init_repo, package_files

@@ -2,7 +2,7 @@
 without one (custom probes, results stored before) are recognised by their metric names and details."""
 from __future__ import annotations
 
-from bisector.explain.ga_memory import GaMemoryExplainer
+from bisector.explain.ga_memory.explainer import GaMemoryExplainer
 from bisector.explain.generic import Explainer
 from bisector.explain.registry import explainer_for
 from bisector.report.common import explanation, headline

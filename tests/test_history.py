@@ -10,7 +10,7 @@ import pytest
 from bisector.core.changepoints import e_divisive, percent_steps
 from bisector.core.criterion import Criterion
 from bisector.matrix.html import night_chart, page, svg, version_charts
-from bisector.matrix.model import BisectAttachment, CellResult, HistoryMethod, MatrixResult
+from bisector.matrix.grid_result import BisectAttachment, CellResult, HistoryMethod, MatrixResult
 from bisector.matrix.steps import find_steps, mark_new
 from bisector.matrix.trend import history_lines
 

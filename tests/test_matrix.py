@@ -15,8 +15,8 @@ from bisector.core.criterion import Criterion
 from bisector.errors import UsageError
 from bisector.matrix.cells import build_cells, expand_axis
 from bisector.matrix.compare import compare
-from bisector.matrix.config import MatrixSection
-from bisector.matrix.model import BaselineCell, CellResult
+from bisector.matrix.grid_config import MatrixSection
+from bisector.matrix.grid_result import BaselineCell, CellResult
 from bisector.measure.gpus import detect_gpus, parse_gpu_list
 from bisector.sources.index import Release
 from bisector.storage import Store

@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 
 from bisector.matrix.cells import grid_id
-from bisector.matrix.config import load_matrix_config
-from bisector.matrix.model import CellResult, MatrixResult
+from bisector.matrix.grid_config import load_matrix_config
+from bisector.matrix.grid_result import CellResult, MatrixResult
 from bisector.storage import RunKind, RunRow, RunState, Store
 from tests.support.pkgindex import LocalIndex, build_wheel
 from tests.test_matrix import matrix_cli, tiny_source, write_config

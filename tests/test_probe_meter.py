@@ -1,6 +1,6 @@
 """Unit tests of the ga_memory probe's helpers: meters, fits, result assembly, cell plumbing.
 
-The probe's helpers live in bisector/data/probes/ga_memory/ (run inside candidate environments, never
+The probe's helpers live in probes/ga_memory/ (run inside candidate environments, never
 importing bisector); the tests import them by putting that directory on sys.path, as the script does.
 """
 from __future__ import annotations
@@ -15,7 +15,7 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-PROBES = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "bisector", "data", "probes")
+PROBES = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "probes")
 sys.path[:0] = [os.path.join(PROBES, "ga_memory"), PROBES]
 
 from _cli import config_hash, make_spec, parser  # noqa: E402

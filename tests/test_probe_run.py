@@ -22,7 +22,7 @@ pytest.importorskip("accelerate")
 pytest.importorskip("transformers")
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-SCRIPT = os.path.join(ROOT, "bisector", "data", "probes", "ga_memory", "__main__.py")
+SCRIPT = os.path.join(ROOT, "probes", "ga_memory", "__main__.py")
 SMALL = ["--sizes", "64,96,128"]
 
 pytestmark = pytest.mark.slow

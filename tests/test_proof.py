@@ -11,9 +11,9 @@ import pytest
 from bisector.core.candidate import Candidate, CandidateKind
 from bisector.core.measurement import Status
 from bisector.envs import EnvManager, EnvSpec
-from bisector.envs.info import read_info
+from bisector.envs.model.info import read_info
 from bisector.measure.measurer import Measurer
-from bisector.measure.spec import ProbeSpec
+from bisector.measure.probe_spec import ProbeSpec
 from bisector.storage import Store
 from tests.support.pkgindex import LocalIndex, build_wheel
 

@@ -8,8 +8,8 @@ import shlex
 from pathlib import Path
 from typing import Optional, Protocol
 
-from bisector.bisection.attribution import attribute
-from bisector.bisection.follow import follow_command, follow_config, should_follow
+from bisector.bisection.companion_trials import attribute
+from bisector.bisection.follow_companion import follow_command, follow_config, should_follow
 from bisector.bisection.judge import Judgement
 from bisector.bisection.phase import PhaseResult
 from bisector.bisection.plan import Plan
@@ -17,7 +17,7 @@ from bisector.bisection.revert import confirm_by_revert
 from bisector.bisection.seam import MeasurerFactory, Measures
 from bisector.commandline import with_flags
 from bisector.config import JobConfig
-from bisector.core.attribution import Attribution, AttributionKind
+from bisector.core.changes import Attribution, AttributionKind
 from bisector.core.candidate import Candidate, CandidateKind
 from bisector.core.result import BisectResult
 from bisector.core.search import Outcome

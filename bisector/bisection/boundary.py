@@ -10,7 +10,7 @@ from packaging.utils import canonicalize_name
 
 from bisector.bisection.phase import PhaseResult
 from bisector.core.measurement import Status
-from bisector.envs.info import read_info
+from bisector.envs.model.info import read_info
 
 STACK = ("torch", "transformers", "accelerate")
 Side = tuple[dict, dict]   # (the probe's result details, the environment's name -> version)

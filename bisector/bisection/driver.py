@@ -25,14 +25,14 @@ from bisector.bisection.stats_phase import StatsPhase
 from bisector.bisection.widen import walk_back
 from bisector.commandline import with_flags
 from bisector.config import JobConfig, Mode
-from bisector.core.attribution import AttributionKind
+from bisector.core.changes import AttributionKind
 from bisector.core.criterion import Compare
 from bisector.core.candidate import Candidate
 from bisector.core.measurement import Status
 from bisector.core.result import BisectResult, Step
 from bisector.core.search import Outcome
 from bisector.envs import TORCH
-from bisector.envs.project_url import repository_url
+from bisector.envs.check.project_url import repository_url
 from bisector.errors import BisectorError, UsageError
 from bisector.paths import default_cache_dir
 from bisector.sources import git

@@ -10,7 +10,7 @@ from typing import Optional
 from packaging.utils import canonicalize_name
 
 from bisector.envs import EnvSpec
-from bisector.envs.spec import parse_pin
+from bisector.envs.model.env_spec import parse_pin
 from bisector.errors import UsageError
 
 

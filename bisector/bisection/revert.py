@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Callable
 
 from bisector.bisection.judge import Judgement
-from bisector.core.attribution import Confirmation, ConfirmationStatus
+from bisector.core.changes import Confirmation, ConfirmationStatus
 from bisector.core.candidate import Candidate
 from bisector.core.verdict import Verdict
 from bisector.sources import git

@@ -49,7 +49,7 @@ def _dest(flag: str) -> str:
 
 def add_env_and_probe_flags(p: argparse.ArgumentParser, g) -> None:
     """--env and --index-url (into group ``g``) and the probe group."""
-    g.add_argument("--env", help="environment spec: a built-in name (bisector/data/specs) or a path to a .toml")
+    g.add_argument("--env", help="environment spec: a built-in name ('default': envs/default.toml) or a path to a .toml")
     g.add_argument("--index-url", help="package index (default: the installers' configuration)")
     g = p.add_argument_group("probe")
     g.add_argument("--probe", help="built-in probe name (ga_memory, import_cost), or a path to a probe script")
@@ -215,7 +215,7 @@ def _probe_parser(sub) -> None:
     p.add_argument("--probe", help="built-in probe name, or a path to a probe script (default: the default job's)")
     p.add_argument("--probe-arg", action="append", dest="probe_args", metavar="ARG", help=PROBE_ARG_HELP)
     p.add_argument("--timeout", type=float, help="seconds before the probe run is stopped")
-    p.add_argument("--env", help="environment spec: a built-in name (bisector/data/specs) or a path to a .toml")
+    p.add_argument("--env", help="environment spec: a built-in name ('default': envs/default.toml) or a path to a .toml")
     p.add_argument("--index-url", help="package index (default: the installers' configuration)")
     p.add_argument("--fresh", action="store_true", help="measure again (a new repeat; stored ones are kept)")
     p.add_argument("--explain", action="store_true", help="add where the bytes live (by phase and allocation site)")

@@ -10,12 +10,12 @@ import sys
 from pathlib import Path
 from typing import Optional
 
-from bisector.bisection.job import bisector_for, preflight
+from bisector.bisection.wiring import bisector_for, preflight
 from bisector.cli.args import build_parser, glue_dash_values, run_overrides
-from bisector.cli.diff import diff_command, report_diff
-from bisector.cli.envs import envs_command
-from bisector.cli.matrix import matrix_command
-from bisector.cli.probe import probe_command
+from bisector.cli.cmd_diff import diff_command, report_diff
+from bisector.cli.cmd_envs import envs_command
+from bisector.cli.cmd_matrix import matrix_command
+from bisector.cli.cmd_probe import probe_command
 from bisector.config import JobConfig
 from bisector.jobfile import load_config
 from bisector.errors import BisectorError, UsageError

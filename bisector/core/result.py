@@ -6,7 +6,7 @@ from typing import Any, Optional
 
 from pydantic import BaseModel, model_serializer
 
-from bisector.core.attribution import Attribution, Confirmation
+from bisector.core.changes import Attribution, Confirmation
 from bisector.core.candidate import Candidate, CandidateKind
 from bisector.core.search import Outcome
 from bisector.core.stats import SampleEvidence

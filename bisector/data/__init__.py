@@ -14,14 +14,25 @@ def _dir(name: str) -> Path:
     return Path(str(importlib.resources.files(__name__) / name))
 
 
+def _package(name: str, source: str) -> Path:
+    """A data package's directory. In a source tree (this file under ``<tree>/bisector/data`` beside
+    ``pyproject.toml``) it is the tree's top-level ``source`` directory (``probes/``, ``envs/``); an
+    installed wheel holds them as ``bisector.data.probes`` / ``bisector.data.specs`` (pyproject's
+    package-dir), found through importlib.resources."""
+    tree = Path(__file__).resolve().parents[2]
+    if (tree / "pyproject.toml").is_file() and (tree / source).is_dir():
+        return tree / source
+    return Path(str(importlib.resources.files(f"{__name__}.{name}")))
+
+
 def probes_dir() -> Path:
     """The built-in probes (``BISECTOR_PROBES_DIR`` overrides it, for probe development)."""
-    return Path(os.environ.get("BISECTOR_PROBES_DIR") or _dir("probes"))
+    return Path(os.environ.get("BISECTOR_PROBES_DIR") or _package("probes", "probes"))
 
 
 def specs_dir() -> Path:
     """The built-in environment specs (``default.toml``, ...)."""
-    return _dir("specs")
+    return _package("specs", "envs")
 
 
 def default_job_path() -> Path:

@@ -12,7 +12,7 @@ from __future__ import annotations
 import re
 from typing import Any, Optional
 
-from bisector.core.attribution import Change, ChangeKind
+from bisector.core.changes import Change, ChangeKind
 
 LOOP_FLAG = "--loop"
 _NUMBER = re.compile(r"^-?\d*\.?\d+(e[+-]?\d+)?$", re.IGNORECASE)

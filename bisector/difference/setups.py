@@ -8,10 +8,10 @@ from typing import Iterable, Optional
 
 from packaging.utils import canonicalize_name
 
-from bisector.core.attribution import Change, ChangeKind
+from bisector.core.changes import Change, ChangeKind
 from bisector.difference.knobs import arg_changes, apply_args
-from bisector.difference.model import Setup
-from bisector.envs.spec import parse_pin
+from bisector.difference.diff_model import Setup
+from bisector.envs.model.env_spec import parse_pin
 from bisector.errors import UsageError
 
 _LOCK_HINT = "not a NAME==VERSION pin (pip freeze format; editable and URL installs cannot come from an index)"

@@ -7,12 +7,12 @@ Public API: :class:`EnvSpec` / :func:`load_env_spec` (a spec .toml), :class:`Ins
 """
 from __future__ import annotations
 
-from bisector.envs.admin import EnvCache
-from bisector.envs.environment import Environment
-from bisector.envs.info import EnvInfo
+from bisector.envs.cache.admin import EnvCache
+from bisector.envs.model.environment import Environment
+from bisector.envs.model.info import EnvInfo
 from bisector.envs.manager import EnvManager
-from bisector.envs.recipe import Recipe
-from bisector.envs.spec import TORCH, EnvSpec, InstallTarget, load_env_spec
+from bisector.envs.model.recipe import Recipe
+from bisector.envs.model.env_spec import TORCH, EnvSpec, InstallTarget, load_env_spec
 
 __all__ = ["TORCH", "EnvCache", "EnvInfo", "EnvManager", "EnvSpec", "Environment", "InstallTarget", "Recipe",
            "load_env_spec"]

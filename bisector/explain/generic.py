@@ -11,7 +11,7 @@ from typing import Any, Mapping, Optional
 
 from bisector.core.result import BisectResult
 from bisector.core.units import human_value
-from bisector.explain.story import contrast_line, ours_line, reference_line
+from bisector.explain.reference_story import contrast_line, ours_line, reference_line
 
 TOL = 0.01             # relative change at or below which a measurement "did not change"
 PER_PARAM_FLOOR = 0.01  # B/param: smaller moves of a per-parameter cost count as unchanged

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any, Mapping, Optional
 
-from bisector.explain.ga_memory import GaMemoryExplainer
+from bisector.explain.ga_memory.explainer import GaMemoryExplainer
 from bisector.explain.generic import Explainer
 
 EXPLAINERS: dict[str, Explainer] = {"ga_memory": GaMemoryExplainer()}

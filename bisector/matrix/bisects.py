@@ -8,14 +8,14 @@ from typing import Any
 
 from packaging.version import Version
 
-from bisector.bisection.job import bisector_for
+from bisector.bisection.wiring import bisector_for
 from bisector.config import JobConfig, JobSection, Mode
 from bisector.envs import EnvSpec
 from bisector.errors import BisectorError
 from bisector.matrix.cells import Cell
-from bisector.matrix.config import MatrixConfig
-from bisector.matrix.model import BisectAttachment, MatrixResult
-from bisector.matrix.run import CellRunner
+from bisector.matrix.grid_config import MatrixConfig
+from bisector.matrix.grid_result import BisectAttachment, MatrixResult
+from bisector.matrix.grid_run import CellRunner
 from bisector.report.progress import PrintHandler
 from bisector.report.render import render_markdown
 from bisector.storage import Store

@@ -11,7 +11,7 @@ from packaging.version import Version
 from pydantic import BaseModel
 
 from bisector.errors import UsageError
-from bisector.matrix.config import LATEST, MatrixConfig, MatrixSection, specifier
+from bisector.matrix.grid_config import LATEST, MatrixConfig, MatrixSection, specifier
 from bisector.sources.index import Release, find_release, list_releases
 from bisector.sources.installer_config import resolve_index_url
 

@@ -11,7 +11,7 @@ from bisector.core.criterion import Criterion, calibrate, exit_code_verdict, fai
 from bisector.core.measurement import Measurement, Status, medians, metric_value
 from bisector.core.verdict import Verdict
 from bisector.matrix.cells import Cell
-from bisector.matrix.model import BaselineCell, CellResult, CellVerdict, MatrixResult
+from bisector.matrix.grid_result import BaselineCell, CellResult, CellVerdict, MatrixResult
 
 
 def summarise(cell: Cell, packages: list[str], ms: list[Measurement], criterion: Criterion) -> CellResult:

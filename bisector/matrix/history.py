@@ -6,8 +6,8 @@ import uuid
 from typing import Optional
 
 from bisector.errors import UsageError
-from bisector.matrix.config import MatrixConfig
-from bisector.matrix.model import MatrixResult
+from bisector.matrix.grid_config import MatrixConfig
+from bisector.matrix.grid_result import MatrixResult
 from bisector.storage import RunKind, RunRow, RunState, Store
 
 

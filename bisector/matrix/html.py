@@ -12,8 +12,8 @@ from pathlib import Path
 from typing import Optional
 
 from bisector.core.units import human_value
-from bisector.matrix.model import HistoryLine, MatrixResult
-from bisector.matrix.report import MARKDOWN_FILE, headline
+from bisector.matrix.grid_result import HistoryLine, MatrixResult
+from bisector.matrix.grid_report import MARKDOWN_FILE, headline
 from bisector.matrix.steps import grid_lines
 
 PAGE = "index.html"

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from bisector.core.units import human_value
-from bisector.matrix.model import HistoryChange, HistoryLine, MatrixResult, VersionStep
+from bisector.matrix.grid_result import HistoryChange, HistoryLine, MatrixResult, VersionStep
 from bisector.report.common import md_escape
 
 

@@ -13,7 +13,7 @@ from bisector.core.criterion import Criterion
 from bisector.core.measurement import Measurement, metric_value
 from bisector.matrix.cells import Cell
 from bisector.matrix.compare import beyond, compare
-from bisector.matrix.model import BaselineCell, CellResult, CellVerdict, MatrixResult, VersionStep
+from bisector.matrix.grid_result import BaselineCell, CellResult, CellVerdict, MatrixResult, VersionStep
 
 STEP_REPEAT_OFFSET = 1   # re-measurements of a step take repeat max_repeats + 1 (the baseline's take max_repeats)
 

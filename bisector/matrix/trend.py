@@ -16,7 +16,7 @@ import re
 from bisector.core.changepoints import MIN_POINTS, ChangePoint, e_divisive, percent_steps
 from bisector.core.criterion import Criterion, Direction
 from bisector.matrix.compare import beyond
-from bisector.matrix.model import HistoryChange, HistoryLine, HistoryMethod, MatrixResult, Night
+from bisector.matrix.grid_result import HistoryChange, HistoryLine, HistoryMethod, MatrixResult, Night
 
 SAME_CHANGE = 2            # nights apart that two runs' change points of one line count as the same change
 FALLBACK_RELATIVE = 0.10   # percent fallback without a relative rule: moves over 10% are reported

@@ -17,11 +17,11 @@ from pydantic import BaseModel, ConfigDict
 from bisector import activity
 from bisector.core.measurement import Measurement, Status
 from bisector.envs import Environment, EnvManager, Recipe
-from bisector.envs.backends import site_packages
-from bisector.envs.proof import homes_of, proof_env, proof_problems, read_proof, static_report
+from bisector.envs.build.backends import site_packages
+from bisector.envs.check.proof import homes_of, proof_env, proof_problems, read_proof, static_report
 from bisector.errors import EnvironmentFailure
-from bisector.measure.execute import ProbeOutcome, Wrap, run_probe
-from bisector.measure.spec import ProbeSpec
+from bisector.measure.probe_process import ProbeOutcome, Wrap, run_probe
+from bisector.measure.probe_spec import ProbeSpec
 from bisector.procs import SHUTDOWN, Interrupted
 
 GpuSlot = Callable[[], ContextManager[Optional[str]]]  # held around the probe run: CUDA_VISIBLE_DEVICES or None
@@ -114,7 +114,7 @@ def _proof_vars(env: Environment, path: Path) -> dict[str, str]:
 
 
 def _proof(env: Environment, recipe: Recipe, path: Path) -> Optional[list[str]]:
-    """What the probe's imports prove (see bisector.envs.proof.proof_problems); None without a proof."""
+    """What the probe's imports prove (see bisector.envs.check.proof.proof_problems); None without a proof."""
     if env.info.health != "static":
         return []
     site = site_packages(env.path)

@@ -97,7 +97,7 @@ def explanation(result: BisectResult) -> list[str]:
 def story(result: BisectResult) -> list[str]:
     """The report's first lines after the verdict: what the upstream report measured (the job's
     ``[reference]``), what we measured, where the bytes live, and how the ``[contrast]`` setting sees
-    the same versions and why (see bisector.explain.story); empty for jobs that have neither."""
+    the same versions and why (see bisector.explain.reference_story); empty for jobs that have neither."""
     if not result.reference and not result.contrast:
         return []
     return explainer(result).story(result)

@@ -22,7 +22,7 @@ from bisector.core.result import BisectResult, Point, Step
 from bisector.core.search import Outcome
 from bisector.core.units import human_value
 from bisector.core.verdict import Verdict
-from bisector.report.attribution import (attributed, attribution_summary, confirmation_summary, proof_trials,
+from bisector.report.culprit_lines import (attributed, attribution_summary, confirmation_summary, proof_trials,
                                          through_companion, trial_line)
 from bisector.report.common import (also_changed_sentence, explainer, explanation, md_code, md_escape, move_phrase,
                                     result_metric, story)

@@ -28,7 +28,7 @@ from typing import Optional
 
 from bisector.core.result import BisectResult
 from bisector.errors import UsageError
-from bisector.report.attribution import full_headline
+from bisector.report.culprit_lines import full_headline
 from bisector.report.common import explanation, story
 from bisector.report.markdown import markdown
 from bisector.report.text import render_text

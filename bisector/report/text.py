@@ -4,7 +4,7 @@ from __future__ import annotations
 from bisector.core.result import BisectResult
 from bisector.core.units import human_value
 from bisector.redact import redact_text
-from bisector.report.attribution import attributed, full_headline, headline_area
+from bisector.report.culprit_lines import attributed, full_headline, headline_area
 from bisector.report.common import also_changed_sentence, explanation, headline, point_label, result_metric, story
 from bisector.report.samples import evidence_lines
 from bisector.storage import RunKind, RunRow, Store

@@ -1,0 +1,57 @@
+"""``bisector diff``: two setups at one version, the smallest difference that explains the metric.
+
+    bisector diff --with accelerate==0.22.0 --a-arg=--loop=trainer --b-arg=--loop=accelerate
+    bisector diff --package transformers --a-lock reporter.txt --b-lock maintainer.txt --metric ... --json
+
+Probe arguments start with dashes, so give them as ``--a-arg=--loop=trainer``. The flags are
+bisector.cli.args's ``diff_parser``.
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+
+from bisector.cli.args import CRITERION_FLAGS, probe_overrides
+from bisector.difference.diff_job import DiffInput, check
+from bisector.difference.diff_model import DiffResult
+from bisector.difference.diff_report import render_diff_json, render_diff_text
+from bisector.difference.diff_run import run_diff
+from bisector.paths import default_store_path
+from bisector.report.live import progress_for, showing
+from bisector.report.progress import PrintHandler
+from bisector.sources.index import pages_read_once
+from bisector.storage import RunKind, Store
+
+
+def diff_input(args: argparse.Namespace) -> DiffInput:
+    """The flags as what the diff was asked for."""
+    criterion = {flag.lstrip("-").replace("-", "_"): getattr(args, flag.lstrip("-").replace("-", "_"), None)
+                 for flag, *_ in CRITERION_FLAGS}
+    return DiffInput(package=args.package, pins=args.with_, a_pins=args.a_with, b_pins=args.b_with,
+                     a_lock=args.a_lock, b_lock=args.b_lock, a_args=args.a_arg, b_args=args.b_arg,
+                     probe=probe_overrides(args), criterion=criterion, env=args.env, index_url=args.index_url,
+                     follow=args.follow, follow_repo=args.follow_repo)
+
+
+def diff_command(args) -> int:
+    """Check everything, then measure; print each trial as a step and the report (text or JSON)."""
+    with pages_read_once():
+        checked = check(diff_input(args))          # bad input stops here: nothing created or stored
+        store = Store(args.store or default_store_path())
+        try:
+            with showing(progress_for()) as say:
+                result = run_diff(checked, store, cache_dir=args.cache_dir, env_backend=args.env_backend,
+                                  handler=PrintHandler(printer=say), command=["bisector", *sys.argv[1:]])
+        finally:
+            store.close()
+    print(render_diff_json(result) if args.json else render_diff_text(result))
+    return result.exit_code
+
+
+def report_diff(store: Store, run_id, fmt: str):
+    """A stored diff run's report (text, or JSON for --format json), or None when the run is not a diff."""
+    run = store.get_run(run_id)
+    if run is None or run.kind is not RunKind.DIFF or not run.result:
+        return None
+    result = DiffResult.model_validate(run.result)
+    return render_diff_json(result) if fmt == "json" else render_diff_text(result)

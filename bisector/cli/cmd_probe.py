@@ -1,0 +1,94 @@
+"""``bisector probe --with accelerate==0.22.0``: measure one version (build or reuse its environment,
+run the probe, store the measurement) and print what it says, headline metrics first.
+
+The probe and its arguments are the default job's unless ``--probe`` names another (the same
+layering as ``bisector run``: ``--probe-arg`` adds to the job's arguments). ``--fresh`` measures
+again under a new repeat number (the stored ones are kept); ``--explain`` adds where the bytes live
+(the probe's explainer's single-version view); ``--all`` lists every metric.
+"""
+from __future__ import annotations
+
+from bisector.bisection.pins import apply_pins
+from bisector.cli.args import probe_overrides
+from bisector.config import validated
+from bisector.core.measurement import Measurement, Status
+from bisector.core.units import human_value
+from bisector.data import specs_dir
+from bisector.envs import EnvManager, load_env_spec
+from bisector.envs.model.env_spec import parse_pin
+from bisector.errors import UsageError
+from bisector.explain.registry import compact_details, explainer_for
+from bisector.jobfile import builtin_job, stack
+from bisector.measure.gpus import GpuPool, detect_gpus, probe_cpus
+from bisector.measure.measurer import Measurer
+from bisector.measure.probe_spec import ProbeSpec
+from bisector.paths import default_cache_dir, default_store_path
+from bisector.report.live import progress_for, showing
+from bisector.sources.index import find_release, list_releases, release_candidate
+from bisector.sources.installer_config import resolve_index_url
+from bisector.storage import Store
+
+SHOWN = 8   # metrics listed without --all
+
+
+def _job_probe(args) -> tuple[ProbeSpec, str | None]:
+    """The probe (the default job's, with the flags over it) and the metric its criterion reads."""
+    data = stack(builtin_job(), {"probe": probe_overrides(args), "criterion": {}}, append_args=True)
+    return validated(ProbeSpec, data["probe"], "command line"), (data.get("criterion") or {}).get("metric")
+
+
+def _header(name: str, version: str, m: Measurement, reused: bool, probe: ProbeSpec) -> list[str]:
+    when = f"from the store, measured {m.created[:19].replace('T', ' ')} (--fresh measures again)" if reused \
+        else f"measured in {m.seconds:.1f}s"
+    why = f" — {m.reason}" if m.reason else ""
+    args = f" {' '.join(probe.args)}" if probe.args else ""
+    result = (m.details or {}).get("result") or {}
+    meter = f", meter {result['meter']}" if result.get("meter") else ""
+    return [f"{name}=={version}: {m.status.value}, {when}{why}", f"  probe {probe.label()}{args}{meter}"]
+
+
+def _metric_lines(m: Measurement, metric: str | None, everything: bool) -> list[str]:
+    details = (m.details or {}).get("result") or {}
+    explainer = explainer_for(details.get("schema_version"), m.metrics, details)
+    names = explainer.headline(m.metrics, metric)
+    rest = [k for k in sorted(m.metrics) if k not in names]
+    shown = names + (rest if everything else [] if names else rest[:SHOWN])
+    width = max((len(explainer.label(k)) for k in shown), default=0)
+    lines = [f"  {explainer.label(k):<{width}}  {human_value(m.metrics[k], k):>16}  "
+             f"{explainer.meaning(k)}".rstrip() for k in shown]
+    hidden = len(m.metrics) - len(shown)
+    if hidden > 0:
+        lines.append(f"  ({hidden} more metrics: --all lists them, --json prints everything)")
+    return lines
+
+
+def _explained(m: Measurement, metric: str | None) -> list[str]:
+    details = (m.details or {}).get("result") or {}
+    explainer = explainer_for(details.get("schema_version"), m.metrics, details)
+    return [f"  {line}" for line in explainer.one_version(m.metrics, compact_details(details, m.metrics), metric)]
+
+
+def probe_command(args) -> int:
+    """Measure the first --with pin; further pins are companion packages (a torch pin is the base)."""
+    try:
+        name, version = parse_pin(args.with_[0])
+    except ValueError as exc:
+        raise UsageError(f"--with {exc}") from None
+    spec = apply_pins(load_env_spec(args.env or "default", specs_dir()), args.with_[1:], name, args.index_url)
+    release = find_release(list_releases(resolve_index_url(args.index_url), name), version)
+    probe, metric = _job_probe(args)
+    probe.script()  # an unknown probe is one line before anything is created
+    store = Store(args.store or default_store_path())
+    gpus = detect_gpus()[:1]  # one probe: exactly one GPU, by UUID, when there are any
+    measurer = Measurer(store, EnvManager(args.cache_dir or default_cache_dir(), defer_health=True), spec, probe,
+                        index_url=args.index_url, gpus=GpuPool(gpus), cpus=probe_cpus(1, gpus))
+    cand = release_candidate(name, release)
+    with showing(progress_for()):
+        m = measurer.measure(cand, measurer.next_repeat(cand) if args.fresh else 0)
+    if args.json:
+        print(m.model_dump_json(indent=2))
+        return 0 if m.status is Status.OK else 3
+    lines = _header(name, release.version, m, m.key in measurer.reused_keys, probe)
+    lines += _metric_lines(m, metric, args.all) + (_explained(m, metric) if args.explain else [])
+    print("\n".join(lines))
+    return 0 if m.status is Status.OK else 3

@@ -1,0 +1,253 @@
+"""The diff engine: measure both setups, expand a probe loop into its knobs when that reproduces it,
+then ddmin (bisector.core.ddmin) over the changes until one minimal set is left that moves the starting
+side to the other side of the criterion.
+
+Every trial is a real environment (the package under test at its version, the setup's pins laid over
+the env spec) and a probe run (the shared probe arguments, then the setup's), stored the moment it is
+measured and recorded as a step of a run of kind ``diff``: the same command again resumes from the
+store. Trials: both ends; for a loop, the check that the starting loop with all of the other loop's
+knobs lands on the other side (from A first; from B when A's loop does not take them); then at most
+2 * ceil(log2 n) for one change that matters among n, n * n + 3 * n in general.
+"""
+from __future__ import annotations
+
+from typing import Optional
+
+from bisector.bisection.judge import Judgement, judge
+from bisector.core.changes import Change, ChangeKind, Trial
+from bisector.core.candidate import Candidate
+from bisector.core.criterion import Calibrated, calibrate, needs_endpoints
+from bisector.core.ddmin import Subset, Trial as Outcome, ddmin, single_bound, worst_bound
+from bisector.core.measurement import Status, metric_value
+from bisector.core.result import Step
+from bisector.core.verdict import Verdict
+from bisector.difference.knobs import expand_loop
+from bisector.difference.diff_model import DiffJob, DiffResult, DiffStatus, Setup
+from bisector.difference.setups import changes_between, trial_label, trial_setup
+from bisector.envs import EnvManager, EnvSpec
+from bisector.measure.measurer import Measurer
+from bisector.storage import RunKind, RunRow, RunState, StepRow, Store, now
+
+
+class Differ:
+    """Runs one :class:`DiffJob` over ``candidate`` (the package under test's release), measuring in
+    ``envs`` over ``spec`` and storing in ``store``; each trial is reported to ``handler.step``."""
+
+    def __init__(self, job: DiffJob, candidate: Candidate, spec: EnvSpec, store: Store, envs: EnvManager,
+                 handler=None, command: Optional[list[str]] = None):
+        self.job, self.candidate, self.spec, self.store, self.envs = job, candidate, spec, store, envs
+        self.handler, self.command = handler, command or ["bisector", "diff"]
+        self.run_id = job.run_id
+        self.trials: list[Trial] = []
+        self.steps: list[Step] = []
+        self.notes: list[str] = []
+        self.measurers: dict[str, Measurer] = {}
+        self.fresh: set[str] = set()       # measurements taken by this run (not reused from the store)
+        self._started = now()
+
+    # -- measuring ------------------------------------------------------------------------------
+    def measurer(self, setup: Setup) -> Measurer:
+        """The measurer of one setup: its pins over the spec, its arguments after the shared ones."""
+        key = setup.model_dump_json()
+        if key not in self.measurers:
+            spec = self.spec.over({n: f"=={v}" for n, v in setup.packages.items()}, self.job.index_url)
+            probe = self.job.probe.model_copy(update={"args": [*self.job.probe.args, *setup.args]})
+            self.measurers[key] = Measurer(self.store, self.envs, spec, probe, index_url=self.job.index_url,
+                                           run_id=self.run_id)
+        return self.measurers[key]
+
+    def raw_value(self, setup: Setup) -> Optional[float]:
+        """The metric of a setup before any threshold exists (the ends, for ``auto``)."""
+        m = self.measurer(setup)
+        ms = [m.measure(self.candidate, r) for r in range(self.job.criterion.repeats)]
+        self.fresh |= {x.key for x in ms if x.key not in m.reused_keys}
+        return metric_value(ms, self.job.criterion.metric)
+
+    @property
+    def probes_run(self) -> int:
+        """Probes this run ran."""
+        return sum(m.probes_run for m in self.measurers.values())
+
+    @property
+    def reused(self) -> int:
+        """Measurements this run took from the store (taken by an earlier run)."""
+        return len(set().union(*(m.reused_keys for m in self.measurers.values())) - self.fresh)
+
+    def note(self, text: str) -> None:
+        """A note for the user and the result."""
+        self.notes.append(text)
+        if self.handler is not None:
+            self.handler.note(text)
+
+    def trial(self, label: str, setup: Setup, applied: list[Change], calibrated: Calibrated,
+              sides: dict[Verdict, str]) -> tuple[Trial, Judgement]:
+        """Measure and judge one setup, store it as a step, keep it as a trial."""
+        measurer = self.measurer(setup)
+        j = judge(measurer, calibrated, self.candidate)
+        reused = all(m.key in measurer.reused_keys and m.key not in self.fresh for m in j.measurements)
+        t = Trial(seq=len(self.trials), label=label, applied=[c.name for c in applied], verdict=j.verdict,
+                  value=j.value, side=sides.get(j.verdict), reason=j.reason, reused=reused,
+                  measurements=[m.key for m in j.measurements])
+        self.trials.append(t)
+        self._record(t, j)
+        return t, j
+
+    def _record(self, t: Trial, j: Judgement) -> None:
+        step = Step(seq=t.seq, phase="diff", candidate=t.label, date=self.candidate.date, verdict=t.verdict,
+                    value=t.value, metric=self.job.criterion.metric, metrics=j.metrics,
+                    repeats=len(j.measurements), seconds=round(j.seconds, 3), reason=t.reason, reused=t.reused)
+        self.steps.append(step)
+        self.store.add_step(StepRow(run_id=self.run_id, seq=t.seq, candidate=f"diff {t.label}", verdict=t.verdict,
+                                    value=t.value, reason=t.reason, seconds=step.seconds,
+                                    measurements=t.measurements))
+        if self.handler is not None:
+            self.handler.step(step)
+
+    # -- the run --------------------------------------------------------------------------------
+    def run(self) -> DiffResult:
+        """Run the diff to its answer; the run row and every step are stored as they happen."""
+        self.store.clear_steps(self.run_id)
+        self._save(RunState.RUNNING)
+        try:
+            result = _Search(self).run()
+        except BaseException:
+            self._save(RunState.INTERRUPTED)
+            raise
+        self.save(result)
+        return result
+
+    def save(self, result: DiffResult) -> None:
+        """Store the finished run with ``result``."""
+        self._save(result.status, result.model_dump(mode="json"))
+
+    def _save(self, status: str, result: Optional[dict] = None) -> None:
+        self.store.put_run(RunRow(id=self.run_id, created=self._started, updated=now(), kind=RunKind.DIFF,
+                                  command=self.command, config=self.job.model_dump(mode="json"), status=status,
+                                  result=result))
+
+
+def knobs_of(j: Judgement) -> Optional[dict]:
+    """The effective settings the probe reported (``knobs`` in its result), if it did."""
+    ok = [m for m in j.measurements if m.status is Status.OK]
+    return (ok[-1].details.get("result") or {}).get("knobs") if ok else None
+
+
+class _Search:
+    """One diff's decisions over a :class:`Differ`'s measurements."""
+
+    def __init__(self, d: Differ):
+        self.d, self.job = d, d.job
+        self.changes = changes_between(self.job.a, self.job.b)
+        self.start, self.to_b = self.job.a, True
+        self.sides: dict[Verdict, str] = {}
+        self.by_subset: dict[Subset, Trial] = {}
+        self.checks = 0
+
+    @property
+    def start_name(self) -> str:
+        return "A" if self.to_b else "B"
+
+    def run(self) -> DiffResult:
+        crit, ends = self.job.criterion, {"A": self.job.a, "B": self.job.b}
+        if needs_endpoints(crit):
+            values = {name: self.d.raw_value(setup) for name, setup in ends.items()}
+            missing = [name for name, v in values.items() if v is None]
+            if missing:
+                return self.unmeasured(missing, ends)
+            calibrated = calibrate(crit, values["A"], values["B"])
+        else:
+            calibrated = calibrate(crit)
+        ta, ja = self.d.trial("A", self.job.a, [], calibrated, {})
+        tb, jb = self.d.trial("B", self.job.b, [], calibrated, {})
+        skipped = next((t for t in (ta, tb) if t.verdict is Verdict.SKIP), None)
+        if skipped is not None:
+            return self.result(calibrated.describe(), DiffStatus.UNDECIDED,
+                               f"{skipped.label} could not be judged: {skipped.reason}")
+        if ta.verdict is tb.verdict:
+            return self.result(calibrated.describe(), DiffStatus.NO_DIFFERENCE,
+                               f"A and B measure on the same side of {calibrated.describe()} ({ta.reason}; "
+                               f"{tb.reason}): there is no difference to explain")
+        self.sides = {ta.verdict: "A", tb.verdict: "B"}
+        ta.side, tb.side = "A", "B"
+        self.expand(calibrated, ja, jb)
+        return self.search(calibrated)
+
+    def unmeasured(self, missing: list[str], ends: dict[str, Setup]) -> DiffResult:
+        """An end gave no value, so there is no threshold: record those ends (SKIP) and say why."""
+        placeholder = calibrate(self.job.criterion.model_copy(update={"auto": False, "max_increase": None,
+                                                                      "threshold": 0.0}))
+        trials = [self.d.trial(name, ends[name], [], placeholder, {})[0] for name in missing]
+        why = "; ".join(f"{t.label} could not be judged: {t.reason}" for t in trials)
+        return self.result(f"{self.job.criterion.metric} (auto: midway between A and B)", DiffStatus.UNDECIDED, why)
+
+    def expand(self, calibrated: Calibrated, ja: Judgement, jb: Judgement) -> None:
+        """A differing loop as its knobs, when the starting loop with all of them reproduces the other side
+        (tried from A's loop first, then from B's)."""
+        expanded = expand_loop(self.changes, knobs_of(ja), knobs_of(jb))
+        if expanded is None:
+            return
+        for start, to_b in ((self.job.a, True), (self.job.b, False)):
+            label = trial_label("A" if to_b else "B", expanded, to_b)
+            t, _ = self.d.trial(label, trial_setup(start, expanded, to_b), expanded, calibrated, self.sides)
+            self.checks += 1
+            if t.side == ("B" if to_b else "A"):
+                self.changes, self.start, self.to_b = expanded, start, to_b
+                self.by_subset[frozenset(range(len(expanded)))] = t
+                knobs = ", ".join(c.name for c in expanded if c.kind is ChangeKind.KNOB)
+                self.d.note(f"--loop differs: searched as the knobs the two loops imply ({knobs}); "
+                            f"{t.label} reproduces {'B' if to_b else 'A'}")
+                return
+        self.d.note("the loop's knobs do not reproduce its effect from either side's loop: the loop itself is "
+                    "one change")
+
+    def outcome(self, t: Trial) -> Outcome:
+        if t.side is None:
+            return Outcome.UNRESOLVED
+        return Outcome.STAYS if t.side == self.start_name else Outcome.FLIPS
+
+    def test(self, subset: Subset, calibrated: Calibrated) -> Outcome:
+        applied = [self.changes[i] for i in sorted(subset)]
+        t, _ = self.d.trial(trial_label(self.start_name, applied, self.to_b),
+                            trial_setup(self.start, applied, self.to_b), applied, calibrated, self.sides)
+        self.by_subset[subset] = t
+        return self.outcome(t)
+
+    def search(self, calibrated: Calibrated) -> DiffResult:
+        result = ddmin(len(self.changes), lambda s: self.test(s, calibrated))
+        minimal = frozenset(result.minimal)
+        stays = [s for s, t in self.by_subset.items() if self.outcome(t) is Outcome.STAYS] + [frozenset()]
+        if not all(any(minimal - {i} <= s for s in stays) for i in minimal):
+            skipped = next((t for t in self.d.trials if t.side is None), None)
+            why = f": {skipped.label} could not be judged ({skipped.reason})" if skipped else ""
+            return self.result(calibrated.describe(), DiffStatus.UNDECIDED,
+                               f"the difference lies within {len(minimal)} changes, not proven minimal{why}")
+        chosen = " and ".join(self.changes[i].describe() for i in sorted(minimal))
+        other = "B" if self.to_b else "A"
+        reason = f"{chosen} moves {self.start_name} to {other}'s side" + ("; no smaller set does" if len(minimal) > 1
+                                                                           else "")
+        return self.result(calibrated.describe(), DiffStatus.FOUND, reason, minimal, calibrated.threshold)
+
+    def proof(self, minimal: Subset) -> list[int]:
+        """The ends, the minimal set applied, each of its subsets one short, and the full set."""
+        sets = [minimal, frozenset(range(len(self.changes)))] + [minimal - {i} for i in minimal]
+        return sorted({0, 1} | {self.by_subset[s].seq for s in sets if s in self.by_subset})
+
+    def result(self, criterion: str, status: DiffStatus, reason: str, minimal: Subset = frozenset(),
+               threshold: Optional[float] = None) -> DiffResult:
+        d, job, n = self.d, self.job, len(self.changes)
+        values = {t.label: t.value for t in d.trials if t.label in ("A", "B")}
+        found = status is DiffStatus.FOUND
+        bound = 2 + self.checks + (single_bound(n) if len(minimal) == 1 else worst_bound(n))
+        return DiffResult(
+            run_id=d.run_id, status=status, reason=reason, package=job.package, version=job.version,
+            metric=job.criterion.metric, criterion=criterion, threshold=threshold, a=job.a, b=job.b,
+            a_value=values.get("A"),
+            b_value=values.get("B"), start=self.start_name, changes=self.changes,
+            minimal=[self.changes[i] for i in sorted(minimal)], trials=list(d.trials),
+            proof=self.proof(minimal) if found else [], bound=bound if found else 0, steps=list(d.steps),
+            notes=list(d.notes), probes_run=d.probes_run, measurements_reused=d.reused, probe=_probe_facts(job))
+
+
+def _probe_facts(job: DiffJob) -> dict:
+    p = job.probe
+    return {"probe": p.label(), "args": p.args, "fingerprint": p.fingerprint()}

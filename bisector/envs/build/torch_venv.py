@@ -1,0 +1,112 @@
+"""Base venvs for ``base = "torch==X.Y.Z"``: built once with pip, cached, shared by all candidates.
+
+pip (not uv) installs torch here on purpose: pip reads the machine's pip configuration
+(find-links, local wheel dirs, constraints), which is where a pre-downloaded torch lives.
+"""
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+import sys
+import time
+from pathlib import Path
+from typing import Optional
+
+from filelock import FileLock, Timeout
+
+from bisector.envs.build.backends import pip_index_args
+from bisector.envs.cache.fsops import discard
+from bisector.envs.model.info import utcnow, write_atomic
+from bisector.envs.model.layout import CacheLayout
+from bisector.envs.build.once import build_once
+from bisector.envs.build.tool_runs import clean_env, log, run
+from bisector.errors import UsageError
+
+MARKER = "bisector-base.json"
+
+
+def resolve_interpreter(request: Optional[str]) -> Path:
+    """A python executable for ``request``: None -> this interpreter, a path, or "3.11"."""
+    if request is None:
+        return Path(sys.executable)
+    expanded = os.path.expanduser(request)
+    if os.sep in request or os.path.exists(expanded):
+        if not os.path.exists(expanded):
+            raise UsageError(f"python {request!r} does not exist")
+        return Path(expanded)
+    found = shutil.which(f"python{request}")
+    if not found:
+        raise UsageError(f"no python{request} on PATH for the torch base")
+    return Path(found)
+
+
+def torch_base_prefix(version: str, python: Path, layout: CacheLayout, index_url: Optional[str],
+                      extra_index_urls: list[str]) -> Path:
+    """Where the base venv with ``torch==version`` for ``python`` lives (built or not)."""
+    key = hashlib.sha256(
+        "\0".join([version, os.path.realpath(python), index_url or "", *extra_index_urls]).encode()
+    ).hexdigest()[:12]
+    return layout.bases / f"torch-{version}-{key}"
+
+
+def torch_base_ready(version: str, python: Path, layout: CacheLayout, index_url: Optional[str],
+                     extra_index_urls: list[str]) -> bool:
+    """Whether that base venv is built."""
+    return (torch_base_prefix(version, python, layout, index_url, extra_index_urls) / MARKER).exists()
+
+
+def _lock_key(prefix: Path) -> str:
+    return "base-" + prefix.name.rsplit("-", 1)[-1]
+
+
+def ensure_torch_base(version: str, python: Path, layout: CacheLayout, index_url: Optional[str] = None,
+                      extra_index_urls: Optional[list[str]] = None) -> Path:
+    """The prefix of a venv holding ``torch==version`` for ``python``; built once under a lock."""
+    extra = list(extra_index_urls or [])
+    dest = torch_base_prefix(version, python, layout, index_url, extra)
+    if (dest / MARKER).exists():
+        _touch(dest)
+        return dest
+
+    def build(staging: Path) -> None:
+        log.warning("building base venv with torch==%s (once; cached in %s)", version, dest)
+        run([python, "-m", "venv", staging], "creating the torch base venv", env=clean_env())
+        run([staging / "bin" / "python", "-m", "pip", "install", "--disable-pip-version-check",
+             "--no-input", f"torch=={version}", *pip_index_args(index_url, extra)],
+            f"installing torch=={version} into the base", env=clean_env(), timeout=3600)
+        write_atomic(staging / MARKER, f'{{"torch": "{version}", "created": "{utcnow().isoformat()}"}}\n')
+
+    return build_once(layout, _lock_key(dest), dest, lambda: dest if (dest / MARKER).exists() else None, build)
+
+
+def _touch(prefix: Path) -> None:
+    """Mark the base as just used (gc keeps recently used bases even before an env refers to them)."""
+    try:
+        os.utime(prefix / MARKER)
+    except OSError:
+        pass
+
+
+def torch_bases(layout: CacheLayout) -> list[Path]:
+    """Every built ``torch==X`` base venv in the cache."""
+    root = layout.bases
+    return sorted(p for p in root.glob("torch-*") if p.is_dir()) if root.is_dir() else []
+
+
+def remove_unused_bases(layout: CacheLayout, used: set[Path], grace_s: float) -> list[Path]:
+    """Remove the torch bases no environment in ``used`` (prefixes) refers to and none used for
+    ``grace_s`` seconds, skipping one being built; return the removed prefixes."""
+    removed = []
+    for prefix in torch_bases(layout):
+        marker = prefix / MARKER
+        last = marker.stat().st_mtime if marker.exists() else prefix.stat().st_mtime
+        if prefix in used or time.time() - last < grace_s:
+            continue
+        try:
+            with FileLock(str(layout.lock(_lock_key(prefix))), timeout=0):
+                discard(prefix, layout.trash)
+                removed.append(prefix)
+        except Timeout:
+            continue
+    return removed

@@ -1,0 +1,209 @@
+"""Reports of a matrix run: a markdown table, a JSON file and one PNG plot per metric."""
+from __future__ import annotations
+
+import importlib.util
+import json
+import re
+from pathlib import Path
+from typing import Optional
+
+from packaging.version import Version
+
+from bisector.core.measurement import Status
+from bisector.core.units import human_value
+from bisector.matrix.grid_result import CellResult, CellVerdict, MatrixResult
+from bisector.matrix.report_trend import findings, markdown_sections, text_lines
+from bisector.report.common import md_escape
+
+MARKDOWN_FILE, JSON_FILE = "matrix.md", "matrix.json"
+
+
+def plot_file(metric: str) -> str:
+    """The PNG file name of a metric's plot."""
+    return "plot-" + re.sub(r"[^A-Za-z0-9._-]", "_", metric) + ".png"
+
+
+def headline(result: MatrixResult) -> str:
+    """One line: what the run found."""
+    if result.exit_code == 3:
+        return "Nothing could be measured"
+    confirmed, found, more = len(result.confirmed), len(result.regressions), findings(result)
+    if confirmed:
+        return ", ".join([f"{confirmed} confirmed regression" + ("s" if confirmed > 1 else ""), *more])
+    if more:
+        return ", ".join(more)[0].upper() + ", ".join(more)[1:]
+    if found:
+        return f"No confirmed regression ({found} not confirmed on re-measurement)"
+    return "No regression" if result.baseline_run else "No baseline yet: this run is the first of its grid"
+
+
+def _code(text: str) -> str:
+    """Text for inside a code span (where backslash escapes would show)."""
+    return " ".join(str(text).replace("`", "'").split())
+
+
+def _version_cell(cell: CellResult, package: str, label: str) -> str:
+    version = cell.versions[package]
+    old = cell.baseline.versions.get(package) if cell.baseline else None
+    text = f"{old} -> {version}" if old and old != version else version
+    return f"{text} ({label})" if label != version else text
+
+
+def _value(value: Optional[float], metric: str) -> str:
+    return "-" if value is None else human_value(value, metric)
+
+
+def _metric_cell(cell: CellResult, metric: str, criterion_metric: Optional[str]) -> str:
+    value = cell.metrics.get(metric)
+    if value is None:
+        return "-" if cell.status is Status.OK else md_escape(cell.status)
+    old = cell.baseline.metrics.get(metric) if cell.baseline else None
+    text = _value(value, metric)
+    if old is not None and _value(old, metric) != text:
+        text = f"{_value(old, metric)} -> {text}"
+    return f"**{text}**" if cell.verdict is CellVerdict.REGRESSION and metric == criterion_metric else text
+
+
+def _verdict_cell(cell: CellResult, metric: Optional[str]) -> str:
+    if cell.verdict is CellVerdict.REGRESSION:
+        limit = f"beyond {_value(cell.threshold, metric or '')}" if cell.threshold is not None else md_escape(
+            cell.reason or cell.status)
+        again = f", re-measured {_value(cell.confirm_value, metric or '')}" if cell.confirm_value is not None else ""
+        if cell.confirmed:
+            return f"**REGRESSION** ({limit}{again}, confirmed)"
+        return f"regression? ({limit}{again}, not confirmed)"
+    if cell.verdict is CellVerdict.FAILED:
+        return f"failed: {md_escape(cell.status)}" + (f": {md_escape(cell.reason)}" if cell.reason else "")
+    return cell.verdict
+
+
+def table(result: MatrixResult) -> list[str]:
+    """Rows: cells; columns: grid packages, metrics, verdict. Moved values read ``old -> new``."""
+    metric = result.criterion_metric
+    head = [*result.packages, *result.metrics, "verdict"]
+    rows = ["| " + " | ".join(md_escape(h) for h in head) + " |",
+            "|" + "---|" * len(result.packages) + "---:|" * len(result.metrics) + "---|"]
+    for cell in result.cells:
+        items = [_version_cell(cell, p, lbl) for p, lbl in zip(result.packages, cell.labels)]
+        items += [_metric_cell(cell, m, metric) for m in result.metrics]
+        rows.append("| " + " | ".join([*items, _verdict_cell(cell, metric)]) + " |")
+    return rows
+
+
+def _facts(result: MatrixResult) -> list[str]:
+    grid = "; ".join(f"{p} = {', '.join(e)}" + (" (candidate)" if i == 0 else "")
+                     for i, (p, e) in enumerate(result.grid.items()))
+    pins = ", ".join(f"{p} {v}" for p, v in result.pins.items()) or "none"
+    if result.baseline_run:
+        base = f"run `{result.baseline_run}` ({result.baseline_created[:19]}Z)"
+    else:
+        base = "none (first run of this grid)"
+    return [f"- Grid: {md_escape(grid)} · pins: {md_escape(pins)} · excluded cells: {result.excluded}",
+            f"- Probe: `{_code(result.probe)}` · criterion: {md_escape(result.criterion)}",
+            f"- Baseline: {base} · earlier runs of this grid: {result.history}",
+            f"- Probes run: {result.probes_run} · measurements reused: {result.measurements_reused}"]
+
+
+def markdown(result: MatrixResult, plots: dict[str, str]) -> str:
+    """The whole markdown report: verdict, facts, the table, plot links, notes and bisect reports."""
+    out = [f"# Version matrix: {md_escape(result.packages[0])}", "",
+           f"**{headline(result)}** · run `{result.run_id}` · {result.created[:19]}Z", ""]
+    out += _facts(result) + [""] + table(result) + [""]
+    for metric, name in plots.items():
+        out.append(f"![{md_escape(metric)} over versions]({name})")
+    out += markdown_sections(result)
+    out += [""] + [f"> {md_escape(note)}" for note in result.notes]
+    for b in result.bisects:
+        link = f" ([report]({b.report_file}))" if b.report_file else ""
+        out += ["", f"## Bisect: {md_escape(b.package)} {b.good} -> {b.bad}{link}", "", b.markdown.rstrip()]
+    return "\n".join(out).rstrip() + "\n"
+
+
+def _series(result: MatrixResult, metric: str, baseline: bool) -> dict[str, dict[str, float]]:
+    """Per combination of the non-candidate packages: candidate version -> value."""
+    cand, others = result.packages[0], result.packages[1:]
+    lines: dict[str, dict[str, float]] = {}
+    for cell in result.cells:
+        source = cell.baseline if baseline else cell
+        if source is None or source.metrics.get(metric) is None or cand not in source.versions:
+            continue
+        name = ", ".join(f"{p}=={cell.versions[p]}" for p in others) or cand
+        lines.setdefault(name, {})[source.versions[cand]] = source.metrics[metric]
+    return lines
+
+
+def plot(result: MatrixResult, metric: str, path: Path) -> None:
+    """A PNG of the metric over the candidate's versions: a step line per companion combination (a
+    release holds its value until the next; nothing suggests values between releases), the baseline
+    dashed, confirmed regressions marked."""
+    # imported here: matplotlib is optional and heavy (write_plots skips plots without it); Agg canvas,
+    # no pyplot state
+    from matplotlib.figure import Figure
+
+    now, before = _series(result, metric, False), _series(result, metric, True)
+    xs = sorted({v for line in (*now.values(), *before.values()) for v in line}, key=Version)
+    fig = Figure(figsize=(8, 4.5), dpi=100)
+    ax = fig.subplots()
+    for name, line in now.items():
+        drawn = ax.plot([xs.index(v) for v in sorted(line, key=Version)], [line[v] for v in sorted(line, key=Version)],
+                        marker="o", drawstyle="steps-post", label=name)  # steps: no values between releases
+        if name in before:
+            old = before[name]
+            ax.plot([xs.index(v) for v in sorted(old, key=Version)], [old[v] for v in sorted(old, key=Version)],
+                    linestyle="--", marker=".", drawstyle="steps-post", color=drawn[0].get_color(),
+                    label=f"{name} (baseline)")
+    bad = [c for c in result.confirmed if c.metrics.get(metric) is not None]
+    if bad:
+        ax.scatter([xs.index(c.versions[result.packages[0]]) for c in bad], [c.metrics[metric] for c in bad],
+                   s=120, facecolors="none", edgecolors="red", label="confirmed regression", zorder=3)
+    ax.set_xticks(range(len(xs)), xs, rotation=30)
+    ax.set_xlabel(result.packages[0])
+    ax.set_ylabel(metric)
+    ax.set_title(f"{metric} over {result.packages[0]} versions")
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize="small")
+    fig.tight_layout()
+    fig.savefig(path, format="png")
+
+
+def write_plots(result: MatrixResult, out: Path) -> dict[str, str]:
+    """One PNG per metric (metric -> file name); none, with a note, when matplotlib is missing."""
+    if importlib.util.find_spec("matplotlib") is None:
+        result.notes.append("matplotlib is not installed: no plots were drawn")
+        return {}
+    done = {}
+    for metric in result.metrics:
+        if _series(result, metric, False):
+            plot(result, metric, out / plot_file(metric))
+            done[metric] = plot_file(metric)
+    return done
+
+
+def write_reports(result: MatrixResult, out: Path) -> dict[str, Path]:
+    """Write the plots, ``matrix.md`` and ``matrix.json`` into ``out``; return their paths."""
+    out.mkdir(parents=True, exist_ok=True)
+    plots = write_plots(result, out)
+    (out / MARKDOWN_FILE).write_text(markdown(result, plots))
+    data = {**result.model_dump(mode="json"), "exit_code": result.exit_code,
+            "regressions": len(result.regressions), "confirmed_regressions": len(result.confirmed),
+            "plots": plots}
+    (out / JSON_FILE).write_text(json.dumps(data, indent=2) + "\n")
+    return {"markdown": out / MARKDOWN_FILE, "json": out / JSON_FILE,
+            **{f"plot {m}": out / name for m, name in plots.items()}}
+
+
+def render_text(result: MatrixResult, paths: dict[str, Path]) -> str:
+    """Terminal summary: the headline, each regression, the bisects and where the reports are."""
+    lines = [f"{headline(result)} (run {result.run_id}, {len(result.cells)} cells, "
+             f"probes run: {result.probes_run}, reused: {result.measurements_reused})"]
+    for cell in result.regressions:
+        state = "confirmed" if cell.confirmed else "not confirmed"
+        moved = ", ".join(f"{p} {cell.baseline.versions[p]} -> {cell.versions[p]}" for p in cell.moved_packages)
+        lines.append(f"  regression at {cell.key} [{moved or 'no version moved'}]: {state}")
+    lines += text_lines(result)
+    for b in result.bisects:
+        lines.append(f"  bisect {b.package} {b.good}..{b.bad}: {b.status}"
+                     + (f", first bad {b.first_bad}" if b.first_bad else ""))
+    lines += [f"note: {n}" for n in result.notes]
+    lines += [f"{name}: {path}" for name, path in paths.items()]
+    return "\n".join(lines)

@@ -1,0 +1,227 @@
+"""``bisector matrix``: measure a version grid, store the run, compare it with the previous one.
+
+Every cell is one environment and one probe run, taken with the bisect's engine
+(:class:`~bisector.measure.measurer.Measurer` through the run's executor: local threads with one GPU
+per probe from a shared :class:`~bisector.measure.gpus.GpuPool`, or Ray tasks), so measurements land in the same store as bisects and a
+cell measured before with the same fingerprints is reused, not rerun. Cells are matched with the
+baseline run by grid position (slot labels such as ``latest``), so when ``latest`` moves from 1.2 to
+1.6 the two are compared.
+"""
+from __future__ import annotations
+
+import sys
+import threading
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Callable, Optional
+
+from bisector.core.candidate import Candidate
+from bisector.core.criterion import describe_against_baseline
+from bisector.core.measurement import Measurement
+from bisector.core.units import human_value
+from bisector.data import specs_dir
+from bisector.envs import EnvManager, EnvSpec, load_env_spec
+from bisector.errors import BisectorError, UndecidedError, UsageError
+from bisector.matrix.cells import Cell, grid_id, plan_cells
+from bisector.matrix.compare import compare, match_baseline, still_bad, summarise
+from bisector.matrix.grid_config import MatrixConfig
+from bisector.matrix.history import grid_history, load_baseline, new_run_id, save_run, timestamp
+from bisector.matrix.grid_result import CellResult, CellVerdict, MatrixResult
+from bisector.matrix.steps import confirm_steps, find_steps, mark_new
+from bisector.matrix.trend import history_lines
+from bisector.measure.assembly import make_executor
+from bisector.measure.executors import Executor, LocalExecutor
+from bisector.measure.gpus import GpuPool, detect_gpus, probe_cpus
+from bisector.measure.measurer import Measurer
+from bisector.measure.probe_spec import ProbeSpec
+from bisector.sources.index import release_candidate
+from bisector.storage import RunState, Store
+
+
+class CellRunner:
+    """Measures cells in threads: a Measurer per cell environment spec, all sharing one GpuPool, and
+    the next cells' environments prefetched while probes run."""
+
+    def __init__(self, store: Store, envs: EnvManager, spec: EnvSpec, probe: ProbeSpec, packages: list[str],
+                 pins: dict[str, str], index_url: Optional[str], run_id: str, jobs: int = 1,
+                 prefetch: bool = True, gpus: Optional[GpuPool] = None, executor: Optional[Executor] = None):
+        self.store, self.envs, self.spec, self.probe = store, envs, spec, probe
+        self.packages, self.pins, self.index_url, self.run_id = packages, pins, index_url, run_id
+        self.jobs, self.prefetch, self.gpus = max(1, jobs), prefetch, gpus or GpuPool([])
+        self.executor: Executor = executor or LocalExecutor(envs, self.gpus)
+        self._measurers: dict[str, Measurer] = {}
+        self._lock = threading.Lock()
+
+    def spec_for(self, cell: Cell, candidate: Optional[str] = None) -> EnvSpec:
+        """The env spec of a cell: every grid package but ``candidate`` pinned exactly, plus the pins
+        (a torch version in the cell or the pins becomes the base)."""
+        candidate = candidate or self.packages[0]
+        laid = {**self.pins, **{p: f"=={s.version}" for p, s in zip(self.packages, cell.slots) if p != candidate}}
+        return self.spec.over(laid, self.index_url, drop=tuple(self.packages))
+
+    def candidate(self, cell: Cell) -> Candidate:
+        """The cell's candidate: the first grid package at the cell's version."""
+        return release_candidate(self.packages[0], cell.slots[0].release)
+
+    @property
+    def probes_run(self) -> int:
+        """Probes run so far, in every cell."""
+        return sum(m.probes_run for m in self._measurers.values())
+
+    @property
+    def reused(self) -> set[str]:
+        """Keys of the measurements taken from the store instead of run."""
+        return {key for m in self._measurers.values() for key in m.reused_keys}
+
+    def measure(self, cells: list[Cell], repeats: range,
+                on_done: Optional[Callable[[Cell, list[Measurement]], None]] = None) -> list[list[Measurement]]:
+        """Measure ``repeats`` of every cell (in parallel); results in cell order."""
+        def task(i: int) -> list[Measurement]:
+            self._prefetch_after(cells, i)
+            measurer, cand = self._measurer(self.spec_for(cells[i])), self.candidate(cells[i])
+            ms = [measurer.measure(cand, r) for r in repeats]
+            if on_done:
+                on_done(cells[i], ms)
+            return ms
+        with ThreadPoolExecutor(max_workers=self.jobs, thread_name_prefix="bisector-matrix") as pool:
+            return list(pool.map(task, range(len(cells))))
+
+    def _measurer(self, spec: EnvSpec) -> Measurer:
+        key = spec.model_dump_json()
+        with self._lock:
+            if key not in self._measurers:
+                cpus = probe_cpus(self.jobs, self.gpus.gpus) if self.executor.builds_here else 1
+                self._measurers[key] = Measurer(self.store, self.envs, spec, self.probe, index_url=self.index_url,
+                                                run_id=self.run_id, gpus=self.gpus, cpus=cpus,
+                                                executor=self.executor)
+            return self._measurers[key]
+
+    def _prefetch_after(self, cells: list[Cell], i: int) -> None:
+        """Queue the environments of the cells that start after the ones running now."""
+        upcoming = cells[i + self.jobs: i + self.jobs + 2] if self.prefetch else []
+        if not upcoming:
+            return
+        spec = self.spec_for(upcoming[0])
+        try:
+            measurer = self._measurer(spec)
+            todo = [self.candidate(c) for c in upcoming if self.spec_for(c) == spec]
+            measurer.prefetch([c for c in todo if measurer.stored(c, 0) is None])
+        except BisectorError:
+            pass  # the cell's own measurement reports the problem
+
+
+class _Progress:
+    """One stderr line per measured cell (stdout stays clean for --json)."""
+
+    def __init__(self, runner: CellRunner, metric: Optional[str]):
+        self.runner, self.metric = runner, metric
+
+    def __call__(self, cell: Cell, ms: list[Measurement]) -> None:
+        m = ms[-1]
+        where = ", ".join(f"{p}=={s.version}" for p, s in zip(self.runner.packages, cell.slots))
+        value = m.metrics.get(self.metric) if self.metric else None
+        shown = f" {self.metric}={human_value(value, self.metric)}" if value is not None else ""
+        stored = " (stored)" if all(x.key in self.runner.reused for x in ms) else ""
+        print(f"  cell {where}: {m.status}{shown}{stored}", file=sys.stderr, flush=True)
+
+
+def _metrics(config: MatrixConfig, cells: list[CellResult]) -> list[str]:
+    """Columns and plots: ``[matrix] metrics``, else the criterion's metric, else every metric seen."""
+    if config.matrix.metrics:
+        return list(config.matrix.metrics)
+    if config.criterion.metric:
+        return [config.criterion.metric]
+    return sorted({k for c in cells for k in c.metrics})
+
+
+def _measure(config: MatrixConfig, runner: CellRunner, cells: list[Cell]) -> list[CellResult]:
+    """Measure each distinct version combination once; cells sharing versions share the result."""
+    unique: dict[tuple, Cell] = {}
+    for cell in cells:
+        unique.setdefault(tuple(s.version for s in cell.slots), cell)
+    crit = config.criterion
+    ms = runner.measure(list(unique.values()), range(crit.repeats), on_done=_Progress(runner, crit.metric))
+    by_versions = dict(zip(unique, ms))
+    out = [summarise(c, runner.packages, by_versions[tuple(s.version for s in c.slots)], crit) for c in cells]
+    reused = runner.reused
+    return [r.model_copy(update={"reused": all(k in reused for k in r.measurements)}) for r in out]
+
+
+def _confirm(config: MatrixConfig, runner: CellRunner, cells: list[Cell],
+             results: list[CellResult]) -> list[CellResult]:
+    """Re-measure each regressed cell once more (a new repeat index); confirmed when it still crosses."""
+    todo = [i for i, r in enumerate(results) if r.verdict is CellVerdict.REGRESSION]
+    if not todo:
+        return results
+    crit, exit_mode = config.criterion, config.probe.exit_code_mode
+    again = runner.measure([cells[i] for i in todo], range(crit.max_repeats, crit.max_repeats + 1))
+    out = list(results)
+    for i, ms in zip(todo, again):
+        bad, value = still_bad(results[i], ms, crit, exit_mode)
+        out[i] = results[i].model_copy(update={"confirmed": bad, "confirm_value": value,
+                                               "measurements": results[i].measurements + [m.key for m in ms]})
+    return out
+
+
+def _start(config: MatrixConfig, store: Store, cells_excluded: int, baseline: Optional[MatrixResult]) -> MatrixResult:
+    m, gid = config.matrix, grid_id(config)
+    probe = config.probe.label()
+    return MatrixResult(run_id=new_run_id(), created=timestamp(), grid_id=gid, packages=m.packages, grid=m.grid,
+                        pins=m.pins, excluded=cells_excluded, probe=Path(probe).name if config.probe.path else probe,
+                        criterion=describe_against_baseline(config.criterion), criterion_metric=config.criterion.metric,
+                        baseline_run=baseline.run_id if baseline else None,
+                        baseline_created=baseline.created if baseline else None,
+                        history=len(grid_history(store, gid)))
+
+
+def _plan(config: MatrixConfig) -> tuple[list[Cell], int]:
+    try:
+        return plan_cells(config)
+    except UsageError:
+        raise
+    except BisectorError as exc:
+        raise UndecidedError(f"nothing could be measured: {exc}") from None
+
+
+def run_matrix(config: MatrixConfig, store: Store, cache_dir: Path, baseline_id: Optional[str],
+               command: list[str]) -> tuple[MatrixResult, CellRunner, list[Cell]]:
+    """Plan, measure, compare and confirm one matrix run; the run is stored as it starts and ends."""
+    spec = load_env_spec(config.matrix.env, specs_dir())
+    baseline = load_baseline(store, grid_id(config), baseline_id)
+    cells, dropped = _plan(config)
+    result = _start(config, store, dropped, baseline)
+    envs = EnvManager(cache_dir, backend=config.run.env_backend, defer_health=True)
+    prefetch = config.run.prefetch if config.run.prefetch is not None else True
+    gpus = GpuPool(detect_gpus())
+    executor = make_executor(config.run.executor, envs, gpus, config.run.ray_address, config.run.cache_dir)
+    runner = CellRunner(store, envs, spec, config.probe, config.matrix.packages, config.matrix.pins,
+                        config.matrix.index_url, result.run_id, config.run.jobs, prefetch, gpus, executor)
+    save_run(store, config, result, RunState.RUNNING, command)
+    try:
+        measured = _measure(config, runner, cells)
+        bases = match_baseline(measured, baseline)
+        compared = [compare(c, bases.get(c.key), config.criterion, config.probe.exit_code_mode) for c in measured]
+        compared = _confirm(config, runner, cells, compared)
+    except BaseException as exc:
+        save_run(store, config, result, RunState.FAILED if isinstance(exc, Exception) else RunState.INTERRUPTED,
+                 command)
+        raise
+    result = result.model_copy(update={"cells": compared, "metrics": _metrics(config, compared)})
+    try:
+        result = _steps_and_history(config, store, runner, cells, result, baseline)
+    except BaseException as exc:
+        save_run(store, config, result, RunState.FAILED if isinstance(exc, Exception) else RunState.INTERRUPTED,
+                 command)
+        raise
+    result = result.model_copy(update={"probes_run": runner.probes_run, "measurements_reused": len(runner.reused)})
+    return result, runner, cells
+
+
+def _steps_and_history(config: MatrixConfig, store: Store, runner: CellRunner, cells: list[Cell],
+                       result: MatrixResult, baseline: Optional[MatrixResult]) -> MatrixResult:
+    """Steps along the candidate's versions in this run (re-measured), and the history's change points."""
+    by_key = {c.key: c for c in cells}
+    steps = confirm_steps(find_steps(result, config.criterion), runner.measure, by_key, config.criterion)
+    past = [MatrixResult.model_validate(r.result) for r in grid_history(store, result.grid_id)]
+    return result.model_copy(update={"version_steps": mark_new(steps, baseline),
+                                     "history_lines": history_lines(past, result, config.criterion)})

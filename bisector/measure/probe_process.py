@@ -1,0 +1,116 @@
+"""Run a probe in a candidate environment and classify how it ended (never a verdict by itself)."""
+from __future__ import annotations
+
+import json
+import re
+import tempfile
+from pathlib import Path
+from typing import Callable, Optional
+
+from pydantic import ValidationError
+
+from bisector.core.measurement import Status
+from bisector.measure.protocol import RESULT_ENV, ProbeResult
+from bisector.measure.probe_spec import ProbeSpec
+from bisector.procs import Completed, run_bounded
+
+_OOM = re.compile(r"OutOfMemoryError|CUDA out of memory|out of memory|Cannot allocate memory|MemoryError")
+_IMPORT = re.compile(r"^(ModuleNotFoundError|ImportError)\b", re.M)
+Wrap = Callable[[list[str]], list[str]]  # turns the probe's command into the one launched (a Ray node's guard)
+
+
+class ProbeOutcome:
+    """What one probe run produced: a status, metrics when it succeeded, a reason otherwise."""
+
+    def __init__(self, status: Status, seconds: float, metrics: Optional[dict[str, float]] = None,
+                 reason: Optional[str] = None, exit_code: Optional[int] = None,
+                 result: Optional[ProbeResult] = None, stderr_tail: str = ""):
+        self.status = status
+        self.seconds = seconds
+        self.metrics = metrics or {}
+        self.reason = reason
+        self.exit_code = exit_code
+        self.result = result
+        self.stderr_tail = stderr_tail
+
+    def wrong_device(self, why: str) -> "ProbeOutcome":
+        """The same run, turned into a SKIP-class measurement (its metrics dropped, its result kept)."""
+        return ProbeOutcome(Status.WRONG_DEVICE, self.seconds, reason=why, exit_code=self.exit_code,
+                            result=self.result, stderr_tail=self.stderr_tail)
+
+    def details(self) -> dict:
+        """What is stored next to the metrics: the stderr tail and the result's other fields."""
+        data = {"stderr_tail": self.stderr_tail[-4000:]}
+        if self.result is not None:
+            data["result"] = self.result.model_dump(exclude={"metrics"}, exclude_none=True)
+        return data
+
+
+def _last_line(text: str) -> str:
+    lines = [ln.strip() for ln in text.strip().splitlines() if ln.strip()]
+    return lines[-1][:300] if lines else ""
+
+
+def _failure(done: Completed) -> tuple[Status, str]:
+    """Classify a probe that did not finish cleanly."""
+    if done.timed_out:
+        return Status.TIMEOUT, f"probe timed out after {done.seconds:.0f}s"
+    tail = done.stderr_tail + done.stdout_tail
+    if done.returncode < 0:
+        return Status.CRASHED, f"probe killed by signal {-done.returncode}"
+    if _OOM.search(tail):
+        return Status.OOM, f"out of memory: {_last_line(done.stderr_tail)}"
+    if _IMPORT.search(done.stderr_tail):
+        return Status.IMPORT_FAILED, _last_line(done.stderr_tail)
+    return Status.CRASHED, f"probe exited {done.returncode}: {_last_line(done.stderr_tail) or 'no message'}"
+
+
+def _read_result(path: Path, done: Completed) -> ProbeOutcome:
+    if not path.exists() or path.stat().st_size == 0:
+        return ProbeOutcome(Status.BAD_OUTPUT, done.seconds, reason="probe exited 0 without writing a result",
+                            exit_code=done.returncode, stderr_tail=done.stderr_tail)
+    try:
+        result = ProbeResult.model_validate(json.loads(path.read_text()))
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        where = ".".join(str(p) for p in err["loc"]) or "result"
+        first = f"{where}: {err['msg'].removeprefix('Value error, ')}"[:200]
+        return ProbeOutcome(Status.BAD_OUTPUT, done.seconds, reason=f"invalid probe result: {first}",
+                            exit_code=done.returncode, stderr_tail=done.stderr_tail)
+    except ValueError as exc:
+        first = str(exc).splitlines()[0][:200]
+        return ProbeOutcome(Status.BAD_OUTPUT, done.seconds, reason=f"invalid probe result: {first}",
+                            exit_code=done.returncode, stderr_tail=done.stderr_tail)
+    if done.returncode != 0 or (not result.metrics and result.error):
+        status = Status.OOM if result.error and _OOM.search(result.error) else Status.CRASHED
+        why = f"probe error: {result.error[:300]}" if result.error else f"probe exited {done.returncode}"
+        return ProbeOutcome(status, done.seconds, reason=why, exit_code=done.returncode, result=result,
+                            stderr_tail=done.stderr_tail)
+    return ProbeOutcome(Status.OK, done.seconds, metrics=result.metrics, exit_code=done.returncode,
+                        result=result, stderr_tail=done.stderr_tail)
+
+
+def run_probe(spec: ProbeSpec, python: Path, env: dict[str, str], workdir: Optional[Path] = None,
+              on_line: Optional[Callable[[str], None]] = None, wrap: Optional[Wrap] = None) -> ProbeOutcome:
+    """Run the probe with ``python`` (the candidate env's interpreter) and the env's variables;
+    ``on_line`` sees its stderr lines as they come (live progress); ``wrap`` launches its command
+    through another one."""
+    with tempfile.TemporaryDirectory(prefix="bisector-probe-") as tmp:
+        result_path = Path(tmp) / "result.json"
+        run_env = {**env, RESULT_ENV: str(result_path)}
+        argv = spec.argv(python)
+        done = run_bounded(wrap(argv) if wrap else argv, run_env, cwd=workdir or Path(tmp), timeout=spec.timeout,
+                           on_line=on_line)
+        if spec.exit_code_mode and not done.timed_out:
+            return ProbeOutcome(Status.EXIT_CODE, done.seconds, exit_code=done.returncode,
+                                reason=_last_line(done.stderr_tail) or None, stderr_tail=done.stderr_tail)
+        if done.timed_out or (done.returncode != 0 and not _has_result(result_path)):
+            status, reason = _failure(done)
+            return ProbeOutcome(status, done.seconds, reason=reason, exit_code=done.returncode,
+                                stderr_tail=done.stderr_tail)
+        return _read_result(result_path, done)
+
+
+def _has_result(path: Path) -> bool:
+    """A probe that exits non-zero may still have written a result saying why (its ``error``)."""
+    return path.exists() and path.stat().st_size > 0

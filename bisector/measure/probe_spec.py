@@ -1,0 +1,112 @@
+"""Which probe a bisect runs, how to launch it inside a candidate environment, and its fingerprint."""
+from __future__ import annotations
+
+import hashlib
+import json
+import shlex
+from pathlib import Path
+from typing import Optional
+
+from pydantic import BaseModel, ConfigDict, model_validator
+
+from bisector.data import probes_dir
+from bisector.errors import UsageError
+
+CONTRACT = "_probe_contract.py"   # the shared result writer every built-in probe imports
+
+
+def builtin_script(name: str) -> Path:
+    """The script of built-in probe ``name``: ``probes/<name>.py`` or ``probes/<name>/__main__.py``."""
+    root = probes_dir()
+    if "/" in name or name.startswith(("_", ".")):
+        raise UsageError(f"unknown probe '{name}' (built-in probes: {', '.join(builtin_names()) or 'none'})")
+    for path in (root / f"{name}.py", root / name / "__main__.py"):
+        if path.is_file():
+            return path
+    raise UsageError(f"unknown probe '{name}' (built-in probes: {', '.join(builtin_names()) or 'none'})")
+
+
+def builtin_names() -> list[str]:
+    """Every built-in probe's name."""
+    root = probes_dir()
+    files = [p.stem for p in root.glob("[!_]*.py")]
+    packages = [p.name for p in root.iterdir() if (p / "__main__.py").is_file()] if root.is_dir() else []
+    return sorted(files + packages)
+
+
+def builtin_files(script: Path) -> list[Path]:
+    """The files a built-in probe's output depends on: its own (the whole directory of a probe
+    package, or the one script) and the shared contract; never another probe's files."""
+    own = sorted(script.parent.rglob("*.py")) if script.name == "__main__.py" else [script]
+    contract = probes_dir() / CONTRACT
+    return own + ([contract] if contract.is_file() else [])
+
+
+class ProbeSpec(BaseModel):
+    """Exactly one of: ``name`` (a built-in probe in probes/), ``path`` (a user's Python script
+    writing ``{"metrics": ...}`` to $BISECTOR_RESULT) or ``cmd`` (exit-code contract:
+    0 good, 125 skip, other 1-127 bad)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    name: Optional[str] = None
+    path: Optional[Path] = None
+    cmd: Optional[str] = None
+    args: list[str] = []
+    timeout: float = 1800.0
+
+    @model_validator(mode="after")
+    def _one_kind(self) -> "ProbeSpec":
+        given = [k for k in ("name", "path", "cmd") if getattr(self, k)]
+        if len(given) != 1:
+            raise ValueError("give exactly one of name, path, cmd" + (f" (got {', '.join(given)})" if given else ""))
+        if self.timeout <= 0:
+            raise ValueError("timeout must be positive")
+        return self
+
+    @property
+    def exit_code_mode(self) -> bool:
+        """The probe is a command judged by its exit code (git bisect run's contract)."""
+        return self.cmd is not None
+
+    def script(self) -> Optional[Path]:
+        """The Python script this probe runs, checked to exist."""
+        if self.cmd is not None:
+            return None
+        if self.name is not None:
+            return builtin_script(self.name)
+        path = Path(self.path).expanduser().resolve()
+        if not path.is_file():
+            raise UsageError(f"probe script {self.path} not found")
+        return path
+
+    def argv(self, python: Path) -> list[str]:
+        """The command run inside the environment (argument list, never a shell)."""
+        if self.cmd is not None:
+            try:
+                words = shlex.split(self.cmd)
+            except ValueError as exc:
+                raise UsageError(f"--probe-cmd cannot be parsed: {exc}") from None
+            if not words:
+                raise UsageError("--probe-cmd is empty")
+            return [*words, *self.args]
+        return [str(python), str(self.script()), *self.args]
+
+    def fingerprint(self) -> str:
+        """Hash of what determines the probe's output: its code (with sibling helpers) and arguments."""
+        h = hashlib.sha256()
+        h.update(json.dumps({"cmd": self.cmd, "args": self.args}).encode())
+        script = self.script()
+        if script is not None:
+            files = builtin_files(script) if self.name is not None else [script]
+            root = script.parent
+            for f in files:
+                label = f.relative_to(root).as_posix() if f.is_relative_to(root) else f.name
+                h.update(label.encode() + b"\0" + f.read_bytes())
+        return h.hexdigest()[:16]
+
+    def label(self) -> str:
+        """How reports name the probe: its name, its path, or ``cmd: <command>``."""
+        if self.cmd is not None:
+            return f"cmd: {self.cmd}"
+        return self.name or str(self.path)
