@@ -9,7 +9,8 @@ or the one its metadata names). The followed bisect does not follow again.
 from __future__ import annotations
 
 import shlex
-from typing import Optional
+from dataclasses import dataclass
+from typing import Any, Optional
 
 from packaging.utils import canonicalize_name
 
@@ -17,9 +18,32 @@ from bisector.commandline import with_flags
 from bisector.config import JobConfig, Mode
 from bisector.core.changes import Attribution, AttributionKind, ChangeKind
 from bisector.core.candidate import Candidate, CandidateKind
+from bisector.core.result import BisectResult
+from bisector.core.search import Outcome
 
 _DROPPED = {"--repo": True, "--repo-url": True, "--follow-repo": True, "--follow": False, "--no-follow": False,
             "--resume": False, "--widen": False}
+
+
+@dataclass(frozen=True)
+class FollowUp:
+    """A companion's bisect to run: its job, the measurers of its context (the pins added) and its
+    command line."""
+
+    config: JobConfig
+    measurers: Any          # a bisection.seam.MeasurerFactory
+    command: list[str]
+
+
+def attach_followed(result: BisectResult, followed: BisectResult, command: list[str]) -> None:
+    """The followed bisect on ``result``, whose refine and widen hints become the followed one's (a
+    release answer of the companion refines to its commits)."""
+    result.followed = followed
+    result.refine_command, result.widen_command = followed.refine_command, followed.widen_command
+    if (followed.refine_command is None and followed.status is Outcome.FOUND
+            and followed.mode is CandidateKind.RELEASE and followed.last_good):
+        result.refine_command = with_flags(command, {"--mode": "commits", "--good": followed.last_good.ref,
+                                                     "--bad": followed.first_bad.ref, "--repo": "<REPO>"})
 
 
 def should_follow(config: JobConfig, attribution: Optional[Attribution]) -> bool:

@@ -24,18 +24,19 @@ from bisector.core.verdict import Verdict
 from bisector.difference.knobs import expand_loop
 from bisector.difference.diff_model import DiffJob, DiffResult, DiffStatus, Setup
 from bisector.difference.setups import changes_between, trial_label, trial_setup
-from bisector.envs import EnvManager, EnvSpec
+from bisector.envs import EnvSpec
+from bisector.measure.assembly import Engine
 from bisector.measure.measurer import Measurer
-from bisector.storage import RunKind, RunRow, RunState, StepRow, Store, now
+from bisector.storage import RunKind, RunRow, RunState, StepRow, now
 
 
 class Differ:
     """Runs one :class:`DiffJob` over ``candidate`` (the package under test's release), measuring in
-    ``envs`` over ``spec`` and storing in ``store``; each trial is reported to ``handler.step``."""
+    ``engine`` over ``spec`` and storing in the engine's store; each trial is reported to ``handler.step``."""
 
-    def __init__(self, job: DiffJob, candidate: Candidate, spec: EnvSpec, store: Store, envs: EnvManager,
+    def __init__(self, job: DiffJob, candidate: Candidate, spec: EnvSpec, engine: Engine,
                  handler=None, command: Optional[list[str]] = None):
-        self.job, self.candidate, self.spec, self.store, self.envs = job, candidate, spec, store, envs
+        self.job, self.candidate, self.spec, self.engine, self.store = job, candidate, spec, engine, engine.store
         self.handler, self.command = handler, command or ["bisector", "diff"]
         self.run_id = job.run_id
         self.trials: list[Trial] = []
@@ -52,8 +53,7 @@ class Differ:
         if key not in self.measurers:
             spec = self.spec.over({n: f"=={v}" for n, v in setup.packages.items()}, self.job.index_url)
             probe = self.job.probe.model_copy(update={"args": [*self.job.probe.args, *setup.args]})
-            self.measurers[key] = Measurer(self.store, self.envs, spec, probe, index_url=self.job.index_url,
-                                           run_id=self.run_id)
+            self.measurers[key] = self.engine.measurer(spec, probe, self.job.index_url, self.run_id)
         return self.measurers[key]
 
     def raw_value(self, setup: Setup) -> Optional[float]:

@@ -47,8 +47,9 @@ def _bisect_command(config: MatrixConfig, pkg: str, good: str, bad: str, env: Pa
     return argv + ["--direction", c.direction.value]
 
 
-def _bisect_one(config: MatrixConfig, store: Store, cache_dir: Path, out: Path, pkg: str, good: str, bad: str,
-                spec: EnvSpec) -> BisectAttachment:
+def _bisect_one(config: MatrixConfig, runner: CellRunner, cache_dir: Path, out: Path, pkg: str, good: str,
+                bad: str, spec: EnvSpec) -> BisectAttachment:
+    store = runner.store
     stem = f"bisect-{pkg}-{good}-{bad}"
     env = write_env_spec(spec, out.resolve() / f"{stem}.env.toml")
     job = JobConfig(job=JobSection(package=pkg, good=good, bad=bad, mode=Mode.RELEASES, env=str(env),
@@ -56,7 +57,8 @@ def _bisect_one(config: MatrixConfig, store: Store, cache_dir: Path, out: Path, 
                     probe=config.probe, criterion=config.criterion,
                     run=config.run.model_copy(update={"store": store.path, "cache_dir": cache_dir}))
     try:
-        res = bisector_for(job, store, handler=PrintHandler(), command=_bisect_command(config, pkg, good, bad, env)).run()
+        res = bisector_for(job, store, handler=PrintHandler(), command=_bisect_command(config, pkg, good, bad, env),
+                           engine=runner.engine).run()
     except BisectorError as exc:
         return BisectAttachment(package=pkg, good=good, bad=bad, status="error",
                                 markdown=f"The bisect could not run: {exc}")
@@ -87,11 +89,11 @@ def bisect_regressions(config: MatrixConfig, result: MatrixResult, runner: CellR
         elif (pkg, good, bad, spec.model_dump_json()) not in done:
             done.add((pkg, good, bad, spec.model_dump_json()))
             out.mkdir(parents=True, exist_ok=True)
-            attached.append(_bisect_one(config, store, cache_dir, out, pkg, good, bad, spec))
+            attached.append(_bisect_one(config, runner, cache_dir, out, pkg, good, bad, spec))
     for step in result.new_steps:  # a step along the versions: bisect between the two neighbouring releases
         spec = runner.spec_for(by_key[step.bad_key], candidate=step.package)
         if (step.package, step.good, step.bad, spec.model_dump_json()) not in done:
             done.add((step.package, step.good, step.bad, spec.model_dump_json()))
             out.mkdir(parents=True, exist_ok=True)
-            attached.append(_bisect_one(config, store, cache_dir, out, step.package, step.good, step.bad, spec))
+            attached.append(_bisect_one(config, runner, cache_dir, out, step.package, step.good, step.bad, spec))
     return result.model_copy(update={"bisects": attached, "notes": notes})
