@@ -1,6 +1,6 @@
 """What a found boundary gets before it is reported: the attribution of the step among what moved
 (bisection.companion_trials), the bisect of the companion when it is the cause (returned as a
-:class:`~bisector.bisection.follow_companion.FollowUp` for the driver to run), and for a commit culprit
+:class:`~bisector.bisection.follow_up.FollowUp` for the driver to run), and for a commit culprit
 its confirmation by revert (bisection.revert). Every trial is a step of the run, recorded the moment it
 is measured, so an interrupted run resumes with the missing ones only."""
 from __future__ import annotations
@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Optional
 
 from bisector.bisection.companion_trials import attribute
-from bisector.bisection.follow_companion import FollowUp, follow_command, follow_config, should_follow
+from bisector.bisection.follow_up import FollowUp, follow_command, follow_config, should_follow
 from bisector.bisection.judge import Judgement
 from bisector.bisection.phase import PhaseResult
 from bisector.bisection.plan import Plan

@@ -10,7 +10,7 @@ from packaging.utils import canonicalize_name
 from bisector.bisection.aftermath import Aftermath
 from bisector.bisection.assemble import RunFacts, assemble
 from bisector.bisection.contrast import contrast_of, reference_of
-from bisector.bisection.follow_companion import attach_followed
+from bisector.bisection.follow_up import attach_followed
 from bisector.bisection.judge import judge
 from bisector.bisection.phase import PhaseResult
 from bisector.bisection.plan import (TORCH_COMMITS, TORCH_STOPS, Plan, commit_plan, older_releases,

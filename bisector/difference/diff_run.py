@@ -8,10 +8,11 @@ from typing import Optional
 
 from bisector.bisection.wiring import bisector_for
 from bisector.difference.diff_engine import Differ
-from bisector.difference.diff_follow import follow_config, run_command
+from bisector.difference.diff_follow import follow_config
 from bisector.difference.diff_job import CheckedDiff
 from bisector.difference.diff_model import DiffResult
 from bisector.config import RunSection
+from bisector.job_argv import run_argv
 from bisector.measure.assembly import build_engine
 from bisector.storage import Store
 
@@ -28,7 +29,7 @@ def run_diff(checked: CheckedDiff, store: Store, cache_dir: Optional[Path] = Non
     result.command = shlex.join(command)
     followed = follow_config(checked.job, result, cache_dir, env_backend)
     if followed is not None:
-        words = run_command(followed)
+        words = run_argv(followed)
         result.follow_command = shlex.join(words)
         if checked.job.follow:
             differ.note(f"following {result.minimal[0].describe()}: {result.follow_command}")

@@ -12,6 +12,7 @@ from bisector.bisection.wiring import bisector_for
 from bisector.config import JobConfig, JobSection, Mode
 from bisector.envs import EnvSpec
 from bisector.errors import BisectorError
+from bisector.job_argv import run_argv
 from bisector.matrix.cells import Cell
 from bisector.matrix.grid_config import MatrixConfig
 from bisector.matrix.grid_result import BisectAttachment, MatrixResult
@@ -35,18 +36,6 @@ def write_env_spec(spec: EnvSpec, path: Path) -> Path:
     return path
 
 
-def _bisect_command(config: MatrixConfig, pkg: str, good: str, bad: str, env: Path) -> list[str]:
-    p, c = config.probe, config.criterion
-    argv = ["bisector", "run", "--package", pkg, "--good", good, "--bad", bad, "--mode", "releases",
-            "--env", str(env)]
-    argv += ["--index-url", config.matrix.index_url] if config.matrix.index_url else []
-    argv += ["--probe-cmd", p.cmd] if p.cmd else ["--probe", str(p.path or p.name)]
-    argv += [x for a in p.args for x in ("--probe-arg", a)]
-    for flag, value in (("--metric", c.metric), ("--threshold", c.threshold), ("--max-increase", c.max_increase)):
-        argv += [flag, str(value)] if value is not None else []
-    return argv + ["--direction", c.direction.value]
-
-
 def _bisect_one(config: MatrixConfig, runner: CellRunner, cache_dir: Path, out: Path, pkg: str, good: str,
                 bad: str, spec: EnvSpec) -> BisectAttachment:
     store = runner.store
@@ -56,8 +45,9 @@ def _bisect_one(config: MatrixConfig, runner: CellRunner, cache_dir: Path, out: 
                                    index_url=config.matrix.index_url, pre=config.matrix.pre),
                     probe=config.probe, criterion=config.criterion,
                     run=config.run.model_copy(update={"store": store.path, "cache_dir": cache_dir}))
+    command = run_argv(job)
     try:
-        res = bisector_for(job, store, handler=PrintHandler(), command=_bisect_command(config, pkg, good, bad, env),
+        res = bisector_for(job, store, handler=PrintHandler(), command=command,
                            engine=runner.engine).run()
     except BisectorError as exc:
         return BisectAttachment(package=pkg, good=good, bad=bad, status="error",

@@ -1,4 +1,7 @@
-"""--follow: when a companion explains the step, bisect that companion between its two versions.
+"""Follow-ups: the bisect of one package between two versions that a finding points to, built in
+one place (:func:`follow_job`) for a bisect's attributed companion and a diff's package culprit.
+
+--follow: when a companion explains the step, bisect that companion between its two versions.
 
 The followed job keeps everything of the first one (probe, criterion, env spec, pins) and sets the
 context the attribution measured: the package started from pinned at its first bad release, every
@@ -65,6 +68,18 @@ def follow_pins(attribution: Attribution, first_bad: Candidate, pins: list[str])
     return kept + [f"{first_bad.package}=={first_bad.ref}"] + moved
 
 
+def follow_job(base: JobConfig, package: str, good: str, bad: str, pins: list[str], mode: Mode,
+               find_fix: bool = False) -> JobConfig:
+    """The one builder of a follow-up bisect: ``base``'s probe, criterion, env spec, index and run
+    settings, bisecting ``package`` from ``good`` to ``bad`` with ``pins`` over the spec, in its own
+    repository when ``base`` names one (``follow_repo``); it does not follow, widen or re-aim again."""
+    job = base.job
+    update = {"package": canonicalize_name(package), "good": good, "bad": bad, "mode": mode, "find_fix": find_fix,
+              "repo": job.follow_repo, "repo_url": None, "follow_repo": None, "pins": pins, "follow": False,
+              "widen": False}
+    return base.model_copy(update={"job": job.model_copy(update=update)})
+
+
 def follow_config(config: JobConfig, attribution: Attribution, first_bad: Candidate) -> Optional[JobConfig]:
     """The bisect of the attributed companion (see the module), or None when it cannot be pinned."""
     job, companion = config.job, attribution.minimal[0]
@@ -72,10 +87,7 @@ def follow_config(config: JobConfig, attribution: Attribution, first_bad: Candid
     if pins is None:
         return None
     mode = Mode.AUTO if job.mode is Mode.COMMITS else job.mode
-    update = {"package": canonicalize_name(companion.name), "good": companion.a, "bad": companion.b, "mode": mode,
-              "repo": job.follow_repo, "repo_url": None, "follow_repo": None, "pins": pins, "follow": False,
-              "widen": False}
-    return config.model_copy(update={"job": job.model_copy(update=update)})
+    return follow_job(config, companion.name, companion.a, companion.b, pins, mode)
 
 
 def follow_command(command: list[str], followed: JobConfig, added: list[str]) -> list[str]:
