@@ -86,6 +86,26 @@ def test_lock_files_differing_in_six_packages_name_the_one_that_matters(index_ur
 
 
 @pytest.mark.slow
+def test_a_diff_on_a_gpu_host_measures_on_its_gpus_and_its_follow_judges_like_with_like(
+        index_url, tmp_path, plain_spec, env_cache, monkeypatch):
+    """With GPUs (logical ones here: CUDA_VISIBLE_DEVICES), every trial of the diff and every step of
+    the bisect it follows runs on CUDA with the host's GPU: the threshold the diff hands on was measured
+    on the device the followed bisect measures on."""
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "GPU-logical-0")
+    monkeypatch.setenv("GPU_SEEN_LOG", str(tmp_path / "seen.jsonl"))
+    a, b = locks(tmp_path)
+    result = bisector.diff("tinypkg", "1.0", a_lock=a, b_lock=b, probe={"path": str(PROBES / "sum_kib.py"),
+                           "args": ["--modules=" + ",".join(NAMES)]}, criterion={"metric": "kib"},
+                           env=str(plain_spec), index_url=index_url, store=tmp_path / "s.db", cache_dir=env_cache,
+                           follow=True)
+    assert result.status is bisector.DiffStatus.FOUND and result.followed.status == "found"
+    assert result.followed.first_bad.ref == "2.0" and len(result.followed.steps) >= 2
+    seen = [json.loads(line) for line in (tmp_path / "seen.jsonl").read_text().splitlines()]
+    assert len(seen) == result.probes_run + result.followed.probes_run >= len(result.trials) + 2
+    assert {(s["device"], s["gpu"]) for s in seen} == {("cuda", "GPU-logical-0")}
+
+
+@pytest.mark.slow
 def test_follow_bisects_the_package_that_is_the_difference(index_url, tmp_path, plain_spec, env_cache):
     a, b = locks(tmp_path)
     result = bisector.diff("tinypkg", "1.0", a_lock=a, b_lock=b, probe={"path": str(PROBES / "sum_kib.py"),

@@ -17,7 +17,7 @@ from bisector.config import JobConfig
 from bisector.core.candidate import CandidateKind
 from bisector.core.criterion import describe_rule
 from bisector.core.measurement import Measurement, Status
-from bisector.core.result import BisectResult, Point, Step
+from bisector.core.result import BisectResult, Point
 from bisector.core.search import Outcome
 from bisector.envs import TORCH, EnvSpec
 from bisector.explain.registry import compact_details
@@ -25,16 +25,13 @@ from bisector.explain.registry import compact_details
 
 @dataclass(frozen=True)
 class RunFacts:
-    """What the driver knows of the whole run when a phase's result is assembled."""
+    """What the driver knows of the whole run when a phase's result is assembled (its steps, notes and
+    counts are filled in once, when the run ends: bisection.recorder)."""
 
     run_id: str
     config: JobConfig
     command: list[str]
     spec: EnvSpec
-    steps: list[Step]
-    notes: list[str]
-    probes_run: int
-    measurements_reused: int
     widen_stop: Optional[str] = None    # where --widen stopped and why, when it found no GOOD release
 
 
@@ -51,13 +48,11 @@ def assemble(run: RunFacts, plan: Plan, phase: PhaseResult) -> BisectResult:
         run_id=run.run_id, package=job.package, mode=plan.candidates[0].kind, status=status, reason=reason,
         find_fix=job.find_fix, criterion=phase.calibrated.describe(), metric=run.config.criterion.metric,
         first_bad=first, last_good=last, ambiguous=[plan.candidates[i].short for i in s.ambiguous],
-        probes_run=run.probes_run, measurements_reused=run.measurements_reused, steps=list(run.steps),
-        notes=list(run.notes), compare_link=compare, widen_command=widen, command=shlex.join(run.command),
+        compare_link=compare, widen_command=widen, command=shlex.join(run.command),
         decision_rule=describe_rule(run.config.criterion, run.config.probe.exit_code_mode),
         probe=_probe_facts(run.config, phase),
         environment=environment_section(sides, job.package, run.spec.name, _base_label(job.package, run.spec)),
         also_changed=also_changed(phase, sides, job.package, run.spec.companions),
-        log=[step.log_line() for step in run.steps],
         evidence=boundary_evidence(phase.judgements, s.last_good, s.first_bad))
 
 

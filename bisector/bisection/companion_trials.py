@@ -6,7 +6,7 @@ candidate's change is applied) with each moved package pinned at its last-good o
 built and measured like any candidate (stored, so an interrupted run resumes). The first trial is the
 first bad candidate with every moved package pinned back to its last-good version: BAD means the
 candidate alone explains it. Otherwise ddmin (bisector.core.ddmin) finds the smallest set of changes
-that turns the last good BAD: one companion (``companion``; then the first bad with only that one
+that turns the last good BAD (bisection.change_search, the engine bisector diff shares): one companion (``companion``; then the first bad with only that one
 pinned back is measured too: the necessity side of the proof), or only a set together
 (``interaction``). A SKIP where it mattered leaves the verdict ``undecided``.
 """
@@ -14,10 +14,11 @@ from __future__ import annotations
 
 from typing import Callable, Optional
 
+from bisector.bisection.change_search import ChangeSearch, trial_of
 from bisector.bisection.judge import Judgement
 from bisector.core.changes import Attribution, AttributionKind, Change, ChangeKind, Trial
 from bisector.core.candidate import Candidate
-from bisector.core.ddmin import Subset, Trial as Outcome, ddmin, single_bound, worst_bound
+from bisector.core.ddmin import Subset, Trial as Outcome, single_bound, worst_bound
 from bisector.core.verdict import Verdict
 
 ABSENT = "-"   # also_changed's mark of a package missing on one side
@@ -25,7 +26,7 @@ _OUTCOME = {Verdict.BAD: Outcome.FLIPS, Verdict.GOOD: Outcome.STAYS, Verdict.SKI
 _SIDE = {Verdict.BAD: "first bad", Verdict.GOOD: "last good"}
 
 # measures ``candidate`` with these pins (name -> version) under ``label``; returns the judgement
-# and the trial's measurement keys (recorded as a step by the caller)
+# and whether its measurements were reused from the store (recorded as a step by the caller)
 JudgeSetup = Callable[[str, Candidate, dict[str, str]], tuple[Judgement, bool]]
 
 
@@ -37,14 +38,14 @@ def moved_changes(package: str, last_good: Candidate, first_bad: Candidate,
                            b=None if b == ABSENT else b) for name, (a, b) in moved.items()]
 
 
-class Attributor:
-    """Runs the trials of one attribution through ``judge_setup`` and keeps them."""
+class Attributor(ChangeSearch):
+    """The change search of one attribution: a subset is the last good with those changes moved to
+    the first bad (the candidate's own change: the first bad candidate), measured through ``judge_setup``."""
 
     def __init__(self, changes: list[Change], last_good: Candidate, first_bad: Candidate, judge_setup: JudgeSetup):
-        self.changes, self.last_good, self.first_bad = changes, last_good, first_bad
-        self.judge_setup = judge_setup
+        super().__init__(changes, self._measure_setup, lambda t: _OUTCOME[t.verdict])
+        self.last_good, self.first_bad, self.judge_setup = last_good, first_bad, judge_setup
         self.trials: list[Trial] = []
-        self.by_subset: dict[Subset, Trial] = {}
 
     def setup(self, applied: Subset) -> tuple[Candidate, dict[str, str]]:
         """The candidate and pins of the last good with the changes ``applied`` moved to the first bad."""
@@ -57,23 +58,13 @@ class Attributor:
         pinned = ", ".join(f"{name}=={v}" for name, v in pins.items())
         return f"{self.changes[0].name} {candidate.short}" + (f" + {pinned}" if pinned else "")
 
-    def test(self, applied: Subset) -> Outcome:
-        """Measure the setup with ``applied`` moved (once per subset)."""
-        if applied not in self.by_subset:
-            candidate, pins = self.setup(applied)
-            j, reused = self.judge_setup(self.label(applied), candidate, pins)
-            trial = Trial(seq=len(self.trials), label=self.label(applied), verdict=j.verdict, value=j.value,
-                          side=_SIDE.get(j.verdict), reason=j.reason, reused=reused,
-                          applied=[self.changes[i].name for i in sorted(applied)],
-                          measurements=[m.key for m in j.measurements])
-            self.trials.append(trial)
-            self.by_subset[applied] = trial
-        return _OUTCOME[self.by_subset[applied].verdict]
-
-    def proven_minimal(self, minimal: Subset) -> bool:
-        """Every change of ``minimal`` is needed: without any one of it, a measured setup stayed good."""
-        stays = [s for s, t in self.by_subset.items() if t.verdict is Verdict.GOOD] + [frozenset()]
-        return all(any(minimal - {i} <= s for s in stays) for i in minimal)
+    def _measure_setup(self, applied: Subset) -> Trial:
+        candidate, pins = self.setup(applied)
+        j, reused = self.judge_setup(self.label(applied), candidate, pins)
+        trial = trial_of(len(self.trials), self.label(applied), [self.changes[i] for i in sorted(applied)], j,
+                         reused, _SIDE.get(j.verdict))
+        self.trials.append(trial)
+        return trial
 
 
 def attribute(package: str, last_good: Candidate, first_bad: Candidate, moved: dict[str, list[str]],
@@ -82,33 +73,24 @@ def attribute(package: str, last_good: Candidate, first_bad: Candidate, moved: d
 
     Trials: 1 when the candidate explains it; one companion among n changes: at most
     2 + 2 * ceil(log2 n); in general at most n * n + 3 * n + 2 (``bound`` in the result)."""
-    changes = moved_changes(package, last_good, first_bad, moved)
-    run = Attributor(changes, last_good, first_bad, judge_setup)
-    n, own = len(changes), frozenset({0})
+    run = Attributor(moved_changes(package, last_good, first_bad, moved), last_good, first_bad, judge_setup)
+    n, own = len(run.changes), frozenset({0})
     if run.test(own) is Outcome.FLIPS:
         return _verdict(run, own, AttributionKind.CANDIDATE, 1)
-    minimal = frozenset(ddmin(n, run.test, known={own: run.test(own)}).minimal)
+    minimal = run.minimal()
     if not run.proven_minimal(minimal):
         return _undecided(run, minimal, worst_bound(n) + 2)
     if len(minimal) > 1 or 0 in minimal:
         return _verdict(run, minimal, AttributionKind.INTERACTION, worst_bound(n) + 2)
-    run.test(frozenset(range(n)) - minimal)      # the first bad with only that companion pinned back
+    run.test(run.everything - minimal)      # the first bad with only that companion pinned back
     return _verdict(run, minimal, AttributionKind.COMPANION, single_bound(n) + 2)
-
-
-def _proof(run: Attributor, minimal: Subset) -> list[int]:
-    """The trials that prove the verdict: the minimal set applied, the first bad without it, and the
-    setups without each of its changes."""
-    everything = frozenset(range(len(run.changes)))
-    wanted = [minimal, everything - minimal] + [minimal - {i} for i in minimal]
-    return sorted({run.by_subset[s].seq for s in wanted if s in run.by_subset})
 
 
 def _verdict(run: Attributor, minimal: Subset, kind: AttributionKind, bound: int) -> Attribution:
     chosen = [run.changes[i] for i in sorted(minimal)]
     return Attribution(kind=kind, packages=[c.name for c in chosen], changes=run.changes, minimal=chosen,
-                       trials=run.trials, proof=_proof(run, minimal), reason=_reason(run, minimal, kind),
-                       bound=bound)
+                       trials=run.trials, proof=run.proof(minimal, run.everything - minimal),
+                       reason=_reason(run, minimal, kind), bound=bound)
 
 
 def _undecided(run: Attributor, minimal: Subset, bound: int) -> Attribution:
@@ -129,7 +111,7 @@ def _measured(t: Optional[Trial]) -> str:
 
 def _reason(run: Attributor, minimal: Subset, kind: AttributionKind) -> str:
     """One sentence naming the change and the trials that show it."""
-    described = " and ".join(run.changes[i].describe() for i in sorted(minimal))
+    described = run.described(minimal)
     with_it = _measured(run.by_subset.get(minimal))
     if kind is AttributionKind.CANDIDATE:
         return (f"{run.changes[0].name} {run.changes[0].b} itself: the first bad with every moved package back at "

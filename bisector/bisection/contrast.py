@@ -3,12 +3,17 @@ the answer came from, so the report can say how that setup sees the same version
 reporter's Trainer loop against accelerate's own loop, which a maintainer's script runs)."""
 from __future__ import annotations
 
-from typing import Callable
+from typing import Any, Callable, Optional
+
+from packaging.utils import canonicalize_name
 
 from bisector.bisection.assemble import point_details
 from bisector.bisection.judge import Judgement, judge
-from bisector.bisection.seam import Measures
-from bisector.config import ContrastSection
+from bisector.bisection.phase import PhaseResult
+from bisector.bisection.plan import Plan
+from bisector.bisection.recorder import RunRecorder
+from bisector.bisection.seam import MeasurerFactory, Measures
+from bisector.config import ContrastSection, JobConfig
 from bisector.core.candidate import Candidate
 from bisector.core.criterion import Calibrated
 from bisector.core.result import Contrast, Point
@@ -44,3 +49,24 @@ def measure_contrast(section: ContrastSection, measurer: Measures, calibrated: C
         point.details = point_details(j.measurements)
         points.append(point)
     return Contrast(label=section.label, args=list(section.args), points=points)
+
+
+def reference_of(config: JobConfig) -> Optional[dict[str, Any]]:
+    """The upstream report's numbers (``[reference]``) when the job bisects the report's package."""
+    ref = config.reference
+    if ref is not None and ref.package == canonicalize_name(config.job.package):
+        return ref.model_dump(mode="json")
+    return None
+
+
+def contrast_of(config: JobConfig, recorder: RunRecorder, measurers: MeasurerFactory, plan: Plan,
+                phase: PhaseResult) -> Optional[Contrast]:
+    """The job's ``[contrast]`` measured at the two ends of ``plan`` (None when there is none, for an
+    exit-code probe, or when it is the job's own setting)."""
+    section = config.contrast
+    if section is None or config.probe.exit_code_mode or is_the_jobs_own(section, config.probe.args):
+        return None
+    args = [*config.probe.args, *section.args]   # the job's setting, with the contrast's changes
+    measurer = recorder.measurer(measurers.with_probe_args(args), plan.repo_path)
+    return measure_contrast(section, measurer, phase.calibrated, [plan.candidates[0], plan.candidates[-1]],
+                            recorder.step)

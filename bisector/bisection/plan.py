@@ -7,10 +7,16 @@ from typing import Optional
 
 from bisector.config import JobSection
 from bisector.core.candidate import Candidate
+from bisector.envs import EnvSpec
 from bisector.errors import UsageError
 from bisector.sources import git
 from bisector.sources import index
 from bisector.sources.installer_config import resolve_index_url
+
+TORCH_COMMITS = ("torch is bisected by release (each one becomes the shared base); building torch commits from "
+                 "source takes hours: use --mode releases, or nightly wheels with --index-url and --pre")
+TORCH_STOPS = ("torch stops at releases (its commits are not built per candidate); nightly wheels between the "
+               "two releases can be bisected with --index-url and --pre")
 
 
 @dataclass
@@ -21,6 +27,15 @@ class Plan:
     notes: list[str] = field(default_factory=list)
     repo_path: Optional[Path] = None
     repo_url: Optional[str] = None
+
+
+@dataclass(frozen=True)
+class JobPlan:
+    """What a job resolves to before it runs (checked by preflight, then handed to the bisect): its
+    environment spec and, for a release bisect, its release plan."""
+
+    spec: EnvSpec
+    releases: Optional[Plan] = None
 
 
 def release_plan(job: JobSection) -> Plan:

@@ -1,4 +1,5 @@
-"""A bisect job wired to the real engine: its environment spec, environment cache, GPUs and measurers."""
+"""A bisect job on the real engine: its environment spec, its plan checked before anything is created,
+and the Bisector measuring through the engine (bisector.measure.assembly) every command shares."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -6,15 +7,12 @@ from typing import Optional
 
 from bisector.bisection.driver import Bisector, Handler
 from bisector.bisection.pins import apply_pins
-from bisector.bisection.plan import release_plan
+from bisector.bisection.plan import JobPlan, release_plan
 from bisector.config import JobConfig, Mode
 from bisector.data import specs_dir
-from bisector.envs import EnvManager, EnvSpec, load_env_spec
-from bisector.measure.assembly import check_executor, make_executor
-from bisector.measure.gpus import GpuPool, detect_gpus, probe_cpus
-from bisector.measure.measurer import Measurers
+from bisector.envs import EnvSpec, load_env_spec
 from bisector.errors import UsageError
-from bisector.paths import default_cache_dir
+from bisector.measure.assembly import Engine, build_engine, check_executor
 from bisector.sources import git
 from bisector.storage import Store
 
@@ -25,36 +23,28 @@ def job_spec(config: JobConfig) -> EnvSpec:
     return apply_pins(load_env_spec(job.env, specs_dir()), job.pins, job.package, job.index_url)
 
 
-def job_measurers(config: JobConfig, store: Store) -> Measurers:
-    """Measurers over the job's spec and probe, the cache dir's environments and this machine's GPUs,
-    taking measurements through the run's executor (local threads, or Ray tasks)."""
-    run = config.run
-    envs = EnvManager(run.cache_dir or default_cache_dir(), backend=run.env_backend, defer_health=True)
-    gpus = detect_gpus()
-    pool = GpuPool(gpus)
-    executor = make_executor(run.executor, envs, pool, run.ray_address, run.cache_dir)
-    cpus = probe_cpus(run.jobs, gpus) if executor.builds_here else 1
-    return Measurers(store, envs, job_spec(config), config.probe, index_url=config.job.index_url,
-                     gpus=pool, cpus=cpus, executor=executor)
-
-
-def preflight(config: JobConfig) -> None:
+def preflight(config: JobConfig) -> JobPlan:
     """Bad input as one line (UsageError) before anything is created or stored: the probe, the env
-    spec and its pins, the repository of a commit bisect, and for releases the package and range."""
+    spec and its pins, the repository of a commit bisect, and for releases the package and range.
+    Returns what it resolved (the spec, the release plan), so the bisect does not resolve it again."""
     check_executor(config.run.executor)  # --executor ray without Ray
     config.probe.script()
-    job_spec(config)
+    spec = job_spec(config)
     job = config.job
     if job.mode is Mode.COMMITS:
         if not job.repo:
             raise UsageError("--mode commits needs --repo (a local path or a git URL)")
         if not git.is_url(job.repo) and not Path(job.repo).expanduser().exists():
             raise UsageError(f"repository {job.repo} not found (no such directory)")
-        return
-    release_plan(job)
+        return JobPlan(spec=spec)
+    return JobPlan(spec=spec, releases=release_plan(job))
 
 
 def bisector_for(config: JobConfig, store: Store, handler: Optional[Handler] = None,
-                 command: Optional[list[str]] = None) -> Bisector:
-    """The Bisector of ``config`` measuring for real."""
-    return Bisector(config, store, job_measurers(config, store), handler=handler, command=command)
+                 command: Optional[list[str]] = None, engine: Optional[Engine] = None,
+                 resolved: Optional[JobPlan] = None) -> Bisector:
+    """The Bisector of ``config`` measuring for real, on ``engine`` (a diff's, a matrix's) or its own."""
+    resolved = resolved or JobPlan(spec=job_spec(config))
+    engine = engine or build_engine(config.run, store)
+    measurers = engine.measurers(resolved.spec, config.probe, config.job.index_url)
+    return Bisector(config, store, measurers, handler=handler, command=command, releases=resolved.releases)

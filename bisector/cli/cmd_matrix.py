@@ -36,7 +36,7 @@ def matrix_command(args) -> int:
     cache_dir = config.run.cache_dir or default_cache_dir()
     command = ["bisector", *sys.argv[1:]]
     try:
-        result, runner, cells = run_matrix(config, store, cache_dir, args.baseline, command)
+        result, runner, cells = run_matrix(config, store, args.baseline, command)
         if args.bisect_on_regression and (result.confirmed or result.new_steps):
             result = bisect_regressions(config, result, runner, cells, store, cache_dir, args.out)
         paths = write_reports(result, args.out)

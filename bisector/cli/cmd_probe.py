@@ -10,19 +10,18 @@ from __future__ import annotations
 
 from bisector.bisection.pins import apply_pins
 from bisector.cli.args import probe_overrides
-from bisector.config import validated
+from bisector.config import RunSection, validated
 from bisector.core.measurement import Measurement, Status
 from bisector.core.units import human_value
 from bisector.data import specs_dir
-from bisector.envs import EnvManager, load_env_spec
+from bisector.envs import load_env_spec
 from bisector.envs.model.env_spec import parse_pin
 from bisector.errors import UsageError
 from bisector.explain.registry import compact_details, explainer_for
 from bisector.jobfile import builtin_job, stack
-from bisector.measure.gpus import GpuPool, detect_gpus, probe_cpus
-from bisector.measure.measurer import Measurer
+from bisector.measure.assembly import build_engine
 from bisector.measure.probe_spec import ProbeSpec
-from bisector.paths import default_cache_dir, default_store_path
+from bisector.paths import default_store_path
 from bisector.report.live import progress_for, showing
 from bisector.sources.index import find_release, list_releases, release_candidate
 from bisector.sources.installer_config import resolve_index_url
@@ -79,9 +78,9 @@ def probe_command(args) -> int:
     probe, metric = _job_probe(args)
     probe.script()  # an unknown probe is one line before anything is created
     store = Store(args.store or default_store_path())
-    gpus = detect_gpus()[:1]  # one probe: exactly one GPU, by UUID, when there are any
-    measurer = Measurer(store, EnvManager(args.cache_dir or default_cache_dir(), defer_health=True), spec, probe,
-                        index_url=args.index_url, gpus=GpuPool(gpus), cpus=probe_cpus(1, gpus))
+    # one probe: exactly one GPU (by UUID) when there are any, else every core
+    engine = build_engine(RunSection(cache_dir=args.cache_dir), store, max_gpus=1)
+    measurer = engine.measurer(spec, probe, args.index_url)
     cand = release_candidate(name, release)
     with showing(progress_for()):
         m = measurer.measure(cand, measurer.next_repeat(cand) if args.fresh else 0)

@@ -61,10 +61,11 @@ def cmd_run(args) -> int:
     else:
         config = load_config(config_path, run_overrides(args))
     with pages_read_once():
-        preflight(config)  # bad input is one line and exit 2 before anything is created or stored
+        resolved = preflight(config)  # bad input is one line and exit 2 before anything is created or stored
         store = _store(config.run.store)
         with showing(progress_for()) as say:
-            result = bisector_for(config, store, handler=PrintHandler(printer=say), command=command).run()
+            result = bisector_for(config, store, handler=PrintHandler(printer=say), command=command,
+                                  resolved=resolved).run()
     write_reports(store, result)
     if args.json:
         print(render_json(result))

@@ -13,29 +13,31 @@ from __future__ import annotations
 
 from typing import Optional
 
+from bisector.bisection.change_search import ChangeSearch, trial_of
 from bisector.bisection.judge import Judgement, judge
 from bisector.core.changes import Change, ChangeKind, Trial
 from bisector.core.candidate import Candidate
 from bisector.core.criterion import Calibrated, calibrate, needs_endpoints
-from bisector.core.ddmin import Subset, Trial as Outcome, ddmin, single_bound, worst_bound
+from bisector.core.ddmin import Subset, Trial as Outcome, single_bound, worst_bound
 from bisector.core.measurement import Status, metric_value
 from bisector.core.result import Step
 from bisector.core.verdict import Verdict
 from bisector.difference.knobs import expand_loop
 from bisector.difference.diff_model import DiffJob, DiffResult, DiffStatus, Setup
 from bisector.difference.setups import changes_between, trial_label, trial_setup
-from bisector.envs import EnvManager, EnvSpec
+from bisector.envs import EnvSpec
+from bisector.measure.assembly import Engine
 from bisector.measure.measurer import Measurer
-from bisector.storage import RunKind, RunRow, RunState, StepRow, Store, now
+from bisector.storage import RunKind, RunRow, RunState, StepRow, now
 
 
 class Differ:
     """Runs one :class:`DiffJob` over ``candidate`` (the package under test's release), measuring in
-    ``envs`` over ``spec`` and storing in ``store``; each trial is reported to ``handler.step``."""
+    ``engine`` over ``spec`` and storing in the engine's store; each trial is reported to ``handler.step``."""
 
-    def __init__(self, job: DiffJob, candidate: Candidate, spec: EnvSpec, store: Store, envs: EnvManager,
+    def __init__(self, job: DiffJob, candidate: Candidate, spec: EnvSpec, engine: Engine,
                  handler=None, command: Optional[list[str]] = None):
-        self.job, self.candidate, self.spec, self.store, self.envs = job, candidate, spec, store, envs
+        self.job, self.candidate, self.spec, self.engine, self.store = job, candidate, spec, engine, engine.store
         self.handler, self.command = handler, command or ["bisector", "diff"]
         self.run_id = job.run_id
         self.trials: list[Trial] = []
@@ -52,8 +54,7 @@ class Differ:
         if key not in self.measurers:
             spec = self.spec.over({n: f"=={v}" for n, v in setup.packages.items()}, self.job.index_url)
             probe = self.job.probe.model_copy(update={"args": [*self.job.probe.args, *setup.args]})
-            self.measurers[key] = Measurer(self.store, self.envs, spec, probe, index_url=self.job.index_url,
-                                           run_id=self.run_id)
+            self.measurers[key] = self.engine.measurer(spec, probe, self.job.index_url, self.run_id)
         return self.measurers[key]
 
     def raw_value(self, setup: Setup) -> Optional[float]:
@@ -85,9 +86,7 @@ class Differ:
         measurer = self.measurer(setup)
         j = judge(measurer, calibrated, self.candidate)
         reused = all(m.key in measurer.reused_keys and m.key not in self.fresh for m in j.measurements)
-        t = Trial(seq=len(self.trials), label=label, applied=[c.name for c in applied], verdict=j.verdict,
-                  value=j.value, side=sides.get(j.verdict), reason=j.reason, reused=reused,
-                  measurements=[m.key for m in j.measurements])
+        t = trial_of(len(self.trials), label, applied, j, reused, sides.get(j.verdict))
         self.trials.append(t)
         self._record(t, j)
         return t, j
@@ -140,7 +139,8 @@ class _Search:
         self.changes = changes_between(self.job.a, self.job.b)
         self.start, self.to_b = self.job.a, True
         self.sides: dict[Verdict, str] = {}
-        self.by_subset: dict[Subset, Trial] = {}
+        self.known: dict[Subset, Trial] = {}   # subsets measured before the search (the loop's knobs at once)
+        self.minimiser: Optional[ChangeSearch] = None
         self.checks = 0
 
     @property
@@ -192,7 +192,7 @@ class _Search:
             self.checks += 1
             if t.side == ("B" if to_b else "A"):
                 self.changes, self.start, self.to_b = expanded, start, to_b
-                self.by_subset[frozenset(range(len(expanded)))] = t
+                self.known[frozenset(range(len(expanded)))] = t
                 knobs = ", ".join(c.name for c in expanded if c.kind is ChangeKind.KNOB)
                 self.d.note(f"--loop differs: searched as the knobs the two loops imply ({knobs}); "
                             f"{t.label} reproduces {'B' if to_b else 'A'}")
@@ -205,32 +205,30 @@ class _Search:
             return Outcome.UNRESOLVED
         return Outcome.STAYS if t.side == self.start_name else Outcome.FLIPS
 
-    def test(self, subset: Subset, calibrated: Calibrated) -> Outcome:
+    def measure(self, subset: Subset, calibrated: Calibrated) -> Trial:
         applied = [self.changes[i] for i in sorted(subset)]
-        t, _ = self.d.trial(trial_label(self.start_name, applied, self.to_b),
-                            trial_setup(self.start, applied, self.to_b), applied, calibrated, self.sides)
-        self.by_subset[subset] = t
-        return self.outcome(t)
+        return self.d.trial(trial_label(self.start_name, applied, self.to_b),
+                            trial_setup(self.start, applied, self.to_b), applied, calibrated, self.sides)[0]
 
     def search(self, calibrated: Calibrated) -> DiffResult:
-        result = ddmin(len(self.changes), lambda s: self.test(s, calibrated))
-        minimal = frozenset(result.minimal)
-        stays = [s for s, t in self.by_subset.items() if self.outcome(t) is Outcome.STAYS] + [frozenset()]
-        if not all(any(minimal - {i} <= s for s in stays) for i in minimal):
+        """ddmin over the changes (bisection.change_search, the engine a bisect's attribution shares)."""
+        self.minimiser = ChangeSearch(self.changes, lambda s: self.measure(s, calibrated), self.outcome)
+        for subset, t in self.known.items():
+            self.minimiser.know(subset, t)
+        minimal = self.minimiser.minimal()
+        if not self.minimiser.proven_minimal(minimal):
             skipped = next((t for t in self.d.trials if t.side is None), None)
             why = f": {skipped.label} could not be judged ({skipped.reason})" if skipped else ""
             return self.result(calibrated.describe(), DiffStatus.UNDECIDED,
                                f"the difference lies within {len(minimal)} changes, not proven minimal{why}")
-        chosen = " and ".join(self.changes[i].describe() for i in sorted(minimal))
         other = "B" if self.to_b else "A"
-        reason = f"{chosen} moves {self.start_name} to {other}'s side" + ("; no smaller set does" if len(minimal) > 1
-                                                                           else "")
+        reason = f"{self.minimiser.described(minimal)} moves {self.start_name} to {other}'s side" + (
+            "; no smaller set does" if len(minimal) > 1 else "")
         return self.result(calibrated.describe(), DiffStatus.FOUND, reason, minimal, calibrated.threshold)
 
     def proof(self, minimal: Subset) -> list[int]:
         """The ends, the minimal set applied, each of its subsets one short, and the full set."""
-        sets = [minimal, frozenset(range(len(self.changes)))] + [minimal - {i} for i in minimal]
-        return sorted({0, 1} | {self.by_subset[s].seq for s in sets if s in self.by_subset})
+        return sorted({0, 1, *self.minimiser.proof(minimal, self.minimiser.everything)})
 
     def result(self, criterion: str, status: DiffStatus, reason: str, minimal: Subset = frozenset(),
                threshold: Optional[float] = None) -> DiffResult:

@@ -10,6 +10,7 @@ from typing import Optional
 
 from packaging.version import Version
 
+from bisector.bisection.follow_up import follow_job
 from bisector.config import JobConfig, JobSection, Mode, RunSection
 from bisector.core.changes import ChangeKind
 from bisector.core.criterion import Direction
@@ -39,28 +40,8 @@ def follow_config(job: DiffJob, result: DiffResult, cache_dir: Optional[Path] = 
     else:
         find_fix = older_end.verdict is Verdict.BAD
     good, bad = (newer, older) if find_fix else (older, newer)
-    section = JobSection(package=change.name, good=good, bad=bad, find_fix=find_fix,
-                         mode=Mode.AUTO if job.follow_repo else Mode.RELEASES, repo=job.follow_repo, env=job.env,
-                         index_url=job.index_url, pins=pins, follow=False)
-    probe = job.probe.model_copy(update={"args": [*job.probe.args, *start.args]})
-    return JobConfig(job=section, probe=probe, criterion=crit,
+    base = JobConfig(job=JobSection(package=job.package, good=good, bad=bad, env=job.env, index_url=job.index_url,
+                                    follow_repo=job.follow_repo),
+                     probe=job.probe.model_copy(update={"args": [*job.probe.args, *start.args]}), criterion=crit,
                      run=RunSection(cache_dir=cache_dir, env_backend=env_backend))
-
-
-def run_command(config: JobConfig) -> list[str]:
-    """The ``bisector run`` command line of ``config`` (without machine-local flags)."""
-    job, probe, crit = config.job, config.probe, config.criterion
-    words = ["bisector", "run", "--package", job.package, "--good", job.good, "--bad", job.bad,
-             "--mode", job.mode.value]
-    words += ["--repo", job.repo] if job.repo else []
-    words += ["--find-fix"] if job.find_fix else []
-    for pin in job.pins:
-        words += ["--with", pin]
-    words += ["--env", job.env] + (["--index-url", job.index_url] if job.index_url else [])
-    words += ["--probe-cmd", probe.cmd] if probe.cmd else ["--probe", probe.name or str(probe.path)]
-    words += [f"--probe-arg={a}" for a in probe.args]
-    if crit.metric:
-        words += ["--metric", crit.metric]
-    if crit.threshold is not None:
-        words += ["--threshold", format(crit.threshold, ".12g"), "--direction", crit.direction.value]
-    return words
+    return follow_job(base, change.name, good, bad, pins, Mode.AUTO if job.follow_repo else Mode.RELEASES, find_fix)

@@ -12,6 +12,7 @@ from bisector.bisection.wiring import bisector_for
 from bisector.config import JobConfig, JobSection, Mode
 from bisector.envs import EnvSpec
 from bisector.errors import BisectorError
+from bisector.job_argv import run_argv
 from bisector.matrix.cells import Cell
 from bisector.matrix.grid_config import MatrixConfig
 from bisector.matrix.grid_result import BisectAttachment, MatrixResult
@@ -35,28 +36,19 @@ def write_env_spec(spec: EnvSpec, path: Path) -> Path:
     return path
 
 
-def _bisect_command(config: MatrixConfig, pkg: str, good: str, bad: str, env: Path) -> list[str]:
-    p, c = config.probe, config.criterion
-    argv = ["bisector", "run", "--package", pkg, "--good", good, "--bad", bad, "--mode", "releases",
-            "--env", str(env)]
-    argv += ["--index-url", config.matrix.index_url] if config.matrix.index_url else []
-    argv += ["--probe-cmd", p.cmd] if p.cmd else ["--probe", str(p.path or p.name)]
-    argv += [x for a in p.args for x in ("--probe-arg", a)]
-    for flag, value in (("--metric", c.metric), ("--threshold", c.threshold), ("--max-increase", c.max_increase)):
-        argv += [flag, str(value)] if value is not None else []
-    return argv + ["--direction", c.direction.value]
-
-
-def _bisect_one(config: MatrixConfig, store: Store, cache_dir: Path, out: Path, pkg: str, good: str, bad: str,
-                spec: EnvSpec) -> BisectAttachment:
+def _bisect_one(config: MatrixConfig, runner: CellRunner, cache_dir: Path, out: Path, pkg: str, good: str,
+                bad: str, spec: EnvSpec) -> BisectAttachment:
+    store = runner.store
     stem = f"bisect-{pkg}-{good}-{bad}"
     env = write_env_spec(spec, out.resolve() / f"{stem}.env.toml")
     job = JobConfig(job=JobSection(package=pkg, good=good, bad=bad, mode=Mode.RELEASES, env=str(env),
                                    index_url=config.matrix.index_url, pre=config.matrix.pre),
                     probe=config.probe, criterion=config.criterion,
                     run=config.run.model_copy(update={"store": store.path, "cache_dir": cache_dir}))
+    command = run_argv(job)
     try:
-        res = bisector_for(job, store, handler=PrintHandler(), command=_bisect_command(config, pkg, good, bad, env)).run()
+        res = bisector_for(job, store, handler=PrintHandler(), command=command,
+                           engine=runner.engine).run()
     except BisectorError as exc:
         return BisectAttachment(package=pkg, good=good, bad=bad, status="error",
                                 markdown=f"The bisect could not run: {exc}")
@@ -87,11 +79,11 @@ def bisect_regressions(config: MatrixConfig, result: MatrixResult, runner: CellR
         elif (pkg, good, bad, spec.model_dump_json()) not in done:
             done.add((pkg, good, bad, spec.model_dump_json()))
             out.mkdir(parents=True, exist_ok=True)
-            attached.append(_bisect_one(config, store, cache_dir, out, pkg, good, bad, spec))
+            attached.append(_bisect_one(config, runner, cache_dir, out, pkg, good, bad, spec))
     for step in result.new_steps:  # a step along the versions: bisect between the two neighbouring releases
         spec = runner.spec_for(by_key[step.bad_key], candidate=step.package)
         if (step.package, step.good, step.bad, spec.model_dump_json()) not in done:
             done.add((step.package, step.good, step.bad, spec.model_dump_json()))
             out.mkdir(parents=True, exist_ok=True)
-            attached.append(_bisect_one(config, store, cache_dir, out, step.package, step.good, step.bad, spec))
+            attached.append(_bisect_one(config, runner, cache_dir, out, step.package, step.good, step.bad, spec))
     return result.model_copy(update={"bisects": attached, "notes": notes})

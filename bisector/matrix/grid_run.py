@@ -20,7 +20,7 @@ from bisector.core.criterion import describe_against_baseline
 from bisector.core.measurement import Measurement
 from bisector.core.units import human_value
 from bisector.data import specs_dir
-from bisector.envs import EnvManager, EnvSpec, load_env_spec
+from bisector.envs import EnvSpec, load_env_spec
 from bisector.errors import BisectorError, UndecidedError, UsageError
 from bisector.matrix.cells import Cell, grid_id, plan_cells
 from bisector.matrix.compare import compare, match_baseline, still_bad, summarise
@@ -29,9 +29,7 @@ from bisector.matrix.history import grid_history, load_baseline, new_run_id, sav
 from bisector.matrix.grid_result import CellResult, CellVerdict, MatrixResult
 from bisector.matrix.steps import confirm_steps, find_steps, mark_new
 from bisector.matrix.trend import history_lines
-from bisector.measure.assembly import make_executor
-from bisector.measure.executors import Executor, LocalExecutor
-from bisector.measure.gpus import GpuPool, detect_gpus, probe_cpus
+from bisector.measure.assembly import Engine, build_engine
 from bisector.measure.measurer import Measurer
 from bisector.measure.probe_spec import ProbeSpec
 from bisector.sources.index import release_candidate
@@ -42,13 +40,11 @@ class CellRunner:
     """Measures cells in threads: a Measurer per cell environment spec, all sharing one GpuPool, and
     the next cells' environments prefetched while probes run."""
 
-    def __init__(self, store: Store, envs: EnvManager, spec: EnvSpec, probe: ProbeSpec, packages: list[str],
-                 pins: dict[str, str], index_url: Optional[str], run_id: str, jobs: int = 1,
-                 prefetch: bool = True, gpus: Optional[GpuPool] = None, executor: Optional[Executor] = None):
-        self.store, self.envs, self.spec, self.probe = store, envs, spec, probe
+    def __init__(self, engine: Engine, spec: EnvSpec, probe: ProbeSpec, packages: list[str],
+                 pins: dict[str, str], index_url: Optional[str], run_id: str, prefetch: bool = True):
+        self.engine, self.store, self.spec, self.probe = engine, engine.store, spec, probe
         self.packages, self.pins, self.index_url, self.run_id = packages, pins, index_url, run_id
-        self.jobs, self.prefetch, self.gpus = max(1, jobs), prefetch, gpus or GpuPool([])
-        self.executor: Executor = executor or LocalExecutor(envs, self.gpus)
+        self.jobs, self.prefetch = engine.jobs, prefetch
         self._measurers: dict[str, Measurer] = {}
         self._lock = threading.Lock()
 
@@ -90,10 +86,7 @@ class CellRunner:
         key = spec.model_dump_json()
         with self._lock:
             if key not in self._measurers:
-                cpus = probe_cpus(self.jobs, self.gpus.gpus) if self.executor.builds_here else 1
-                self._measurers[key] = Measurer(self.store, self.envs, spec, self.probe, index_url=self.index_url,
-                                                run_id=self.run_id, gpus=self.gpus, cpus=cpus,
-                                                executor=self.executor)
+                self._measurers[key] = self.engine.measurer(spec, self.probe, self.index_url, self.run_id)
             return self._measurers[key]
 
     def _prefetch_after(self, cells: list[Cell], i: int) -> None:
@@ -183,19 +176,17 @@ def _plan(config: MatrixConfig) -> tuple[list[Cell], int]:
         raise UndecidedError(f"nothing could be measured: {exc}") from None
 
 
-def run_matrix(config: MatrixConfig, store: Store, cache_dir: Path, baseline_id: Optional[str],
+def run_matrix(config: MatrixConfig, store: Store, baseline_id: Optional[str],
                command: list[str]) -> tuple[MatrixResult, CellRunner, list[Cell]]:
     """Plan, measure, compare and confirm one matrix run; the run is stored as it starts and ends."""
     spec = load_env_spec(config.matrix.env, specs_dir())
     baseline = load_baseline(store, grid_id(config), baseline_id)
     cells, dropped = _plan(config)
     result = _start(config, store, dropped, baseline)
-    envs = EnvManager(cache_dir, backend=config.run.env_backend, defer_health=True)
     prefetch = config.run.prefetch if config.run.prefetch is not None else True
-    gpus = GpuPool(detect_gpus())
-    executor = make_executor(config.run.executor, envs, gpus, config.run.ray_address, config.run.cache_dir)
-    runner = CellRunner(store, envs, spec, config.probe, config.matrix.packages, config.matrix.pins,
-                        config.matrix.index_url, result.run_id, config.run.jobs, prefetch, gpus, executor)
+    engine = build_engine(config.run, store)
+    runner = CellRunner(engine, spec, config.probe, config.matrix.packages, config.matrix.pins,
+                        config.matrix.index_url, result.run_id, prefetch)
     save_run(store, config, result, RunState.RUNNING, command)
     try:
         measured = _measure(config, runner, cells)

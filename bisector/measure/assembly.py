@@ -1,20 +1,40 @@
-"""Which executor takes a run's measurements: ``local`` (threads and the GpuPool) or ``ray``
-(bisector.measure.ray_executor, loaded only when asked for: Ray is the optional extra
-``bisector[ray]``)."""
+"""The measuring engine, assembled in one place for every command (run, matrix, diff, probe and the
+follow-ups of each): the store, the environment cache, this machine's GPUs, the executor (``local``
+threads and the GpuPool, or ``ray``: bisector.measure.ray_executor, loaded only when asked for, as Ray
+is the optional extra ``bisector[ray]``) and the cores one probe may use.
+
+Whatever a command measures goes through :meth:`Engine.measurers` or :meth:`Engine.measurer`, so a
+diff measures on the GPUs a bisect would, and a diff's ``--follow`` bisect judges on the same engine.
+"""
 from __future__ import annotations
 
 import atexit
 import importlib
 import importlib.util
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Optional
+from typing import Optional, Protocol
 
-from bisector.envs import EnvManager
+from bisector.envs import EnvManager, EnvSpec
 from bisector.errors import UsageError
 from bisector.measure.executors import Executor, ExecutorKind, LocalExecutor
-from bisector.measure.gpus import GpuPool
+from bisector.measure.gpus import GpuPool, detect_gpus, probe_cpus
+from bisector.measure.measurer import Measurer, Measurers
+from bisector.measure.probe_spec import ProbeSpec
+from bisector.paths import default_cache_dir
+from bisector.storage import Store
 
 RAY_MISSING = "--executor ray needs Ray, which is not installed here: pip install 'bisector[ray]'"
+
+
+class EngineSettings(Protocol):
+    """What the engine is built from: a run's ``[run]`` table (bisector.config.RunSection)."""
+
+    jobs: int
+    cache_dir: Optional[Path]
+    env_backend: Optional[str]
+    executor: ExecutorKind
+    ray_address: Optional[str]
 
 
 def check_executor(kind: ExecutorKind) -> None:
@@ -36,3 +56,41 @@ def make_executor(kind: ExecutorKind, envs: EnvManager, gpus: Optional[GpuPool] 
     executor = module.RayExecutor(ray_address, cache_dir=str(cache_dir) if cache_dir else None)
     atexit.register(executor.close)
     return executor
+
+
+@dataclass
+class Engine:
+    """One command's measuring engine (see the module)."""
+
+    store: Store
+    envs: EnvManager
+    pool: GpuPool
+    executor: Executor
+    jobs: int = 1
+
+    @property
+    def cpus(self) -> int:
+        """Cores one probe may use: the machine's cores shared by the probes at once (1 on a cluster,
+        whose nodes decide for themselves)."""
+        return probe_cpus(self.jobs, self.pool.gpus) if self.executor.builds_here else 1
+
+    def measurers(self, spec: EnvSpec, probe: ProbeSpec, index_url: Optional[str] = None) -> Measurers:
+        """The factory of a bisect's per-phase measurers over ``spec`` and ``probe``."""
+        return Measurers(self.store, self.envs, spec, probe, index_url=index_url, gpus=self.pool, cpus=self.cpus,
+                         executor=self.executor)
+
+    def measurer(self, spec: EnvSpec, probe: ProbeSpec, index_url: Optional[str] = None,
+                 run_id: Optional[str] = None, repo_path: Optional[Path] = None) -> Measurer:
+        """One measurer over ``spec`` and ``probe`` (a matrix cell's, a diff setup's, ``bisector probe``'s)."""
+        return self.measurers(spec, probe, index_url)(run_id, repo_path)
+
+
+def build_engine(run: EngineSettings, store: Store, max_gpus: Optional[int] = None) -> Engine:
+    """The engine of a run: its cache dir's environments, this machine's GPUs (``max_gpus`` of them:
+    ``bisector probe`` runs one probe on exactly one), and the run's executor."""
+    check_executor(run.executor)
+    envs = EnvManager(run.cache_dir or default_cache_dir(), backend=run.env_backend, defer_health=True)
+    gpus = detect_gpus()
+    pool = GpuPool(gpus[:max_gpus] if max_gpus is not None else gpus)
+    executor = make_executor(run.executor, envs, pool, run.ray_address, run.cache_dir)
+    return Engine(store=store, envs=envs, pool=pool, executor=executor, jobs=max(1, run.jobs))

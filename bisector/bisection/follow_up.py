@@ -1,4 +1,7 @@
-"""--follow: when a companion explains the step, bisect that companion between its two versions.
+"""Follow-ups: the bisect of one package between two versions that a finding points to, built in
+one place (:func:`follow_job`) for a bisect's attributed companion and a diff's package culprit.
+
+--follow: when a companion explains the step, bisect that companion between its two versions.
 
 The followed job keeps everything of the first one (probe, criterion, env spec, pins) and sets the
 context the attribution measured: the package started from pinned at its first bad release, every
@@ -9,7 +12,8 @@ or the one its metadata names). The followed bisect does not follow again.
 from __future__ import annotations
 
 import shlex
-from typing import Optional
+from dataclasses import dataclass
+from typing import Any, Optional
 
 from packaging.utils import canonicalize_name
 
@@ -17,9 +21,32 @@ from bisector.commandline import with_flags
 from bisector.config import JobConfig, Mode
 from bisector.core.changes import Attribution, AttributionKind, ChangeKind
 from bisector.core.candidate import Candidate, CandidateKind
+from bisector.core.result import BisectResult
+from bisector.core.search import Outcome
 
 _DROPPED = {"--repo": True, "--repo-url": True, "--follow-repo": True, "--follow": False, "--no-follow": False,
             "--resume": False, "--widen": False}
+
+
+@dataclass(frozen=True)
+class FollowUp:
+    """A companion's bisect to run: its job, the measurers of its context (the pins added) and its
+    command line."""
+
+    config: JobConfig
+    measurers: Any          # a bisection.seam.MeasurerFactory
+    command: list[str]
+
+
+def attach_followed(result: BisectResult, followed: BisectResult, command: list[str]) -> None:
+    """The followed bisect on ``result``, whose refine and widen hints become the followed one's (a
+    release answer of the companion refines to its commits)."""
+    result.followed = followed
+    result.refine_command, result.widen_command = followed.refine_command, followed.widen_command
+    if (followed.refine_command is None and followed.status is Outcome.FOUND
+            and followed.mode is CandidateKind.RELEASE and followed.last_good):
+        result.refine_command = with_flags(command, {"--mode": "commits", "--good": followed.last_good.ref,
+                                                     "--bad": followed.first_bad.ref, "--repo": "<REPO>"})
 
 
 def should_follow(config: JobConfig, attribution: Optional[Attribution]) -> bool:
@@ -41,6 +68,18 @@ def follow_pins(attribution: Attribution, first_bad: Candidate, pins: list[str])
     return kept + [f"{first_bad.package}=={first_bad.ref}"] + moved
 
 
+def follow_job(base: JobConfig, package: str, good: str, bad: str, pins: list[str], mode: Mode,
+               find_fix: bool = False) -> JobConfig:
+    """The one builder of a follow-up bisect: ``base``'s probe, criterion, env spec, index and run
+    settings, bisecting ``package`` from ``good`` to ``bad`` with ``pins`` over the spec, in its own
+    repository when ``base`` names one (``follow_repo``); it does not follow, widen or re-aim again."""
+    job = base.job
+    update = {"package": canonicalize_name(package), "good": good, "bad": bad, "mode": mode, "find_fix": find_fix,
+              "repo": job.follow_repo, "repo_url": None, "follow_repo": None, "pins": pins, "follow": False,
+              "widen": False}
+    return base.model_copy(update={"job": job.model_copy(update=update)})
+
+
 def follow_config(config: JobConfig, attribution: Attribution, first_bad: Candidate) -> Optional[JobConfig]:
     """The bisect of the attributed companion (see the module), or None when it cannot be pinned."""
     job, companion = config.job, attribution.minimal[0]
@@ -48,10 +87,7 @@ def follow_config(config: JobConfig, attribution: Attribution, first_bad: Candid
     if pins is None:
         return None
     mode = Mode.AUTO if job.mode is Mode.COMMITS else job.mode
-    update = {"package": canonicalize_name(companion.name), "good": companion.a, "bad": companion.b, "mode": mode,
-              "repo": job.follow_repo, "repo_url": None, "follow_repo": None, "pins": pins, "follow": False,
-              "widen": False}
-    return config.model_copy(update={"job": job.model_copy(update=update)})
+    return follow_job(config, companion.name, companion.a, companion.b, pins, mode)
 
 
 def follow_command(command: list[str], followed: JobConfig, added: list[str]) -> list[str]:

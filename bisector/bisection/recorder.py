@@ -1,0 +1,144 @@
+"""The record of one bisect run: every step the moment it is judged (the store's step log and the
+handler), the notes, the run row, and what its measurers did (probes run, measurements reused).
+
+The driver, its phases and its follow-ups all record through one :class:`RunRecorder`; the run-level
+parts of the result (steps, log, notes, counts) are filled from it once, when the run ends.
+"""
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+from typing import Optional, Protocol
+
+from bisector.bisection.judge import Judgement, judge
+from bisector.bisection.phase import flipped
+from bisector.bisection.seam import MeasurerFactory, Measures
+from bisector.config import JobConfig
+from bisector.core.candidate import Candidate
+from bisector.core.criterion import Calibrated
+from bisector.core.measurement import Status
+from bisector.core.result import BisectResult, Step
+from bisector.errors import UsageError
+from bisector.storage import RunKind, RunRow, StepRow, Store, now
+
+
+class Handler(Protocol):
+    """Observes a bisect (the CLI prints; a library user may collect)."""
+
+    def note(self, text: str) -> None: ...
+    def plan(self, phase: str, candidates: list[Candidate]) -> None: ...
+    def step(self, step: Step) -> None: ...
+
+
+class SilentHandler:
+    """A handler that ignores everything (the library default)."""
+
+    def note(self, text: str) -> None:
+        pass
+
+    def plan(self, phase: str, candidates: list[Candidate]) -> None:
+        pass
+
+    def step(self, step: Step) -> None:
+        pass
+
+
+def run_id_for(config: JobConfig) -> str:
+    """Identical jobs share a run id, so an identical command resumes the same run."""
+    return hashlib.sha256(config.model_dump_json(exclude={"run"}).encode()).hexdigest()[:12]
+
+
+class RunRecorder:
+    """Records one run of ``config`` in ``store`` under ``run_id`` (see the module)."""
+
+    def __init__(self, config: JobConfig, store: Store, run_id: str, command: list[str],
+                 handler: Optional[Handler] = None):
+        self.config, self.store, self.run_id, self.command = config, store, run_id, command
+        self.handler = handler or SilentHandler()
+        self.steps: list[Step] = []
+        self.notes: list[str] = []
+        self._measurers: list[Measures] = []
+        self._started = now()
+        self._metric_seen = False
+
+    # -- the run row ----------------------------------------------------------------------------
+    def begin(self) -> None:
+        """A new attempt of the run: its earlier step log goes (the measurements stay stored)."""
+        self._started, self.steps, self.notes, self._measurers, self._metric_seen = now(), [], [], [], False
+        self.store.clear_steps(self.run_id)
+        self.save("running")
+
+    def save(self, status: str, result: Optional[dict] = None) -> None:
+        self.store.put_run(RunRow(id=self.run_id, created=self._started, updated=now(), kind=RunKind.BISECT,
+                                  command=self.command, config=self.config.model_dump(mode="json"),
+                                  status=status, result=result))
+
+    def forget(self) -> None:
+        """A run rejected before its first step leaves no run to list or resume."""
+        self.store.delete_run(self.run_id)
+
+    # -- measuring and steps --------------------------------------------------------------------
+    def measurer(self, factory: MeasurerFactory, repo_path: Optional[Path] = None) -> Measures:
+        """A phase's measurer from ``factory``, counted in this run."""
+        measurer = factory(self.run_id, repo_path)
+        self._measurers.append(measurer)
+        return measurer
+
+    @property
+    def reused_keys(self) -> set[str]:
+        """Measurements this run took from the store instead of probing."""
+        return set().union(*(m.reused_keys for m in self._measurers))
+
+    @property
+    def probes_run(self) -> int:
+        return sum(m.probes_run for m in self._measurers)
+
+    def step(self, phase: str, c: Candidate, j: Judgement, label: Optional[str] = None) -> Step:
+        """Record ``j`` as the next step: stored, shown, kept."""
+        self._check_metric(j)
+        reused = self.reused_keys
+        step = Step(seq=len(self.steps), phase=phase, candidate=label or c.short, date=c.date, verdict=j.verdict,
+                    value=j.value, metric=self.config.criterion.metric, metrics=j.metrics,
+                    repeats=len(j.measurements), seconds=round(j.seconds, 3), reason=j.reason,
+                    reused=all(m.key in reused for m in j.measurements))
+        self.steps.append(step)
+        self.store.add_step(StepRow(run_id=self.run_id, seq=step.seq, candidate=f"{phase} {c.ref}",
+                                    verdict=step.verdict, value=step.value, reason=step.reason,
+                                    seconds=step.seconds, measurements=[m.key for m in j.measurements]))
+        self.handler.step(step)
+        return step
+
+    def judged(self, phase: str, measurer: Measures, c: Candidate, calibrated: Calibrated,
+               label: Optional[str] = None) -> tuple[Judgement, Step]:
+        """Judge ``c`` with ``measurer`` (flipped for --find-fix) and record it: a follow-up's trial."""
+        j = judge(measurer, calibrated, c)
+        if self.config.job.find_fix:
+            j.verdict = flipped(j.verdict)
+        return j, self.step(phase, c, j, label)
+
+    def note(self, text: str) -> None:
+        """A note for the user and the result."""
+        self.notes.append(text)
+        self.handler.note(text)
+
+    def _check_metric(self, j: Judgement) -> None:
+        """The criterion's metric missing from a clean probe result (every cell measured) is a
+        typo, not a SKIP: stop at the first such measurement and list what the probe produces."""
+        metric = self.config.criterion.metric
+        if not metric or self._metric_seen:
+            return
+        clean = [m for m in j.measurements if m.status is Status.OK and m.metrics and not
+                 ((m.details or {}).get("result") or {}).get("cell_errors")]
+        if any(metric in m.metrics for m in clean):
+            self._metric_seen = True
+        elif clean:
+            produced = sorted(clean[-1].metrics)
+            shown = ", ".join(produced[:12]) + (f" (and {len(produced) - 12} more)" if len(produced) > 12 else "")
+            raise UsageError(f"metric {metric!r} is not produced by the probe; it produces: {shown}")
+
+    # -- the result's run-level part --------------------------------------------------------------
+    def filled(self, result: BisectResult) -> BisectResult:
+        """``result`` with this run's steps, log, notes and counts (set here, once)."""
+        return result.model_copy(update={
+            "steps": list(self.steps), "log": [s.log_line() for s in self.steps], "notes": list(self.notes),
+            "probes_run": self.probes_run, "measurements_reused": len(self.reused_keys)})

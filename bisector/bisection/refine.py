@@ -1,0 +1,59 @@
+"""Auto mode's second level: the commits between the adjacent last-good / first-bad releases, from
+``--repo``, or from the repository the first bad release's metadata names (with ``--clone``)."""
+from __future__ import annotations
+
+import shlex
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Optional
+
+from bisector.bisection.phase import PhaseResult
+from bisector.bisection.plan import Plan, commit_plan
+from bisector.bisection.recorder import RunRecorder
+from bisector.commandline import with_flags
+from bisector.envs.check.project_url import repository_url
+from bisector.errors import BisectorError
+from bisector.sources import git
+
+
+@dataclass(frozen=True)
+class Refinement:
+    """The commit plan to bisect next, or (when there is none) the command that would refine it."""
+
+    commits: Optional[Plan] = None
+    command: Optional[str] = None
+
+
+def refinement(recorder: RunRecorder, plan: Plan, res: PhaseResult, cache_dir: Path) -> Refinement:
+    """The commits between the boundary releases of ``res`` (see the module), or how to get them."""
+    job = recorder.config.job
+    good, bad = plan.candidates[res.search.last_good].ref, plan.candidates[res.search.first_bad].ref
+    named = None if job.repo else _metadata_repo(recorder, res)
+    repo = job.repo or (named if job.clone else None)
+    refine = with_flags(recorder.command, {"--mode": "commits", "--good": good, "--bad": bad, "--repo": "<REPO>"})
+    if not repo:
+        where = (f"; {job.package}'s metadata names {named}: refine with --repo <a clone of it>, or add --clone "
+                 "to let bisector clone it" if named else "")
+        recorder.note(f"no --repo given: the answer stops at releases{where}; refine with: {refine}")
+        return Refinement(command=refine)
+    try:
+        path = git.open_repo(repo, cache_dir)
+        tags = [git.tag_for_version(path, v) for v in (good, bad)]
+        if None in tags:
+            raise BisectorError(f"no tags for {good} / {bad} in {repo}")
+        return Refinement(commits=commit_plan(job, repo, cache_dir, good=tags[0], bad=tags[1]))
+    except BisectorError as exc:
+        recorder.note(f"cannot refine to commits ({exc}); the release answer stands")
+        return Refinement(command=refine.replace("<REPO>", shlex.quote(repo)))
+
+
+def _metadata_repo(recorder: RunRecorder, res: PhaseResult) -> Optional[str]:
+    """The repository named in the first bad release's metadata (its environment is at hand)."""
+    for m in res.judgements[res.search.first_bad].measurements:
+        env_path = m.details.get("env_path")
+        url = repository_url(Path(env_path)) if env_path else None
+        if url:
+            if recorder.config.job.clone:
+                recorder.note(f"repository from {recorder.config.job.package}'s metadata: {url}")
+            return url
+    return None
