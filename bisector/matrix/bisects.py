@@ -35,16 +35,20 @@ def write_env_spec(spec: EnvSpec, path: Path) -> Path:
     return path
 
 
-def _bisect_command(config: MatrixConfig, pkg: str, good: str, bad: str, env: Path) -> list[str]:
+def job_flags(config: MatrixConfig) -> list[str]:
+    """The matrix's index, probe and criterion as ``bisector run`` flags."""
     p, c = config.probe, config.criterion
-    argv = ["bisector", "run", "--package", pkg, "--good", good, "--bad", bad, "--mode", "releases",
-            "--env", str(env)]
-    argv += ["--index-url", config.matrix.index_url] if config.matrix.index_url else []
+    argv = ["--index-url", config.matrix.index_url] if config.matrix.index_url else []
     argv += ["--probe-cmd", p.cmd] if p.cmd else ["--probe", str(p.path or p.name)]
     argv += [x for a in p.args for x in ("--probe-arg", a)]
     for flag, value in (("--metric", c.metric), ("--threshold", c.threshold), ("--max-increase", c.max_increase)):
         argv += [flag, str(value)] if value is not None else []
     return argv + ["--direction", c.direction.value]
+
+
+def _bisect_command(config: MatrixConfig, pkg: str, good: str, bad: str, env: Path) -> list[str]:
+    return ["bisector", "run", "--package", pkg, "--good", good, "--bad", bad, "--mode", "releases",
+            "--env", str(env), *job_flags(config)]
 
 
 def _bisect_one(config: MatrixConfig, store: Store, cache_dir: Path, out: Path, pkg: str, good: str, bad: str,
