@@ -200,8 +200,9 @@ def wide_result() -> MatrixResult:
     metrics = ["ga_excess_bytes_per_param", "peak_bytes"]
     cells, lines = [], []
     for i in range(12):
-        key = f"latest~{i} | 4.40.0.dev0+g{i:07d}"
-        versions = {"accelerate": f"0.{20 + i}.0", "transformers": f"4.40.0.dev0+g{i:07d}"}
+        local = f"g{i:07d}" if i < 11 else "g" + "0123456789abcdef" * 6   # one label far too long to show whole
+        key = f"latest~{i} | 4.40.0.dev0+{local}"
+        versions = {"accelerate": f"0.{20 + i}.0", "transformers": f"4.40.0.dev0+{local}"}
         value = 1.244 if i % 2 else 0.0
         cells.append(CellResult(key=key, labels=[f"latest~{i}", versions["transformers"]], versions=versions, status="ok",
                                 metrics={"ga_excess_bytes_per_param": value, "peak_bytes": 3.5 * 2 ** 30 + i * 2 ** 27}))

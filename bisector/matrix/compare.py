@@ -61,7 +61,7 @@ def compare(cur: CellResult, base: Optional[BaselineCell], criterion: Criterion,
             CellVerdict.SAME if base.exit_code == cur.exit_code else CellVerdict.MOVED)
     elif not cur.status.measured:
         update["verdict"] = _unmeasured(cur, base)
-    elif cur.oom and cur.bad_failure and not base.oom:
+    elif cur.oom and cur.bad_failure and base.status.measured and not base.oom:
         update["verdict"] = CellVerdict.REGRESSION   # a partial OOM: running out is the regression
     elif not criterion.metric:
         update["verdict"] = CellVerdict.SAME if cur.metrics == base.metrics else CellVerdict.MOVED

@@ -28,6 +28,7 @@ from bisector.matrix.failure_line import failure_line, oom_line
 from bisector.matrix.grid_config import MatrixConfig
 from bisector.matrix.history import grid_history, load_baseline, new_run_id, save_run, timestamp
 from bisector.matrix.grid_result import CellResult, CellVerdict, MatrixResult
+from bisector.matrix.report_cells import where
 from bisector.matrix.steps import confirm_steps, find_steps, mark_new
 from bisector.matrix.trend import history_lines
 from bisector.measure.assembly import make_executor
@@ -64,7 +65,8 @@ class CellRunner:
         """The cell's candidate: the first grid package at the cell's version, dated as the cell (its
         environment resolves as of the newest pinned release)."""
         slot = cell.slots[0]
-        return release_candidate(self.packages[0], Release(version=slot.version, uploaded=cell.as_of or slot.uploaded))
+        return release_candidate(self.packages[0],
+                                 Release(version=slot.version, uploaded=cell.as_of or slot.uploaded))
 
     @property
     def probes_run(self) -> int:
@@ -121,12 +123,12 @@ class _Progress:
 
     def __call__(self, cell: Cell, ms: list[Measurement]) -> None:
         m = ms[-1]
-        where = ", ".join(f"{p}=={s.version}" for p, s in zip(self.runner.packages, cell.slots))
         value = m.metrics.get(self.metric) if self.metric else None
         shown = f" {self.metric}={human_value(value, self.metric)}" if value is not None else ""
         why = failure_line(m) if not m.status.measured else oom_line(oom_cells(m)) if oom_cells(m) else ""
         stored = " (stored)" if all(x.key in self.runner.reused for x in ms) else ""
-        print(f"  cell {where}: {m.status}{shown}{stored}" + (f": {why}" if why else ""), file=sys.stderr, flush=True)
+        print(f"  cell {where(cell.versions(self.runner.packages))}: {m.status}{shown}{stored}"
+              + (f": {why}" if why else ""), file=sys.stderr, flush=True)
 
 
 def _metrics(config: MatrixConfig, cells: list[CellResult]) -> list[str]:
@@ -188,8 +190,7 @@ def _plan(config: MatrixConfig, cache_dir: Path) -> Plan:
     except BisectorError as exc:
         raise UndecidedError(f"nothing could be measured: {exc}") from None
     for bad in plan.invalid:
-        where = ", ".join(f"{p}=={v}" for p, v in bad.versions.items())
-        print(f"  not a valid combination: {where}: {bad.reason}", file=sys.stderr, flush=True)
+        print(f"  not a valid combination: {where(bad.versions)}: {bad.reason}", file=sys.stderr, flush=True)
     return plan
 
 

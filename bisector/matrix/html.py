@@ -23,12 +23,12 @@ from bisector.matrix.svg_chart import Chart, Series, esc, svg
 PAGE = "index.html"
 SERIES_PER_CHART = 10
 STYLE = """body{font:14px system-ui,sans-serif;margin:24px;color:#222;max-width:1100px}
-h1{font-size:22px}h2{font-size:18px;margin-top:28px}h3{font-size:15px}
+h1{font-size:22px}h2{font-size:18px;margin-top:28px}h3{font-size:15px}li,p{overflow-wrap:anywhere}
 svg.plot{display:block;margin:8px 0 18px;background:#fcfcfc;border:1px solid #ddd;max-width:100%;height:auto}
 .axis{stroke:#999}.grid{stroke:#eee}.series{fill:none;stroke-width:2}.mark-ring{stroke:#d62728;stroke-width:2}
 .mark{fill:#d62728}text{font-size:11px;fill:#444;font-family:system-ui,sans-serif}.title{font-size:13px;fill:#111}
 .axis-title{fill:#111}.found{color:#b00}table{border-collapse:collapse;margin:8px 0}
-td,th{border:1px solid #ddd;padding:3px 8px;text-align:left}td.num{text-align:right;font-variant-numeric:tabular-nums}
+td,th{border:1px solid #ddd;padding:3px 8px;text-align:left}td.v{overflow-wrap:anywhere}td.num{text-align:right;font-variant-numeric:tabular-nums}
 .lost{color:#b00;font-weight:bold}"""
 _SAFE_FILE = re.compile(r"[\w.+-]+\.(md|png)")
 
@@ -85,7 +85,7 @@ def version_chart(result: MatrixResult, metric: str) -> list[Chart]:
 
 
 def _row(result: MatrixResult, cell: CellResult) -> str:
-    items = [f"<td>{esc(cell.versions[p])}" + (f" ({esc(lbl)})" if lbl != cell.versions[p] else "") + "</td>"
+    items = [f'<td class="v">{esc(cell.versions[p])}' + (f" ({esc(lbl)})" if lbl != cell.versions[p] else "") + "</td>"
              for p, lbl in zip(result.packages, cell.labels)]
     for metric in result.metrics:
         value = cell.metrics.get(metric)
@@ -147,7 +147,8 @@ def page(result: MatrixResult, links: list[str]) -> str:
     found = ' class="found"' if result.exit_code else ""
     body = [f"<h1>Version matrix: {esc(result.packages[0])}</h1>",
             f"<p{found}><strong>{esc(headline(result))}</strong> · {esc(counts(result))} · run "
-            f"<code>{esc(result.run_id)}</code> · {esc(result.created[:19])}Z · criterion: {esc(result.criterion)}</p>",
+            f"<code>{esc(result.run_id)}</code> · {esc(result.created[:19])}Z · "
+            f"criterion: {esc(result.criterion)}</p>",
             *links, *_tonight(result)]
     for metric in result.metrics:
         charts = night_charts(result, metric) + version_chart(result, metric)

@@ -44,7 +44,7 @@ def _findings(result: MatrixResult) -> list[Finding]:
     metric = result.criterion_metric
     for cell in result.confirmed:
         moved = cell.moved_packages
-        good, bad = (cell.baseline.metrics.get(metric) if metric else None), cell.metrics.get(metric) if metric else None
+        good, bad = (cell.baseline.metrics.get(metric), cell.metrics.get(metric)) if metric else (None, None)
         if len(moved) == 1 and good is not None and bad is not None:
             p = moved[0]
             out.append(Finding(p, cell.baseline.versions[p], cell.versions[p], metric, "regression against the "

@@ -20,6 +20,7 @@ PAD, PLOT_H, RIGHT = 8, 200, 18
 TITLE_PX, TEXT_PX = 13, 11
 CHAR_EM = 0.64               # an upper estimate of a character's advance, in em (DejaVu Sans digits: 0.636)
 MAX_X_LABELS = 12
+X_LABEL_MAX = 180            # px: a longer x label is cut (its points' tooltips keep it whole)
 COLORS = ["#1f77b4", "#ff7f0e", "#2ca02c", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22", "#17becf",
           "#d62728"]
 COS30, SIN30 = math.cos(math.radians(30)), 0.5
@@ -108,6 +109,12 @@ def _wrap(text: str, width: float, px: int) -> list[str]:
     return lines + [line] if line else lines
 
 
+def fit(text: str, width: float, px: int = TEXT_PX) -> str:
+    """``text``, cut with an ellipsis to fit ``width``."""
+    room = int(width / (px * CHAR_EM))
+    return text if len(text) <= room else text[:max(1, room - 1)] + "…"
+
+
 def _shown(labels: list[str]) -> list[int]:
     every = max(1, math.ceil(len(labels) / MAX_X_LABELS))
     return [i for i in range(len(labels)) if i % every == 0 or i == len(labels) - 1]
@@ -122,7 +129,8 @@ class _Layout:
         self.ticks = [t * scale for t in nice_ticks(min(known) / scale, max(known) / scale)] if known else [0.0, 1.0]
         self.tick_text = tick_texts(self.ticks, chart.metric, scale)
         self.title = _wrap(chart.title, W - 2 * PAD, TITLE_PX)
-        xw = max((text_width(chart.labels[i]) for i in _shown(chart.labels)), default=0.0)
+        self.x_text = [fit(label, X_LABEL_MAX) for label in chart.labels]
+        xw = max((text_width(self.x_text[i]) for i in _shown(chart.labels)), default=0.0)
         self.left = PAD + max(max(text_width(t) for t in self.tick_text) + 8, xw * COS30)
         self.top = PAD + len(self.title) * (TITLE_PX + 4) + TEXT_PX + 12
         self.bottom = self.top + PLOT_H
@@ -137,7 +145,7 @@ class _Layout:
             items.append((chart.mark_legend, "mark"))
         out, x, y = [], PAD, self.x_title_y + 18
         for text, colour in items:
-            text = text if text_width(text) + 26 <= W - 2 * PAD else text[:int((W - 2 * PAD - 26) / (TEXT_PX * CHAR_EM)) - 1] + "…"
+            text = fit(text, W - 2 * PAD - 26)
             width = 22 + text_width(text) + 14
             if x > PAD and x + width > W - PAD:
                 x, y = PAD, y + 16
@@ -190,7 +198,8 @@ def svg(chart: Chart) -> str:
              f'aria-label="{esc(chart.title)}">']
     parts += [f'<text class="title" x="{PAD}" y="{PAD + (k + 1) * (TITLE_PX + 4) - 4}">{esc(line)}</text>'
               for k, line in enumerate(box.title)]
-    parts.append(f'<text class="axis-title" x="{PAD}" y="{box.top - 10:.1f}">{esc(chart.metric)}</text>')
+    parts.append(f'<text class="axis-title" x="{PAD}" y="{box.top - 10:.1f}">'
+                 f'{esc(fit(chart.metric, W - 2 * PAD))}</text>')
     for value, text in zip(box.ticks, box.tick_text):
         y = box.y(value)
         parts.append(f'<line class="grid" x1="{box.left:.1f}" y1="{y:.1f}" x2="{W - RIGHT}" y2="{y:.1f}"/>'
@@ -201,9 +210,9 @@ def svg(chart: Chart) -> str:
     for i in _shown(chart.labels):
         x, y = box.x(i, n), box.bottom + 14
         parts.append(f'<text class="tick x-tick" x="{x:.1f}" y="{y:.1f}" text-anchor="end" '
-                     f'transform="rotate(-30 {x:.1f} {y:.1f})">{esc(chart.labels[i])}</text>')
+                     f'transform="rotate(-30 {x:.1f} {y:.1f})">{esc(box.x_text[i])}</text>')
     parts.append(f'<text class="axis-title" x="{(box.left + W - RIGHT) / 2:.1f}" y="{box.x_title_y:.1f}" '
-                 f'text-anchor="middle">{esc(chart.x_title)}</text>')
+                 f'text-anchor="middle">{esc(fit(chart.x_title, W - box.left - RIGHT))}</text>')
     for i, s in enumerate(chart.series):
         parts += _series_parts(chart, box, i, s)
     for x, text, y, colour in box.legend:

@@ -52,7 +52,8 @@ def conflict(meta: DistMetadata, package: str, other: str, version: str) -> Opti
             return f"{package} {meta.version} requires {other}{req.specifier}"
     if unconditional or not by_extra:
         return None
-    refusing = {e: r for e, reqs in by_extra.items() for r in reqs if not r.specifier.contains(wanted, prereleases=True)}
+    refusing = {e: r for e, reqs in by_extra.items() for r in reqs
+                if not r.specifier.contains(wanted, prereleases=True)}
     if len(refusing) < len(by_extra):
         return None   # some extra of the release accepts it
     spec = sorted({str(r.specifier) for r in refusing.values()})
