@@ -45,7 +45,7 @@ def _findings(result: MatrixResult) -> list[Finding]:
     for cell in result.confirmed:
         moved = cell.moved_packages
         good, bad = (cell.baseline.metrics.get(metric), cell.metrics.get(metric)) if metric else (None, None)
-        if len(moved) == 1 and good is not None and bad is not None:
+        if len(moved) == 1 and good is not None and bad is not None and not cell.oom:   # an OOM is no level
             p = moved[0]
             out.append(Finding(p, cell.baseline.versions[p], cell.versions[p], metric, "regression against the "
                                "baseline", cell.key, True, good, bad))
