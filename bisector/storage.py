@@ -51,6 +51,7 @@ class RunKind(enum.StrEnum):
     BISECT = "bisect"
     MATRIX = "matrix"
     DIFF = "diff"
+    PROBE = "probe"     # one measurement of one version (`bisector probe`)
 
 
 class RunState(enum.StrEnum):

@@ -9,7 +9,8 @@ import pytest
 
 from bisector.core.changepoints import e_divisive, percent_steps
 from bisector.core.criterion import Criterion
-from bisector.matrix.html import night_chart, page, svg, version_charts
+from bisector.matrix.html import night_charts, page, version_chart
+from bisector.matrix.svg_chart import nice_ticks, svg, tick_texts
 from bisector.matrix.grid_result import BisectAttachment, CellResult, HistoryMethod, MatrixResult
 from bisector.matrix.steps import find_steps, mark_new
 from bisector.matrix.trend import history_lines
@@ -100,8 +101,12 @@ def test_steps_along_the_versions_on_each_grid_line():
     assert (step.line, step.good, step.bad, step.good_value, step.bad_value) == (
         "tf==4.38.2", "0.27.2", "0.28.0", 0.0, 1.244)
     assert step.new and step.threshold == 0.5
-    [known] = mark_new([step], now.model_copy(update={"version_steps": [step]}))
+    confirmed = step.model_copy(update={"confirmed": True})
+    [known] = mark_new([step], now.model_copy(update={"version_steps": [confirmed]}))
     assert known.new is False
+    moved_on = confirmed.model_copy(update={"bad": "0.29.0"})   # latest moved past it: the same step
+    assert mark_new([step], now.model_copy(update={"version_steps": [moved_on]}))[0].new is False
+    assert mark_new([step], now.model_copy(update={"version_steps": [step]}))[0].new is True  # not confirmed then
     assert find_steps(now, Criterion(metric="m")) == []       # no rule: nothing crosses
     assert now.model_copy(update={"version_steps": [step.model_copy(update={"confirmed": True})]}).exit_code == 1
 
@@ -109,16 +114,25 @@ def test_steps_along_the_versions_on_each_grid_line():
 def test_page_pieces_plot_nights_and_versions_and_link_the_bisects(tmp_path):
     runs = nights(series(12, 6, step_at=6))
     [line] = history_lines(runs[:-1], runs[-1], CRIT)
-    chart = night_chart(line)
-    assert len(chart.labels) == 12 and chart.marks == [(6, f"{line.changes[0].relative:+.1%} new")]
+    now = runs[-1].model_copy(update={"history_lines": [line]})
+    [chart] = night_charts(now, "m")
+    assert len(chart.labels) == 12 and chart.series[0].marks == [(6, f"{line.changes[0].relative:+.1%} new")]
     drawn = svg(chart)
     assert drawn.startswith('<svg class="plot"') and drawn.count('<circle class="point"') == 12
-    assert drawn.count('class="change-point"') == 1
+    assert drawn.count('class="change-point mark-ring"') == 2          # the mark, and its legend entry
     now = grid({("0.27.2", "4.38.2"): 0.0, ("0.28.0", "4.38.2"): 1.244})
-    [versions] = version_charts(now, "m")
+    [versions] = version_chart(now, "m")
     assert versions.steps and " H" in svg(versions)            # steps between releases, never a slope
     attached = BisectAttachment(package="acc", good="0.27.2", bad="0.28.0", status="found", first_bad="0.28.0",
                                 report_file="bisect-acc-0.27.2-0.28.0.md", markdown="# report\n")
     text = page(now.model_copy(update={"bisects": [attached]}),
                 ['<a class="bisect-report" href="bisect-acc-0.27.2-0.28.0.md">x</a>'])
     assert text.startswith("<!DOCTYPE html>") and "bisect-acc-0.27.2-0.28.0.md" in text and "<script" not in text
+
+
+def test_ticks_are_round_in_the_metric_unit():
+    assert nice_ticks(0.0, 1.244) == [0.0, 0.5, 1.0, 1.5]
+    assert tick_texts([0.0, 0.5, 1.0, 1.5], "ga_excess_bytes_per_param")[-1] == "1.500 B/param"
+    gib = float(1 << 30)
+    assert tick_texts([3 * gib, 3.5 * gib, 4 * gib], "peak_bytes", gib) == ["3.00 GiB", "3.50 GiB", "4.00 GiB"]
+    assert len(set(tick_texts(nice_ticks(1.2440, 1.2441), "ga_excess_bytes_per_param"))) == 5  # never two alike

@@ -99,7 +99,11 @@ def test_compare_failures_and_first_runs():
     crit = Criterion(metric="m", max_increase="20%")
     baseline = BaselineCell(versions={"p": "1.0"}, status="ok", metrics={"m": 1.0})
     assert compare(_cell(status="oom"), baseline, crit, False).verdict == "regression"
-    assert compare(_cell(status="crashed"), baseline, crit, False).verdict == "failed"
+    assert compare(_cell(status="crashed"), baseline, crit, False).verdict == "lost"     # measured last night
+    failed_before = BaselineCell(versions={"p": "1.0"}, status="env-failed")
+    assert compare(_cell(status="crashed"), failed_before, crit, False).verdict == "failed"  # a known failure
+    assert compare(_cell(status="crashed"), None, crit, False).verdict == "lost"  # never measured by any run
+    assert compare(_cell(value=None), baseline, crit, False).verdict == "lost"    # ran, but without the metric
     assert compare(_cell(5.0), None, crit, False).verdict == "new"
     assert compare(_cell(5.0), baseline, crit, False).moved_packages == ["p"]
     exit_base = BaselineCell(versions={"p": "1.0"}, status="exit-code", exit_code=0)

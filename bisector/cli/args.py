@@ -8,8 +8,10 @@ from typing import Any, Optional
 
 from bisector.cli.followflags import add_followup_flags, followup_overrides
 from bisector.cli.examples import epilog
+from bisector.storage import RunKind
 
 RUN, MATRIX = "run", "matrix"
+KINDS = [kind.value for kind in RunKind]   # --kind of log, report and runs
 PROBE_ARG_HELP = ("one argument for the probe, added after the job's: --probe-arg=--loop=accelerate "
                   "(a value starting with '-' also works as the next word); repeatable")
 VALUE_FLAGS_TAKING_DASHES = ("--probe-arg", "--a-arg", "--b-arg")   # values may start with '-' (glue_dash_values)
@@ -188,7 +190,8 @@ def _matrix_parser(sub) -> None:
     p = _command(sub, MATRIX, "probe a grid of versions, compare with the last run, bisect what moved",
                  "Run the probe over the [matrix] grid of versions, store the run, compare it "
                  "with the previous run of the same grid (or --baseline) and write reports to --out. "
-                 "Exit 0: no regression, 1: confirmed regression, 2: usage error, 3: nothing measured.")
+                 "Exit 0: nothing found, 1: confirmed regression, 2: usage error, 3: nothing measured, "
+                 "4: cells lost (not measured tonight, though the baseline measured them).")
     g = p.add_argument_group("matrix")
     g.add_argument("--config", type=Path, help="job file with a [matrix] table (default: ./bisect.toml)")
     g.add_argument("--out", type=Path, default=Path("bisector-matrix"),
@@ -200,6 +203,9 @@ def _matrix_parser(sub) -> None:
     g.add_argument("--html", type=Path, metavar="DIR",
                    help="also write a static history page (index.html, opens from disk): per metric the cells "
                    "over the stored nights with change points, and the grid lines over the versions")
+    g.add_argument("--issues", type=Path, metavar="DIR",
+                   help="where the draft upstream issues go, one file per step found "
+                   "(<package>-<version>-<metric>.md, updated on later nights; default: <--out>/issues)")
     add_env_and_probe_flags(p, g)
     add_criterion_flags(p, MATRIX)
     add_execution_flags(p, MATRIX)
@@ -229,8 +235,9 @@ def _other_parsers(sub) -> None:
     _probe_parser(sub)
     for name, text in (("log", "print a run's git-bisect-style log"), ("report", "print a run's report")):
         q = _command(sub, name, text)
-        q.add_argument("run", nargs="?", help="run id or a unique prefix (default: the latest)")
+        q.add_argument("run", nargs="?", help="run id or a unique prefix (default: the latest finished run)")
         q.add_argument("--store", type=Path, help="SQLite store (default: in the user cache dir)")
+        q.add_argument("--kind", choices=KINDS, help="the latest finished run of this kind (default: any kind)")
         if name == "report":
             q.add_argument("--format", choices=["markdown", "json", "text"], default="markdown",
                            help="markdown for an issue comment (default), json for tools, text for a terminal")
@@ -278,6 +285,7 @@ def build_parser() -> argparse.ArgumentParser:
     _diff_parser(sub)
     q = _command(sub, "runs", "list stored runs")
     q.add_argument("--store", type=Path, help="SQLite store (default: in the user cache dir)")
+    q.add_argument("--kind", choices=KINDS, help="only runs of this kind")
     q = _command(sub, "envs", "list or garbage-collect cached environments")
     q.add_argument("action", choices=["list", "gc"], help="list: size, last use, in use; gc: remove per the limits")
     q.add_argument("--cache-dir", type=Path, help="environment cache (default: in the user cache dir)")

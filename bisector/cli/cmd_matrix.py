@@ -1,7 +1,9 @@
-"""``bisector matrix``: load the [matrix] job, run it, bisect what moved, write and print the reports.
+"""``bisector matrix``: load the [matrix] job, run it, bisect what moved, draft the issues, write and
+print the reports.
 
-Exit codes: 0 no regression, 1 confirmed regression, 2 usage or config error (raised as
-:class:`~bisector.errors.UsageError`), 3 nothing could be measured.
+Exit codes: 0 nothing found, 1 confirmed regression, 2 usage or config error (raised as
+:class:`~bisector.errors.UsageError`), 3 nothing could be measured, 4 cells lost (not measured tonight,
+though the baseline measured them, or no run of the grid has yet).
 """
 from __future__ import annotations
 
@@ -11,11 +13,14 @@ from typing import Optional
 
 from bisector.cli.args import matrix_overrides
 from bisector.matrix.bisects import bisect_regressions
+from bisector.matrix.draft_text import write_drafts
 from bisector.matrix.grid_config import load_matrix_config
-from bisector.matrix.history import save_run
+from bisector.matrix.grid_result import MatrixResult
+from bisector.matrix.history import grid_history, save_run
 from bisector.matrix.html import write_html
 from bisector.matrix.grid_report import render_text, write_reports
 from bisector.matrix.grid_run import run_matrix
+from bisector.matrix.issue_drafts import track
 from bisector.measure.assembly import check_executor
 from bisector.paths import default_cache_dir, default_store_path
 from bisector.storage import RunState, Store
@@ -27,6 +32,12 @@ def _config_path(args) -> Optional[Path]:
     return Path("bisect.toml") if Path("bisect.toml").is_file() else None
 
 
+def _previous_drafts(store: Store, result: MatrixResult):
+    """The issue drafts of the grid's latest finished run (whatever run this one is compared with)."""
+    runs = grid_history(store, result.grid_id)
+    return MatrixResult.model_validate(runs[-1].result).issue_drafts if runs else []
+
+
 def matrix_command(args) -> int:
     """Run ``bisector matrix``; the exit code says whether a confirmed regression was found."""
     config = load_matrix_config(_config_path(args), matrix_overrides(args))
@@ -35,13 +46,18 @@ def matrix_command(args) -> int:
     store = Store(config.run.store or default_store_path())
     cache_dir = config.run.cache_dir or default_cache_dir()
     command = ["bisector", *sys.argv[1:]]
+    issues = args.issues if args.issues is not None else args.out / "issues"
     try:
-        result, runner, cells = run_matrix(config, store, args.baseline, command)
+        result, runner, cells = run_matrix(config, store, cache_dir, args.baseline, command)
         if args.bisect_on_regression and (result.confirmed or result.new_steps):
             result = bisect_regressions(config, result, runner, cells, store, cache_dir, args.out)
-        paths = write_reports(result, args.out)
+        result = result.model_copy(update={"issue_drafts": track(_previous_drafts(store, result), result,
+                                                                 config.criterion)})
+        drafts = write_drafts(result, config, store, issues)
+        paths = write_reports(result, args.out, issues)
         if args.html is not None:
-            paths["html"] = write_html(result, args.html, args.out)
+            paths["html"] = write_html(result, args.html, args.out, drafts)
+        paths.update({f"issue draft {title}": path for title, path in drafts.items()})
         save_run(store, config, result, RunState.DONE, command)
     finally:
         store.close()

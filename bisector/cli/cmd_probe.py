@@ -8,6 +8,10 @@ again under a new repeat number (the stored ones are kept); ``--explain`` adds w
 """
 from __future__ import annotations
 
+import json
+import sys
+import uuid
+
 from bisector.bisection.pins import apply_pins
 from bisector.cli.args import probe_overrides
 from bisector.config import RunSection, validated
@@ -25,7 +29,7 @@ from bisector.paths import default_store_path
 from bisector.report.live import progress_for, showing
 from bisector.sources.index import find_release, list_releases, release_candidate
 from bisector.sources.installer_config import resolve_index_url
-from bisector.storage import Store
+from bisector.storage import RunKind, RunRow, Store, now
 
 SHOWN = 8   # metrics listed without --all
 
@@ -82,12 +86,44 @@ def probe_command(args) -> int:
     engine = build_engine(RunSection(cache_dir=args.cache_dir), store, max_gpus=1)
     measurer = engine.measurer(spec, probe, args.index_url)
     cand = release_candidate(name, release)
+    started = now()
     with showing(progress_for()):
         m = measurer.measure(cand, measurer.next_repeat(cand) if args.fresh else 0)
+    reused = m.key in measurer.reused_keys
+    _save_run(store, started, name, release.version, m, reused, probe, metric, args.with_)
     if args.json:
         print(m.model_dump_json(indent=2))
         return 0 if m.status is Status.OK else 3
-    lines = _header(name, release.version, m, m.key in measurer.reused_keys, probe)
-    lines += _metric_lines(m, metric, args.all) + (_explained(m, metric) if args.explain else [])
-    print("\n".join(lines))
+    print("\n".join(probe_lines(name, release.version, m, reused, probe, metric, args.all, args.explain)))
     return 0 if m.status is Status.OK else 3
+
+
+def probe_lines(name: str, version: str, m: Measurement, reused: bool, probe: ProbeSpec, metric: str | None,
+                everything: bool = False, explain: bool = False) -> list[str]:
+    """What ``bisector probe`` prints (and ``bisector report`` of a probe run, as text)."""
+    lines = _header(name, version, m, reused, probe)
+    return lines + _metric_lines(m, metric, everything) + (_explained(m, metric) if explain else [])
+
+
+def _save_run(store: Store, started: str, name: str, version: str, m: Measurement, reused: bool, probe: ProbeSpec,
+              metric: str | None, pins: list[str]) -> None:
+    """The measurement as a run of kind ``probe`` (``bisector runs``, ``log`` and ``report`` list and show it)."""
+    config = {"package": name, "version": version, "with": list(pins), "probe": probe.model_dump(mode="json"),
+              "metric": metric}
+    result = {"package": name, "version": version, "status": m.status.value, "measurement": m.key,
+              "reused": reused, "metric": metric}
+    store.put_run(RunRow(id=uuid.uuid4().hex[:12], created=started, updated=now(), kind=RunKind.PROBE,
+                         command=["bisector", *sys.argv[1:]], config=config, status=m.status.value, result=result))
+
+
+def render_probe_run(store: Store, run: RunRow, fmt: str) -> str:
+    """A stored probe run as text (what the command printed) or json (the run and its measurement)."""
+    res = run.result or {}
+    m = store.get_measurement(res.get("measurement", ""))
+    if m is None:
+        raise UsageError(f"run {run.id}: its measurement {res.get('measurement')!r} is not in {store.path}")
+    if fmt == "json":
+        return json.dumps({"run_id": run.id, "kind": run.kind.value, **res,
+                           "measurement": m.model_dump(mode="json")}, indent=2)
+    probe = ProbeSpec.model_validate(run.config.get("probe") or {"name": "ga_memory"})
+    return "\n".join(probe_lines(res["package"], res["version"], m, bool(res.get("reused")), probe, res.get("metric")))

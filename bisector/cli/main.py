@@ -12,10 +12,11 @@ from typing import Optional
 
 from bisector.bisection.wiring import bisector_for, preflight
 from bisector.cli.args import build_parser, glue_dash_values, run_overrides
-from bisector.cli.cmd_diff import diff_command, report_diff
+from bisector.cli.cmd_diff import diff_command
 from bisector.cli.cmd_envs import envs_command
 from bisector.cli.cmd_matrix import matrix_command
 from bisector.cli.cmd_probe import probe_command
+from bisector.cli.run_kinds import log_text, pick_run, report_text
 from bisector.config import JobConfig
 from bisector.jobfile import load_config
 from bisector.errors import BisectorError, UsageError
@@ -24,8 +25,8 @@ from bisector.procs import SHUTDOWN, Interrupted, request_shutdown, stop_all
 from bisector.redact import redact_text
 from bisector.report.live import progress_for, showing
 from bisector.report.progress import PrintHandler
-from bisector.report.render import load_result, render, render_json, write_reports
-from bisector.report.text import render_log, render_text
+from bisector.report.render import render_json, write_reports
+from bisector.report.text import render_text
 from bisector.sources.index import pages_read_once
 from bisector.storage import RunKind, Store
 
@@ -87,13 +88,12 @@ def _resumed(args):
 
 
 def cmd_log(args) -> int:
-    """A stored run's git-bisect-style log."""
+    """A stored run's git-bisect-style log (any kind; default: the latest finished run, of --kind)."""
     store = _reading(args.store)
-    run = store.get_run(args.run) if store else None
-    if run is None:
-        where = store.path if store else default_store_path()
-        raise UsageError(f"no run {args.run!r} in {where}" if args.run else f"no runs in {where}")
-    print(render_log(store, run))
+    if store is None:
+        raise UsageError(f"no run {args.run!r} in {default_store_path()}" if args.run
+                         else f"no runs in {default_store_path()}")
+    print(log_text(store, pick_run(store, args.run, args.kind)))
     return 0
 
 
@@ -104,25 +104,23 @@ def cmd_runs(args) -> int:
         print(f"no runs yet (no store at {default_store_path()})", file=sys.stderr)
         return 0
     for run in store.list_runs():
+        if args.kind and run.kind != args.kind:
+            continue
         job = run.config.get("job") or {}
         what = (f"{job.get('package')} {job.get('good')}..{job.get('bad')}" if run.kind is RunKind.BISECT
                 else f"{run.config.get('package')} {run.config.get('version')}: A vs B" if run.kind is RunKind.DIFF
+                else f"{run.config.get('package')} {run.config.get('version')}" if run.kind is RunKind.PROBE
                 else ", ".join((run.config.get("matrix") or {}).get("grid", {}) or []) or "-")
         print(f"{run.id}  {run.updated}  {run.kind:7s} {run.status:15s} {what}")
     return 0
 
 
 def cmd_report(args) -> int:
-    """A stored bisect's (or diff's) report in --format."""
+    """A stored run's report in --format (any kind; default: the latest finished run, of --kind)."""
     store = _reading(args.store)
     if store is None:
         raise UsageError(f"no finished runs in {default_store_path()}")
-    diffed = report_diff(store, args.run, args.format)
-    if diffed is not None:
-        print(diffed)
-        return 0
-    result = load_result(store, args.run)
-    print(render(result, args.format))
+    print(report_text(store, pick_run(store, args.run, args.kind), args.format))
     return 0
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
+from typing import Any, Optional
 
 from packaging.version import Version
 
@@ -36,16 +36,23 @@ def write_env_spec(spec: EnvSpec, path: Path) -> Path:
     return path
 
 
+def bisect_job(config: MatrixConfig, pkg: str, good: str, bad: str, env: str = "default",
+               pins: Optional[list[str]] = None) -> JobConfig:
+    """The bisect of ``pkg`` from ``good`` to ``bad`` with the matrix's index, probe and criterion (its
+    command line: bisector.job_argv.run_argv)."""
+    return JobConfig(job=JobSection(package=pkg, good=good, bad=bad, mode=Mode.RELEASES, env=env,
+                                    index_url=config.matrix.index_url, pre=config.matrix.pre, pins=pins or []),
+                     probe=config.probe, criterion=config.criterion, run=config.run)
+
+
 def _bisect_one(config: MatrixConfig, runner: CellRunner, cache_dir: Path, out: Path, pkg: str, good: str,
                 bad: str, spec: EnvSpec) -> BisectAttachment:
     store = runner.store
     stem = f"bisect-{pkg}-{good}-{bad}"
     env = write_env_spec(spec, out.resolve() / f"{stem}.env.toml")
-    job = JobConfig(job=JobSection(package=pkg, good=good, bad=bad, mode=Mode.RELEASES, env=str(env),
-                                   index_url=config.matrix.index_url, pre=config.matrix.pre),
-                    probe=config.probe, criterion=config.criterion,
-                    run=config.run.model_copy(update={"store": store.path, "cache_dir": cache_dir}))
+    job = bisect_job(config, pkg, good, bad, env=str(env))
     command = run_argv(job)
+    job = job.model_copy(update={"run": config.run.model_copy(update={"store": store.path, "cache_dir": cache_dir})})
     try:
         res = bisector_for(job, store, handler=PrintHandler(), command=command,
                            engine=runner.engine).run()

@@ -5,6 +5,7 @@ import datetime as dt
 import hashlib
 import itertools
 import json
+from pathlib import Path
 from typing import Optional
 
 from packaging.version import Version
@@ -12,6 +13,8 @@ from pydantic import BaseModel
 
 from bisector.errors import UsageError
 from bisector.matrix.grid_config import LATEST, MatrixConfig, MatrixSection, specifier
+from bisector.matrix.grid_result import InvalidCell
+from bisector.matrix.validity import Checker
 from bisector.sources.index import Release, find_release, list_releases
 from bisector.sources.installer_config import resolve_index_url
 
@@ -30,9 +33,14 @@ class Slot(BaseModel):
 
 
 class Cell(BaseModel):
-    """One grid point: a slot per package (grid order) -- one environment and one probe run."""
+    """One grid point: a slot per package (grid order) -- one environment and one probe run.
+
+    ``as_of``: the date its environment resolves everything unpinned as of: the newest release date of
+    its pinned packages (the grid's and the exact pins), so every pinned release can exist in it (the
+    newest transformers needs the huggingface-hub of its own day, not of an older accelerate's)."""
 
     slots: list[Slot]
+    as_of: Optional[dt.datetime] = None
 
     @property
     def key(self) -> str:
@@ -100,10 +108,55 @@ def resolve_axes(config: MatrixConfig, index_url: str) -> dict[str, list[Slot]]:
     return {p: expand_axis(p, m.grid[p], list_releases(index_url, p), pre=m.pre) for p in m.packages}
 
 
-def plan_cells(config: MatrixConfig) -> tuple[list[Cell], int]:
-    """The cells to measure and how many were excluded; a usage error when exclusions leave none."""
-    url = resolve_index_url(config.matrix.index_url)
-    cells, dropped = build_cells(config.matrix, resolve_axes(config, url))
+def exact_pins(section: MatrixSection) -> dict[str, str]:
+    """The pins that name one version (``numpy = "1.26.4"``, ``torch = "==2.5.1"``): package -> version."""
+    out = {}
+    for package, text in section.pins.items():
+        items = list(specifier(text))
+        if len(items) == 1 and items[0].operator in ("==", "===") and "*" not in items[0].version:
+            out[package] = items[0].version
+    return out
+
+
+class Plan(BaseModel):
+    """What a matrix run measures: the valid cells, how many were excluded, the cells the packages'
+    metadata declare invalid (never built), and notes on what could not be checked."""
+
+    cells: list[Cell]
+    excluded: int = 0
+    invalid: list[InvalidCell] = []
+    notes: list[str] = []
+
+
+def _dated(cells: list[Cell], pin_dates: list[dt.datetime]) -> list[Cell]:
+    out = []
+    for cell in cells:
+        dates = [s.uploaded for s in cell.slots if s.uploaded] + pin_dates
+        out.append(cell.model_copy(update={"as_of": max(dates) if dates else None}))
+    return out
+
+
+def plan_cells(config: MatrixConfig, cache_dir: Path) -> Plan:
+    """The cells to measure (dated), the excluded count and the invalid cells; a usage error when
+    exclusions leave none."""
+    m = config.matrix
+    url = resolve_index_url(m.index_url)
+    cells, dropped = build_cells(m, resolve_axes(config, url))
     if not cells:
         raise UsageError(f"the matrix has no cells left after {dropped} exclusions")
-    return cells, dropped
+    pins = exact_pins(m)
+    pin_dates = [find_release(list_releases(url, p), v).uploaded for p, v in pins.items()]
+    checker, valid, invalid = Checker(url, cache_dir), [], []
+    for cell in _dated(cells, [d for d in pin_dates if d]):
+        versions = {**cell.versions(m.packages), **pins}
+        why = checker.why_invalid(versions)
+        if why:
+            invalid.append(InvalidCell(key=cell.key, versions=cell.versions(m.packages), reason=why))
+        else:
+            valid.append(cell)
+    if not valid:
+        raise UsageError(f"no cell of the matrix is a valid combination ({len(invalid)} cells; the first: "
+                         f"{invalid[0].reason})")
+    notes = [f"could not check {what} against the other packages' declared requirements: {why}"
+             for what, why in checker.unread.items()]
+    return Plan(cells=valid, excluded=dropped, invalid=invalid, notes=notes)

@@ -12,6 +12,7 @@ from packaging.version import Version
 from bisector.core.measurement import Status
 from bisector.core.units import human_value
 from bisector.matrix.grid_result import CellResult, CellVerdict, MatrixResult
+from bisector.matrix import report_cells
 from bisector.matrix.report_trend import findings, markdown_sections, text_lines
 from bisector.report.common import md_escape
 
@@ -27,11 +28,13 @@ def headline(result: MatrixResult) -> str:
     """One line: what the run found."""
     if result.exit_code == 3:
         return "Nothing could be measured"
-    confirmed, found, more = len(result.confirmed), len(result.regressions), findings(result)
+    confirmed, found = len(result.confirmed), len(result.regressions)
+    more = findings(result) + report_cells.lost_words(result)
     if confirmed:
         return ", ".join([f"{confirmed} confirmed regression" + ("s" if confirmed > 1 else ""), *more])
     if more:
-        return ", ".join(more)[0].upper() + ", ".join(more)[1:]
+        first = "" if result.baseline_run else " (the first run of its grid)"
+        return ", ".join(more)[0].upper() + ", ".join(more)[1:] + first
     if found:
         return f"No confirmed regression ({found} not confirmed on re-measurement)"
     return "No regression" if result.baseline_run else "No baseline yet: this run is the first of its grid"
@@ -56,11 +59,12 @@ def _value(value: Optional[float], metric: str) -> str:
 def _metric_cell(cell: CellResult, metric: str, criterion_metric: Optional[str]) -> str:
     value = cell.metrics.get(metric)
     if value is None:
-        return "-" if cell.status is Status.OK else md_escape(cell.status)
+        return "OOM" if cell.oom else "-" if cell.status is Status.OK else md_escape(cell.status)
     old = cell.baseline.metrics.get(metric) if cell.baseline else None
     text = _value(value, metric)
     if old is not None and _value(old, metric) != text:
         text = f"{_value(old, metric)} -> {text}"
+    text += " (OOM)" if cell.oom else ""
     return f"**{text}**" if cell.verdict is CellVerdict.REGRESSION and metric == criterion_metric else text
 
 
@@ -72,9 +76,12 @@ def _verdict_cell(cell: CellResult, metric: Optional[str]) -> str:
         if cell.confirmed:
             return f"**REGRESSION** ({limit}{again}, confirmed)"
         return f"regression? ({limit}{again}, not confirmed)"
+    reason = f": {md_escape(cell.reason)}" if cell.reason else ""
+    if cell.verdict is CellVerdict.LOST:
+        return f"**LOST**: {md_escape(cell.status)}{reason}"
     if cell.verdict is CellVerdict.FAILED:
-        return f"failed: {md_escape(cell.status)}" + (f": {md_escape(cell.reason)}" if cell.reason else "")
-    return cell.verdict
+        return f"failed (at the baseline too): {md_escape(cell.status)}{reason}"
+    return f"{cell.verdict}{reason}" if cell.reason else cell.verdict
 
 
 def table(result: MatrixResult) -> list[str]:
@@ -98,20 +105,36 @@ def _facts(result: MatrixResult) -> list[str]:
         base = f"run `{result.baseline_run}` ({result.baseline_created[:19]}Z)"
     else:
         base = "none (first run of this grid)"
-    return [f"- Grid: {md_escape(grid)} · pins: {md_escape(pins)} · excluded cells: {result.excluded}",
+    return [f"- Grid: {md_escape(grid)} · pins: {md_escape(pins)} · excluded cells: {result.excluded} · "
+            f"{report_cells.counts(result)}",
             f"- Probe: `{_code(result.probe)}` · criterion: {md_escape(result.criterion)}",
             f"- Baseline: {base} · earlier runs of this grid: {result.history}",
             f"- Probes run: {result.probes_run} · measurements reused: {result.measurements_reused}"]
 
 
-def markdown(result: MatrixResult, plots: dict[str, str]) -> str:
-    """The whole markdown report: verdict, facts, the table, plot links, notes and bisect reports."""
+def _drafts_section(result: MatrixResult, issues: Optional[str]) -> list[str]:
+    """'## Issue drafts': each draft, linked when ``issues`` (the drafts' folder, relative to the report)
+    is known."""
+    if not result.issue_drafts:
+        return []
+    out = ["", f"## Issue drafts ({len(result.issue_drafts)})", ""]
+    for d in result.issue_drafts:
+        seen = sum(n.state == "present" for n in d.nights)
+        name = f"[{md_escape(d.file)}]({issues}/{d.file})" if issues else f"`{d.file}`"
+        out.append(f"- {name}: {md_escape(d.package)} {md_escape(d.first_bad or d.version)}, {md_escape(d.metric)}; "
+                   f"{d.status}, present on {seen} of {len(d.nights)} nights")
+    return out
+
+
+def markdown(result: MatrixResult, plots: dict[str, str], issues: Optional[str] = None) -> str:
+    """The whole markdown report: verdict, facts, the table, plot links, what was not measured, steps,
+    history, issue drafts, notes and bisect reports."""
     out = [f"# Version matrix: {md_escape(result.packages[0])}", "",
            f"**{headline(result)}** · run `{result.run_id}` · {result.created[:19]}Z", ""]
     out += _facts(result) + [""] + table(result) + [""]
     for metric, name in plots.items():
         out.append(f"![{md_escape(metric)} over versions]({name})")
-    out += markdown_sections(result)
+    out += report_cells.markdown_sections(result) + markdown_sections(result) + _drafts_section(result, issues)
     out += [""] + [f"> {md_escape(note)}" for note in result.notes]
     for b in result.bisects:
         link = f" ([report]({b.report_file}))" if b.report_file else ""
@@ -179,28 +202,43 @@ def write_plots(result: MatrixResult, out: Path) -> dict[str, str]:
     return done
 
 
-def write_reports(result: MatrixResult, out: Path) -> dict[str, Path]:
-    """Write the plots, ``matrix.md`` and ``matrix.json`` into ``out``; return their paths."""
+def json_data(result: MatrixResult, plots: dict[str, str]) -> dict:
+    """What ``matrix.json`` holds: the stored result and the counts a CI step reads."""
+    return {**result.model_dump(mode="json"), "exit_code": result.exit_code, "regressions": len(result.regressions),
+            "confirmed_regressions": len(result.confirmed), "cells_lost": len(result.lost), "plots": plots}
+
+
+def _relative(folder: Optional[Path], out: Path) -> Optional[str]:
+    """``folder`` as a link from inside ``out`` (None when it is not under ``out``)."""
+    if folder is None:
+        return None
+    try:
+        return folder.resolve().relative_to(out.resolve()).as_posix()
+    except ValueError:
+        return None
+
+
+def write_reports(result: MatrixResult, out: Path, issues: Optional[Path] = None) -> dict[str, Path]:
+    """Write the plots, ``matrix.md`` and ``matrix.json`` into ``out``; return their paths. ``issues``: the
+    folder of the issue drafts, linked from ``matrix.md`` when it is inside ``out``."""
     out.mkdir(parents=True, exist_ok=True)
     plots = write_plots(result, out)
-    (out / MARKDOWN_FILE).write_text(markdown(result, plots))
-    data = {**result.model_dump(mode="json"), "exit_code": result.exit_code,
-            "regressions": len(result.regressions), "confirmed_regressions": len(result.confirmed),
-            "plots": plots}
-    (out / JSON_FILE).write_text(json.dumps(data, indent=2) + "\n")
+    (out / MARKDOWN_FILE).write_text(markdown(result, plots, _relative(issues, out)))
+    (out / JSON_FILE).write_text(json.dumps(json_data(result, plots), indent=2) + "\n")
     return {"markdown": out / MARKDOWN_FILE, "json": out / JSON_FILE,
             **{f"plot {m}": out / name for m, name in plots.items()}}
 
 
 def render_text(result: MatrixResult, paths: dict[str, Path]) -> str:
     """Terminal summary: the headline, each regression, the bisects and where the reports are."""
-    lines = [f"{headline(result)} (run {result.run_id}, {len(result.cells)} cells, "
+    lines = [f"{headline(result)} (run {result.run_id}, {report_cells.counts(result)}, "
              f"probes run: {result.probes_run}, reused: {result.measurements_reused})"]
     for cell in result.regressions:
         state = "confirmed" if cell.confirmed else "not confirmed"
         moved = ", ".join(f"{p} {cell.baseline.versions[p]} -> {cell.versions[p]}" for p in cell.moved_packages)
-        lines.append(f"  regression at {cell.key} [{moved or 'no version moved'}]: {state}")
-    lines += text_lines(result)
+        why = f" ({cell.reason})" if cell.reason else ""
+        lines.append(f"  regression at {cell.key} [{moved or 'no version moved'}]{why}: {state}")
+    lines += report_cells.text_lines(result) + text_lines(result)
     for b in result.bisects:
         lines.append(f"  bisect {b.package} {b.good}..{b.bad}: {b.status}"
                      + (f", first bad {b.first_bad}" if b.first_bad else ""))

@@ -9,6 +9,7 @@ from pydantic import BaseModel
 from bisector.core.measurement import Status
 
 MATRIX_SCHEMA = "bisector.matrix/1"
+CELLS_LOST = 4   # the exit code of a run that lost cells (and found no confirmed regression)
 
 
 class CellVerdict(enum.StrEnum):
@@ -18,7 +19,16 @@ class CellVerdict(enum.StrEnum):
     SAME = "same"
     MOVED = "moved"            # the value changed without crossing the criterion
     REGRESSION = "regression"  # crossed the criterion (``confirmed`` says whether it held on re-measurement)
-    FAILED = "failed"
+    LOST = "lost"              # not measured, where the baseline measured it (or a cell no run measured yet)
+    FAILED = "failed"          # not measured, and the baseline could not measure it either (a known failure)
+
+
+class InvalidCell(BaseModel):
+    """A grid cell that the packages' own metadata declare incompatible: never built, never measured."""
+
+    key: str
+    versions: dict[str, str]
+    reason: str
 
 
 class BaselineCell(BaseModel):
@@ -28,13 +38,17 @@ class BaselineCell(BaseModel):
     status: Status
     metrics: dict[str, float] = {}
     exit_code: Optional[int] = None
+    oom: list[str] = []
 
 
 class CellResult(BaseModel):
     """One measured cell and its comparison with the baseline.
 
-    ``verdict``: new (no baseline), same, moved (value changed, criterion not crossed),
-    regression (crossed; ``confirmed`` says whether a re-measurement still crossed) or failed.
+    ``verdict``: new (no baseline), same, moved (value changed, criterion not crossed), regression
+    (crossed, or ran out of memory where the baseline did not; ``confirmed`` says whether a
+    re-measurement still did), lost (not measured, where the baseline was, or where no run measured it
+    yet) or failed (not measured, nor at the baseline). ``reason``: one line saying why it was not
+    measured whole; ``oom``: the probe cells that ran out of memory while others were measured.
     """
 
     key: str
@@ -45,6 +59,7 @@ class CellResult(BaseModel):
     reason: Optional[str] = None
     exit_code: Optional[int] = None
     bad_failure: bool = False
+    oom: list[str] = []
     measurements: list[str] = []
     reused: bool = False
     baseline: Optional[BaselineCell] = None
@@ -141,6 +156,42 @@ class BisectAttachment(BaseModel):
     result: Optional[dict] = None
 
 
+class DraftNight(BaseModel):
+    """One night of an issue draft's step: still there (``present``), gone, or not measured; the worst
+    value on the bad side that night."""
+
+    run_id: str
+    created: str
+    state: str
+    value: Optional[float] = None
+    versions: dict[str, str] = {}
+
+
+class IssueDraft(BaseModel):
+    """A draft upstream issue for one step (``file``: ``<package>-<version>-<metric>.md``), carried from
+    night to night: where it was found (``kind``: a step along the versions, a confirmed regression
+    against the baseline, a change point of the history), the level before it (``good_value``), the grid
+    lines or cells it shows on, each night since, and the bisect that named its first bad release."""
+
+    file: str
+    package: str
+    good: str
+    version: str
+    metric: str
+    kind: str
+    lines: list[str] = []
+    line_is_cell: bool = False
+    good_value: float
+    bad_value: float
+    first_run: str
+    first_created: str
+    status: str = "open"
+    resolved_run: Optional[str] = None
+    first_bad: Optional[str] = None
+    bisect_run: Optional[str] = None
+    nights: list[DraftNight] = []
+
+
 class MatrixResult(BaseModel):
     """A whole matrix run (stored as the ``result`` of a ``kind="matrix"`` run row)."""
 
@@ -152,6 +203,7 @@ class MatrixResult(BaseModel):
     grid: dict[str, list[str]]
     pins: dict[str, str] = {}
     excluded: int = 0
+    invalid: list[InvalidCell] = []
     probe: str
     criterion: str
     criterion_metric: Optional[str] = None
@@ -166,6 +218,7 @@ class MatrixResult(BaseModel):
     notes: list[str] = []
     version_steps: list[VersionStep] = []
     history_lines: list[HistoryLine] = []
+    issue_drafts: list[IssueDraft] = []
 
     @property
     def regressions(self) -> list[CellResult]:
@@ -189,11 +242,25 @@ class MatrixResult(BaseModel):
                 for c in line.changes if c.regression and c.new]
 
     @property
+    def lost(self) -> list[CellResult]:
+        """The cells not measured tonight that the baseline measured (or that no run measured yet)."""
+        return [c for c in self.cells if c.verdict is CellVerdict.LOST]
+
+    @property
+    def unmeasured(self) -> list[CellResult]:
+        """Every cell not measured whole: lost, known failures, failures that count as the regression,
+        partial OOMs."""
+        return [c for c in self.cells if not c.status.measured or c.oom or c.verdict is CellVerdict.LOST]
+
+    @property
     def exit_code(self) -> int:
-        """0 no regression, 1 confirmed regression (against the baseline, along the versions, or a new
-        change point of the history), 3 nothing could be measured."""
+        """0 nothing found, 1 confirmed regression (against the baseline, along the versions, or a new
+        change point of the history), 3 nothing could be measured, 4 cells lost (not measured tonight,
+        though the baseline measured them or no run has yet)."""
         if not any(c.status.measured for c in self.cells):
             return 3
-        return 1 if self.confirmed or self.new_steps or self.new_changes else 0
+        if self.confirmed or self.new_steps or self.new_changes:
+            return 1
+        return CELLS_LOST if self.lost else 0
 
 

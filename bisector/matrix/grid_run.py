@@ -17,22 +17,24 @@ from typing import Callable, Optional
 
 from bisector.core.candidate import Candidate
 from bisector.core.criterion import describe_against_baseline
-from bisector.core.measurement import Measurement
+from bisector.core.measurement import Measurement, oom_cells
 from bisector.core.units import human_value
 from bisector.data import specs_dir
 from bisector.envs import EnvSpec, load_env_spec
 from bisector.errors import BisectorError, UndecidedError, UsageError
-from bisector.matrix.cells import Cell, grid_id, plan_cells
+from bisector.matrix.cells import Cell, Plan, grid_id, plan_cells
 from bisector.matrix.compare import compare, match_baseline, still_bad, summarise
+from bisector.matrix.failure_line import failure_line, oom_line
 from bisector.matrix.grid_config import MatrixConfig
 from bisector.matrix.history import grid_history, load_baseline, new_run_id, save_run, timestamp
 from bisector.matrix.grid_result import CellResult, CellVerdict, MatrixResult
+from bisector.matrix.report_cells import where
 from bisector.matrix.steps import confirm_steps, find_steps, mark_new
 from bisector.matrix.trend import history_lines
 from bisector.measure.assembly import Engine, build_engine
 from bisector.measure.measurer import Measurer
 from bisector.measure.probe_spec import ProbeSpec
-from bisector.sources.index import release_candidate
+from bisector.sources.index import Release, release_candidate
 from bisector.storage import RunState, Store
 
 
@@ -56,8 +58,11 @@ class CellRunner:
         return self.spec.over(laid, self.index_url, drop=tuple(self.packages))
 
     def candidate(self, cell: Cell) -> Candidate:
-        """The cell's candidate: the first grid package at the cell's version."""
-        return release_candidate(self.packages[0], cell.slots[0].release)
+        """The cell's candidate: the first grid package at the cell's version, dated as the cell (its
+        environment resolves as of the newest pinned release)."""
+        slot = cell.slots[0]
+        return release_candidate(self.packages[0],
+                                 Release(version=slot.version, uploaded=cell.as_of or slot.uploaded))
 
     @property
     def probes_run(self) -> int:
@@ -111,11 +116,12 @@ class _Progress:
 
     def __call__(self, cell: Cell, ms: list[Measurement]) -> None:
         m = ms[-1]
-        where = ", ".join(f"{p}=={s.version}" for p, s in zip(self.runner.packages, cell.slots))
         value = m.metrics.get(self.metric) if self.metric else None
         shown = f" {self.metric}={human_value(value, self.metric)}" if value is not None else ""
+        why = failure_line(m) if not m.status.measured else oom_line(oom_cells(m)) if oom_cells(m) else ""
         stored = " (stored)" if all(x.key in self.runner.reused for x in ms) else ""
-        print(f"  cell {where}: {m.status}{shown}{stored}", file=sys.stderr, flush=True)
+        print(f"  cell {where(cell.versions(self.runner.packages))}: {m.status}{shown}{stored}"
+              + (f": {why}" if why else ""), file=sys.stderr, flush=True)
 
 
 def _metrics(config: MatrixConfig, cells: list[CellResult]) -> list[str]:
@@ -156,33 +162,39 @@ def _confirm(config: MatrixConfig, runner: CellRunner, cells: list[Cell],
     return out
 
 
-def _start(config: MatrixConfig, store: Store, cells_excluded: int, baseline: Optional[MatrixResult]) -> MatrixResult:
+def _start(config: MatrixConfig, store: Store, plan: Plan, baseline: Optional[MatrixResult]) -> MatrixResult:
     m, gid = config.matrix, grid_id(config)
     probe = config.probe.label()
     return MatrixResult(run_id=new_run_id(), created=timestamp(), grid_id=gid, packages=m.packages, grid=m.grid,
-                        pins=m.pins, excluded=cells_excluded, probe=Path(probe).name if config.probe.path else probe,
+                        pins=m.pins, excluded=plan.excluded, invalid=plan.invalid, notes=list(plan.notes),
+                        probe=Path(probe).name if config.probe.path else probe,
                         criterion=describe_against_baseline(config.criterion), criterion_metric=config.criterion.metric,
                         baseline_run=baseline.run_id if baseline else None,
                         baseline_created=baseline.created if baseline else None,
                         history=len(grid_history(store, gid)))
 
 
-def _plan(config: MatrixConfig) -> tuple[list[Cell], int]:
+def _plan(config: MatrixConfig, cache_dir: Path) -> Plan:
+    """The run's cells; the invalid combinations are said (stderr) before anything is built."""
     try:
-        return plan_cells(config)
+        plan = plan_cells(config, cache_dir)
     except UsageError:
         raise
     except BisectorError as exc:
         raise UndecidedError(f"nothing could be measured: {exc}") from None
+    for bad in plan.invalid:
+        print(f"  not a valid combination: {where(bad.versions)}: {bad.reason}", file=sys.stderr, flush=True)
+    return plan
 
 
-def run_matrix(config: MatrixConfig, store: Store, baseline_id: Optional[str],
+def run_matrix(config: MatrixConfig, store: Store, cache_dir: Path, baseline_id: Optional[str],
                command: list[str]) -> tuple[MatrixResult, CellRunner, list[Cell]]:
     """Plan, measure, compare and confirm one matrix run; the run is stored as it starts and ends."""
     spec = load_env_spec(config.matrix.env, specs_dir())
     baseline = load_baseline(store, grid_id(config), baseline_id)
-    cells, dropped = _plan(config)
-    result = _start(config, store, dropped, baseline)
+    plan = _plan(config, cache_dir)
+    cells = plan.cells
+    result = _start(config, store, plan, baseline)
     prefetch = config.run.prefetch if config.run.prefetch is not None else True
     engine = build_engine(config.run, store)
     runner = CellRunner(engine, spec, config.probe, config.matrix.packages, config.matrix.pins,

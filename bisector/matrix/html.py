@@ -1,169 +1,169 @@
-"""``bisector matrix --html DIR``: one static page (no server, no script, opens from disk) with, per
-metric, a plot of every cell over the stored nights (change points marked) and a plot of every grid
-line over the candidate's versions (as steps: a release holds its value until the next one; steps
-along the versions marked), and links to the bisect reports that followed (copied next to the page).
-The plots are inline SVG drawn here, so the page needs nothing beside itself."""
+"""``bisector matrix --html DIR``: one static page (no server, no script, nothing from the network:
+it opens from disk) with tonight's cells as a table (the numbers of ``matrix.json``), the cells that
+were not measured and why, and per metric a chart of every cell over the stored nights (change
+points marked) and one of every grid line over the candidate's versions (as steps: a release holds
+its value until the next one; steps along the versions marked). The files it links (``matrix.md``
+and the plots it links, the bisect reports, the issue drafts) are copied next to it, so every link
+of the page and of its ``matrix.md`` resolves."""
 from __future__ import annotations
 
-import html
 import re
-from dataclasses import dataclass, field
+import shutil
 from pathlib import Path
-from typing import Optional
+
+from packaging.version import Version
 
 from bisector.core.units import human_value
-from bisector.matrix.grid_result import HistoryLine, MatrixResult
 from bisector.matrix.grid_report import MARKDOWN_FILE, headline
+from bisector.matrix.grid_result import CellResult, HistoryLine, MatrixResult
+from bisector.matrix.report_cells import counts, standing, where
 from bisector.matrix.steps import grid_lines
+from bisector.matrix.svg_chart import Chart, Series, esc, svg
 
 PAGE = "index.html"
-W, H, LEFT, RIGHT, TOP, BOTTOM = 680, 260, 78, 16, 30, 58
+SERIES_PER_CHART = 10
 STYLE = """body{font:14px system-ui,sans-serif;margin:24px;color:#222;max-width:1100px}
-h1{font-size:22px}h2{font-size:18px;margin-top:28px}svg.plot{display:block;margin:8px 0 18px;background:#fcfcfc;
-border:1px solid #ddd}.axis{stroke:#999}.grid{stroke:#eee}.series{fill:none;stroke:#1f77b4;stroke-width:2}
-.point{fill:#1f77b4}.change-point{stroke:#d62728;stroke-dasharray:5 4;stroke-width:2}.mark{fill:#d62728}
-text{font-size:11px;fill:#444}.title{font-size:13px;fill:#111}.found{color:#b00}"""
+h1{font-size:22px}h2{font-size:18px;margin-top:28px}h3{font-size:15px}li,p{overflow-wrap:anywhere}
+svg.plot{display:block;margin:8px 0 18px;background:#fcfcfc;border:1px solid #ddd;max-width:100%;height:auto}
+.axis{stroke:#999}.grid{stroke:#eee}.series{fill:none;stroke-width:2}.mark-ring{stroke:#d62728;stroke-width:2}
+.mark{fill:#d62728}text{font-size:11px;fill:#444;font-family:system-ui,sans-serif}.title{font-size:13px;fill:#111}
+.axis-title{fill:#111}.found{color:#b00}table{border-collapse:collapse;margin:8px 0}
+td,th{border:1px solid #ddd;padding:3px 8px;text-align:left}td.v{overflow-wrap:anywhere}td.num{text-align:right;font-variant-numeric:tabular-nums}
+.lost{color:#b00;font-weight:bold}"""
+_SAFE_FILE = re.compile(r"[\w.+-]+\.(md|png)")
 
 
-@dataclass
-class Chart:
-    """One plot: labels along x, a value (or a gap) per label, drawn as points or as steps, with marks
-    (x index, label) drawn as dashed vertical lines (change points) or red rings (``ring_marks``)."""
-
-    title: str
-    metric: str
-    kind: str
-    labels: list[str]
-    values: list[Optional[float]]
-    steps: bool = False
-    marks: list[tuple[int, str]] = field(default_factory=list)
-    ring_marks: bool = False
+def _night_labels(lines: list[HistoryLine]) -> tuple[list[str], dict[str, int]]:
+    runs = sorted({(n.created, n.run_id) for line in lines for n in line.nights})
+    return [f"{i + 1}: {created[:10]}" for i, (created, _) in enumerate(runs)], \
+        {run: i for i, (_, run) in enumerate(runs)}
 
 
-def _esc(text: object) -> str:
-    return html.escape(str(text), quote=True)
-
-
-def _scale(values: list[float]) -> tuple[float, float]:
-    lo, hi = min(values), max(values)
-    pad = (hi - lo) * 0.08 or abs(hi) * 0.05 or 1.0
-    return lo - pad, hi + pad
-
-
-def _x(index: int, count: int) -> float:
-    return LEFT + (W - LEFT - RIGHT) * (index / (count - 1) if count > 1 else 0.5)
-
-
-def _xy(chart: Chart) -> list[Optional[tuple[float, float]]]:
-    known = [v for v in chart.values if v is not None]
-    lo, hi = _scale(known) if known else (0.0, 1.0)
-    n = len(chart.labels)
-    return [None if v is None else (_x(i, n), TOP + (H - TOP - BOTTOM) * (1 - (v - lo) / (hi - lo)))
-            for i, v in enumerate(chart.values)]
-
-
-def _path(points: list[Optional[tuple[float, float]]], steps: bool) -> str:
-    drawn = [p for p in points if p is not None]
-    if len(drawn) < 2:
-        return ""
-    d = f"M{drawn[0][0]:.1f},{drawn[0][1]:.1f}"
-    for x, y in drawn[1:]:
-        d += f" H{x:.1f} V{y:.1f}" if steps else f" L{x:.1f},{y:.1f}"
-    return f'<path class="series" d="{d}"/>'
-
-
-def svg(chart: Chart) -> str:
-    """The chart as an inline ``<svg class="plot">``."""
-    points = _xy(chart)
-    known = [v for v in chart.values if v is not None]
-    lo, hi = _scale(known) if known else (0.0, 1.0)
-    parts = [f'<svg class="plot" data-metric="{_esc(chart.metric)}" data-kind="{chart.kind}" width="{W}" height="{H}" '
-             f'viewBox="0 0 {W} {H}" xmlns="http://www.w3.org/2000/svg" role="img" aria-label="{_esc(chart.title)}">',
-             f'<text class="title" x="{LEFT}" y="18">{_esc(chart.title)}</text>',
-             f'<line class="axis" x1="{LEFT}" y1="{H - BOTTOM}" x2="{W - RIGHT}" y2="{H - BOTTOM}"/>',
-             f'<line class="axis" x1="{LEFT}" y1="{TOP}" x2="{LEFT}" y2="{H - BOTTOM}"/>']
-    for value, y in ((hi, TOP), ((hi + lo) / 2, (TOP + H - BOTTOM) / 2), (lo, H - BOTTOM)):
-        parts.append(f'<line class="grid" x1="{LEFT}" y1="{y:.1f}" x2="{W - RIGHT}" y2="{y:.1f}"/>'
-                     f'<text x="{LEFT - 6}" y="{y + 4:.1f}" text-anchor="end">{_esc(human_value(value, chart.metric))}</text>')
-    every = max(1, len(chart.labels) // 12)
-    for i, label in enumerate(chart.labels):
-        if i % every == 0 or i == len(chart.labels) - 1:
-            x = _x(i, len(chart.labels))
-            parts.append(f'<text x="{x:.1f}" y="{H - BOTTOM + 14}" text-anchor="end" '
-                         f'transform="rotate(-30 {x:.1f} {H - BOTTOM + 14})">{_esc(label)}</text>')
-    parts.append(_path(points, chart.steps))
-    parts += [f'<circle class="point" cx="{p[0]:.1f}" cy="{p[1]:.1f}" r="3.5"><title>{_esc(lbl)}: '
-              f'{_esc(human_value(v, chart.metric))}</title></circle>'
-              for p, lbl, v in zip(points, chart.labels, chart.values) if p is not None]
-    parts += [_mark(chart, points, i, text) for i, text in chart.marks]
-    return "".join(parts) + "</svg>"
-
-
-def _mark(chart: Chart, points: list, index: int, text: str) -> str:
-    x = _x(index, len(chart.labels))
-    if chart.ring_marks and points[index] is not None:
-        px, py = points[index]
-        right = px > W / 2   # label on the side with room
-        return (f'<circle class="change-point mark-ring" cx="{px:.1f}" cy="{py:.1f}" r="8" fill="none"/>'
-                f'<text class="mark" x="{px - 12 if right else px + 12:.1f}" y="{py - 10:.1f}" '
-                f'text-anchor="{"end" if right else "start"}">{_esc(text)}</text>')
-    return (f'<line class="change-point" x1="{x:.1f}" y1="{TOP}" x2="{x:.1f}" y2="{H - BOTTOM}"/>'
-            f'<text class="mark" x="{x + 4:.1f}" y="{TOP + 12}">{_esc(text)}</text>')
-
-
-def night_chart(line: HistoryLine) -> Chart:
-    """A cell's metric over the stored nights (a night's value holds until the next), change points marked."""
-    labels = [f"{i + 1}: {n.created[:10]}" for i, n in enumerate(line.nights)]
-    marks = [(c.night - 1, f"{c.relative:+.1%}" + (" new" if c.new and c.regression else "")) for c in line.changes]
-    return Chart(f"{line.metric} of cell {line.key} over {len(line.nights)} nights ({line.method.value})", line.metric,
-                 "nights", labels, [n.value for n in line.nights], steps=True, marks=marks)
-
-
-def version_charts(result: MatrixResult, metric: str) -> list[Chart]:
-    """Each grid line's metric over the candidate's versions in this run, as steps, with its steps marked."""
-    cand, charts = result.packages[0], []
-    for name, cells in grid_lines(result).items():
-        labels = [c.versions[cand] for c in cells]
-        marks = [(labels.index(s.bad), f"{s.good} → {s.bad}") for s in result.version_steps
-                 if s.line == name and s.metric == metric and s.bad in labels]
-        title = f"{metric} over {cand} versions" + (f" with {name}" if name else "")
-        charts.append(Chart(title, metric, "versions", labels, [c.metrics.get(metric) for c in cells], steps=True,
-                            marks=marks, ring_marks=True))
+def night_charts(result: MatrixResult, metric: str) -> list[Chart]:
+    """Every cell's metric over the stored nights (a night's value holds until the next), change points
+    marked; at most ``SERIES_PER_CHART`` cells a chart."""
+    lines = [line for line in result.history_lines if line.metric == metric]
+    if not lines:
+        return []
+    labels, index = _night_labels(lines)
+    charts = []
+    for start in range(0, len(lines), SERIES_PER_CHART):
+        group, series = lines[start:start + SERIES_PER_CHART], []
+        for line in group:
+            values = [None] * len(labels)
+            for n in line.nights:
+                values[index[n.run_id]] = n.value
+            marks = [(index[c.run_id], f"{c.relative:+.1%}" + (" new" if c.new and c.regression else ""))
+                     for c in line.changes if c.run_id in index]
+            series.append(Series(f"cell {line.key}", values, marks))
+        methods = ", ".join(sorted({line.method.value for line in group}))
+        charts.append(Chart(f"{metric} of each cell over {len(labels)} nights ({methods}){_part(start, len(lines))}",
+                            metric, "nights",
+                            "night: date of the run", labels, series, mark_legend="change point (its shift)"))
     return charts
 
 
-def _links(result: MatrixResult, out: Path) -> list[str]:
-    rows = [f'<li><a class="report" href="{_esc(MARKDOWN_FILE)}">{_esc(MARKDOWN_FILE)}</a>: the run\'s report</li>']
+def _part(start: int, total: int) -> str:
+    return f" ({start // SERIES_PER_CHART + 1} of {-(-total // SERIES_PER_CHART)})" if total > SERIES_PER_CHART else ""
+
+
+def version_chart(result: MatrixResult, metric: str) -> list[Chart]:
+    """Each grid line's metric over the candidate's versions in this run, as steps, its steps marked; at
+    most ``SERIES_PER_CHART`` lines a chart."""
+    cand, lines = result.packages[0], grid_lines(result)
+    labels = sorted({c.versions[cand] for cells in lines.values() for c in cells}, key=Version)
+    series = []
+    for name, cells in lines.items():
+        by_version = {c.versions[cand]: c.metrics.get(metric) for c in cells}
+        marks = [(labels.index(s.bad), f"{s.good} → {s.bad}") for s in result.version_steps
+                 if s.line == name and s.metric == metric and s.bad in labels]
+        if any(v is not None for v in by_version.values()):
+            series.append(Series(name or cand, [by_version.get(v) for v in labels], marks))
+    return [Chart(f"{metric} over the {cand} versions, tonight{_part(i, len(series))}", metric, "versions",
+                  f"{cand} version", labels, series[i:i + SERIES_PER_CHART], mark_legend="step along the versions")
+            for i in range(0, len(series), SERIES_PER_CHART)]
+
+
+def _row(result: MatrixResult, cell: CellResult) -> str:
+    items = [f'<td class="v">{esc(cell.versions[p])}' + (f" ({esc(lbl)})" if lbl != cell.versions[p] else "") + "</td>"
+             for p, lbl in zip(result.packages, cell.labels)]
+    for metric in result.metrics:
+        value = cell.metrics.get(metric)
+        items.append(f'<td class="num" data-key="{esc(cell.key)}" data-metric="{esc(metric)}" data-value="{value!r}">'
+                     f'{esc(human_value(value, metric))}</td>' if value is not None else '<td class="num">-</td>')
+    lost = ' class="lost"' if cell.verdict == "lost" else ""
+    items.append(f"<td{lost}>{esc(cell.verdict)}" + (f": {esc(cell.reason)}" if cell.reason else "") + "</td>")
+    return "<tr>" + "".join(items) + "</tr>"
+
+
+def _tonight(result: MatrixResult) -> list[str]:
+    head = "".join(f"<th>{esc(h)}</th>" for h in (*result.packages, *result.metrics, "verdict"))
+    out = ["<h2>Tonight</h2>", f'<table class="cells"><tr>{head}</tr>', *(_row(result, c) for c in result.cells),
+           "</table>"]
+    if result.unmeasured:
+        out += [f"<h3>Not measured ({len(result.unmeasured)}, {len(result.lost)} lost)</h3>", "<ul>"]
+        out += [f'<li class="unmeasured">{esc(where(c.versions))}: {esc(c.status)}: {esc(c.reason or "-")} '
+                f"({esc(standing(c))})</li>" for c in result.unmeasured]
+        out.append("</ul>")
+    if result.invalid:
+        out += [f"<h3>Not a valid combination ({len(result.invalid)}, never built)</h3>", "<ul>"]
+        out += [f'<li class="invalid">{esc(where(c.versions))}: {esc(c.reason)}</li>' for c in result.invalid]
+        out.append("</ul>")
+    return out
+
+
+def _copy(source: Path, target: Path) -> bool:
+    if not source.is_file():
+        return False
+    if source.resolve() != target.resolve():
+        target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(source, target)
+    return True
+
+
+def _links(result: MatrixResult, out: Path, report_dir: Path, drafts: dict[str, Path]) -> list[str]:
+    """The page's links, each to a file copied next to it (a link to a missing file is never written)."""
+    rows = []
+    if _copy(report_dir / MARKDOWN_FILE, out / MARKDOWN_FILE):
+        md = (out / MARKDOWN_FILE).read_text()
+        for name in re.findall(r"\]\(([^)]+)\)", md):   # the plots and reports matrix.md links, copied too
+            if _SAFE_FILE.fullmatch(name):
+                _copy(report_dir / name, out / name)
+        rows.append(f'<li><a class="report" href="{MARKDOWN_FILE}">{MARKDOWN_FILE}</a>: the run\'s report</li>')
     for b in result.bisects:
-        if b.report_file and re.fullmatch(r"[\w.+-]+\.md", b.report_file):
+        if b.report_file and _SAFE_FILE.fullmatch(b.report_file):
             (out / b.report_file).write_text(b.markdown)
-            first = f", first bad {_esc(b.first_bad)}" if b.first_bad else ""
-            rows.append(f'<li><a class="bisect-report" href="{_esc(b.report_file)}">bisect {_esc(b.package)} '
-                        f'{_esc(b.good)} → {_esc(b.bad)}</a>: {_esc(b.status)}{first}</li>')
-    return ["<h2>Reports</h2>", "<ul>", *rows, "</ul>"]
+            first = f", first bad {esc(b.first_bad)}" if b.first_bad else ""
+            rows.append(f'<li><a class="bisect-report" href="{esc(b.report_file)}">bisect {esc(b.package)} '
+                        f'{esc(b.good)} → {esc(b.bad)}</a>: {esc(b.status)}{first}</li>')
+    for title, path in drafts.items():
+        if _copy(path, out / "issues" / path.name):
+            rows.append(f'<li><a class="issue-draft" href="issues/{esc(path.name)}">issue draft: {esc(title)}</a></li>')
+    return ["<h2>Reports</h2>", "<ul>", *rows, "</ul>"] if rows else []
 
 
 def page(result: MatrixResult, links: list[str]) -> str:
     """The whole page."""
-    found = ' class="found"' if result.exit_code == 1 else ""
-    body = [f"<h1>Version matrix: {_esc(result.packages[0])}</h1>",
-            f"<p{found}><strong>{_esc(headline(result))}</strong> · run <code>{_esc(result.run_id)}</code> · "
-            f"{_esc(result.created[:19])}Z · criterion: {_esc(result.criterion)}</p>", *links]
+    found = ' class="found"' if result.exit_code else ""
+    body = [f"<h1>Version matrix: {esc(result.packages[0])}</h1>",
+            f"<p{found}><strong>{esc(headline(result))}</strong> · {esc(counts(result))} · run "
+            f"<code>{esc(result.run_id)}</code> · {esc(result.created[:19])}Z · "
+            f"criterion: {esc(result.criterion)}</p>",
+            *links, *_tonight(result)]
     for metric in result.metrics:
-        body.append(f"<h2>{_esc(metric)}</h2>")
-        body += [svg(night_chart(line)) for line in result.history_lines if line.metric == metric]
-        body += [svg(chart) for chart in version_charts(result, metric)]
+        charts = night_charts(result, metric) + version_chart(result, metric)
+        if charts:
+            body += [f"<h2>{esc(metric)}</h2>", *(svg(chart) for chart in charts)]
     return ("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
-            f"<title>Version matrix: {_esc(result.packages[0])}</title><style>{STYLE}</style></head><body>\n"
+            "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">"
+            f"<title>Version matrix: {esc(result.packages[0])}</title><style>{STYLE}</style></head><body>\n"
             + "\n".join(body) + "\n</body></html>\n")
 
 
-def write_html(result: MatrixResult, out: Path, report_dir: Path) -> Path:
-    """Write ``index.html`` (and copies of the run's reports it links to) into ``out``."""
+def write_html(result: MatrixResult, out: Path, report_dir: Path, drafts: dict[str, Path] | None = None) -> Path:
+    """Write ``index.html`` (and copies of the files it links to) into ``out``; ``drafts``: the issue
+    drafts (title -> file) to link."""
     out.mkdir(parents=True, exist_ok=True)
-    report = report_dir / MARKDOWN_FILE
-    if report.is_file() and report.resolve() != (out / MARKDOWN_FILE).resolve():
-        (out / MARKDOWN_FILE).write_text(report.read_text())
     target = out / PAGE
-    target.write_text(page(result, _links(result, out)))
+    target.write_text(page(result, _links(result, out, report_dir, drafts or {})))
     return target

@@ -72,7 +72,14 @@ def confirm_steps(steps: list[VersionStep], measure: Measure, cells: dict[str, C
     return out
 
 
+def _same_step(a: VersionStep, b: VersionStep) -> bool:
+    """The same line and metric, and version intervals (good, bad] that overlap: the same step, also after
+    ``latest`` moved past it."""
+    return (a.line, a.metric) == (b.line, b.metric) and \
+        max(Version(a.good), Version(b.good)) < min(Version(a.bad), Version(b.bad))
+
+
 def mark_new(steps: list[VersionStep], baseline: Optional[MatrixResult]) -> list[VersionStep]:
-    """A step is new unless the baseline run had the same one (line, metric, versions)."""
-    known = {(s.line, s.metric, s.good, s.bad) for s in (baseline.version_steps if baseline else [])}
-    return [s.model_copy(update={"new": (s.line, s.metric, s.good, s.bad) not in known}) for s in steps]
+    """A step is new unless the baseline run had the same one (line, metric, an overlapping interval)."""
+    known = [s for s in (baseline.version_steps if baseline else []) if s.confirmed]
+    return [s.model_copy(update={"new": not any(_same_step(s, k) for k in known)}) for s in steps]

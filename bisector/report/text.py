@@ -57,7 +57,7 @@ def _followed(result: BisectResult) -> list[str]:
 
 def render_log(store: Store, run: RunRow) -> str:
     """git-bisect-style log of a stored run."""
-    job = run.config.get("job", {})
+    job = run.config.get("job") or {}
     title = (f"# bisector run {run.id}: {job.get('package')} good={job.get('good')} bad={job.get('bad')}"
              if run.kind is not RunKind.DIFF else
              f"# bisector diff {run.id}: {run.config.get('package')} {run.config.get('version')}, A against B")

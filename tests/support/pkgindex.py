@@ -3,7 +3,8 @@
 ``build_wheel`` writes a pure-Python wheel with zipfile (no build backend, no network).
 ``LocalIndex`` keeps wheels with upload times and serves them over HTTP on 127.0.0.1:
 the PEP 691 JSON simple API (with PEP 700 ``upload-time``/``versions`` and PEP 714
-``core-metadata``), the PEP 503 HTML fallback, and the files themselves. uv and pip both
+``core-metadata``, unless ``core_metadata=False``), the PEP 503 HTML fallback, and the files
+themselves (with HTTP range requests). uv and pip both
 read ``upload-time`` from the JSON API, so ``--exclude-newer`` / ``--uploaded-prior-to``
 work against it.
 """
@@ -102,8 +103,9 @@ class LocalIndex:
     the upload times and yank state, so a second ``LocalIndex(root)`` sees the same index.
     """
 
-    def __init__(self, root: Path):
+    def __init__(self, root: Path, core_metadata: bool = True):
         self.root = Path(root)
+        self.core_metadata = core_metadata   # False: advertise no PEP 658/714 metadata files (old uploads)
         self.files_dir = self.root / "files"
         self.files_dir.mkdir(parents=True, exist_ok=True)
         self._manifest = self.root / "index.json"
@@ -175,6 +177,8 @@ def project_json(index: LocalIndex, project: str) -> dict:
             "upload-time": e["upload_time"],
             "yanked": e["yanked"],
         })
+        if not index.core_metadata:
+            del files[-1]["core-metadata"]
     versions = sorted({e["version"] for e in index.files(project)})
     return {"meta": {"api-version": "1.1"}, "name": normalize(project), "versions": versions, "files": files}
 
@@ -184,7 +188,7 @@ def project_html(index: LocalIndex, project: str) -> str:
     links = []
     for e in index.files(project):
         attrs = f'href="../../files/{e["filename"]}#sha256={e["sha256"]}"'
-        attrs += f' data-core-metadata="sha256={e["metadata_sha256"]}"'
+        attrs += f' data-core-metadata="sha256={e["metadata_sha256"]}"' if index.core_metadata else ""
         if e["yanked"] is not False:
             reason = e["yanked"] if isinstance(e["yanked"], str) else ""
             attrs += f' data-yanked="{html.escape(reason)}"'
@@ -225,7 +229,19 @@ class _IndexHandler(BaseHTTPRequestHandler):
         path = self.index.files_dir / filename
         if "/" in filename or filename.startswith(".") or not path.is_file():
             return self._send(404, "text/plain", b"not found")
-        self._send(200, "application/octet-stream", path.read_bytes())
+        if filename.endswith(".metadata") and not self.index.core_metadata:
+            return self._send(404, "text/plain", b"not found")
+        data = path.read_bytes()
+        wanted = re.fullmatch(r"bytes=(\d+)-(\d*)", self.headers.get("Range", ""))
+        if wanted is None:
+            return self._send(200, "application/octet-stream", data)
+        start, end = int(wanted[1]), min(int(wanted[2] or len(data) - 1), len(data) - 1)
+        self.send_response(206)   # a range request, as PyPI's file host answers them
+        self.send_header("Content-Type", "application/octet-stream")
+        self.send_header("Content-Range", f"bytes {start}-{end}/{len(data)}")
+        self.send_header("Content-Length", str(end - start + 1))
+        self.end_headers()
+        self.wfile.write(data[start:end + 1])
 
     def _send_listing(self) -> None:
         names = self.index.projects()
