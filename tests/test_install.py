@@ -49,8 +49,9 @@ def _bisector(venv: Path, workdir: Path, *args: str, timeout: float = 900) -> su
 
 def test_installed_bisector_measures_and_bisects_from_an_empty_directory(installed):
     _, venv, root = installed
+    clean = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}   # a developer's checkout stays out
     where = subprocess.run([str(venv / "bin" / "python"), "-c", "import bisector; print(bisector.__file__)"],
-                           capture_output=True, text=True, cwd=root, check=True).stdout
+                           capture_output=True, text=True, cwd=root, check=True, env=clean).stdout
     assert str(venv) in where, where   # the wheel's code, not the checkout's
     empty = root / "empty"
     empty.mkdir()
