@@ -3,7 +3,8 @@ reserved for the same allocations and frees, in the measured step's window.
 
 ``replay(trace, settings)`` returns the window's estimated peaks (``est_reserved_peak_bytes``: the
 segments the allocator holds; ``est_allocated_peak_bytes``: block sizes, in 512 B multiples;
-``requested_peak_bytes``: the bytes asked for, which equals the CPU meter's live-bytes peak) and
+``requested_peak_bytes``: the bytes asked for, which equals the CPU meter's live-bytes peak but where
+a storage is resized in place, as the copy holds the old and the new block) and
 the moment of the reserved peak at which most of it was allocated: its phase (``peak_phase``; None
 when that is the window's start) and ``at_peak`` the allocated bytes, the segments, the largest cached
 block and the fragmentation (the share of reserved bytes not allocated); or an ``error`` (a truncated or malformed trace, the modelled device out of memory). Pure Python.
