@@ -198,3 +198,15 @@ def test_a_cpu_result_leads_with_the_estimates_and_says_what_they_are():
     line = explainer.one_version(metrics, details, None)[-1]
     assert line.startswith("Estimated CUDA reserved (allocator model, from the CPU trace; not measured")
     assert "bf16 GA=2 at h192 would reserve" in line and "25% of it unallocated" in line
+
+
+def test_a_bisect_explanation_names_estimated_cost_moves_after_the_measured_ones():
+    from bisector.explain.ga_memory.moves import _costs_sentence
+
+    good = {"ga_cost_bytes_per_param": 1.0, "est_reserved_ga_cost_bytes_per_param": 1.2,
+            "est_allocated_ga_cost_bytes_per_param": 1.0}
+    bad = {"ga_cost_bytes_per_param": 1.9, "est_reserved_ga_cost_bytes_per_param": 2.3,
+           "est_allocated_ga_cost_bytes_per_param": 2.0}
+    (line,) = _costs_sentence(good, bad, None)
+    assert line.index("GA cost rose by 0.900") < line.index(f"GA cost, {ESTIMATE} rose by 1.100")
+    assert "estimated CUDA allocated" not in line
