@@ -73,4 +73,6 @@ def test_cpu_dry_run_writes_the_step_file(tmp_path):
     assert status == {"precision_proved": "PASS", "cuda_trace_reserved": "SKIP", "cuda_trace_allocated": "SKIP",
                       "cpu_trace_reserved": "SKIP", "cpu_trace_ga_cost": "SKIP"}
     assert result["ga_cost_bf16"]["cpu_trace_model"] is not None
+    traces = json.loads((tmp_path / "allocator_model_traces.json").read_text())
+    assert len(traces) == 8 and all(t["cuda"] is None and t["cpu"]["format"] == "alloc-trace/1" for t in traces)
     assert "[allocator_model] PASS precision_proved" in proc.stdout

@@ -17,8 +17,9 @@ MLP blocks, LM head, SGD): one warm-up optimizer step, then the measured step.
          (``cpu_trace_reserved`` within 20%; ``cpu_trace_ga_cost``: the bf16 GA cost in reserved
          bytes per parameter within 0.3 B/param of the measured one).
 Each cell also proves its precision (the logits' dtype). Writes ``DIR/allocator_model.json`` (DIR:
---out, else $OUT, else .) with every number, both errors and the checks (PASS / FAIL / SKIP), and one
-log line per cell on stdout. Without CUDA (``DEV=cpu``, ``--device cpu``) the CUDA half and the
+--out, else $OUT, else .) with every number, both errors and the checks (PASS / FAIL / SKIP), the
+traces of both devices to ``DIR/allocator_model_traces.json`` (to replay and refine the model later,
+without a GPU), and one log line per cell on stdout. Without CUDA (``DEV=cpu``, ``--device cpu``) the CUDA half and the
 checks needing it are SKIP and the CPU half runs: the CI dry run. Exit 0 when no check failed.
 """
 from __future__ import annotations
@@ -169,7 +170,7 @@ def cpu_cell(torch, cell) -> dict:
     from _meter_cpu import StorageMeter
 
     model, opt, steps = setup(torch, cell, "cpu")
-    meter = StorageMeter(allocator=parse_alloc_conf(conf_from_env(os.environ)))
+    meter = StorageMeter(allocator=parse_alloc_conf(conf_from_env(os.environ)), keep_trace=True)
     meter.track(model.parameters())
     meter.track(ids for batches in steps for ids in batches)
     gc.collect()
@@ -185,7 +186,7 @@ def cpu_cell(torch, cell) -> dict:
     estimate = report["allocator_model"]
     out.update(live_peak=report["peak_bytes"], est_reserved=report.get("est_reserved_peak_bytes"),
                est_allocated=report.get("est_allocated_peak_bytes"), events=estimate.get("events"),
-               model_error=estimate.get("error"))
+               model_error=estimate.get("error"), trace=report["alloc_trace"])
     return out
 
 
@@ -214,27 +215,28 @@ def ga_cost(cells, side, key, precision="bf16"):
 
 
 def check(name, values, limit, skip_why=None) -> dict:
-    """PASS when every value is within ``limit`` (absolute), FAIL otherwise, SKIP without values."""
+    """PASS when every value is within ``limit`` (absolute); FAIL past it or where a cell has no number
+    (its CUDA run failed, the model found no estimate); SKIP without CUDA."""
+    if skip_why:
+        return {"name": name, "status": "SKIP", "detail": skip_why}
+    missing = sum(v is None for v in values)
     values = [v for v in values if v is not None]
-    if skip_why or not values:
-        return {"name": name, "status": "SKIP", "detail": skip_why or "nothing to compare"}
+    if missing or not values:
+        return {"name": name, "status": "FAIL", "detail": f"{missing} of {missing + len(values)} without a number"}
     worst = max(values, key=abs)
     status = "PASS" if abs(worst) <= limit else "FAIL"
     return {"name": name, "status": status, "detail": f"worst {worst:+.4f} (limit {limit}) over {len(values)}"}
 
 
 def checks(cells, cuda_why) -> list:
-    cuda = [c.get("cuda") or {} for c in cells]
-    cpu = [c.get("cpu") or {} for c in cells]
-    proved = [c.get("precision_proved") for c in cuda + cpu if c]
+    cuda, cpu = [c.get("cuda") or {} for c in cells], [c["cpu"] for c in cells]
+    proved = [c.get("precision_proved") for c in (cpu if cuda_why else cuda + cpu)]
     out = [{"name": "precision_proved", "status": "PASS" if proved and all(proved) else "FAIL",
             "detail": f"{sum(bool(p) for p in proved)} of {len(proved)} cells ran in their precision"}]
-    out.append(check("cuda_trace_reserved", [c.get("reserved_error") for c in cuda], LIMITS["cuda_trace_reserved"],
-                     cuda_why))
-    out.append(check("cuda_trace_allocated", [c.get("allocated_error") for c in cuda],
-                     LIMITS["cuda_trace_allocated"], cuda_why))
-    out.append(check("cpu_trace_reserved", [c.get("reserved_error") for c in cpu], LIMITS["cpu_trace_reserved"],
-                     cuda_why))
+    for name, side, key in (("cuda_trace_reserved", cuda, "reserved_error"),
+                            ("cuda_trace_allocated", cuda, "allocated_error"),
+                            ("cpu_trace_reserved", cpu, "reserved_error")):
+        out.append(check(name, [c.get(key) for c in side], LIMITS[name], cuda_why))
     measured, estimated = ga_cost(cells, "cuda", "max_reserved"), ga_cost(cells, "cpu", "est_reserved")
     diff = None if measured is None or estimated is None else estimated - measured
     out.append(check("cpu_trace_ga_cost", [diff], LIMITS["cpu_trace_ga_cost"], cuda_why))
@@ -263,7 +265,7 @@ def run_cuda(cell) -> dict:
     if proc.returncode != 0:
         return {"error": f"cell exited {proc.returncode}: {proc.stderr[-1500:]}"}
     out = json.loads(proc.stdout.strip().splitlines()[-1])
-    trace = out.pop("trace")
+    trace = out["trace"]
     model = replay(Trace.from_json(trace), parse_alloc_conf(conf_from_env(os.environ)))
     out.update(events=len(trace["events"]), model_reserved=model.get("est_reserved_peak_bytes"),
                model_allocated=model.get("est_allocated_peak_bytes"), model_error=model.get("error"))
@@ -333,6 +335,10 @@ def main(argv=None) -> int:
               "cells": cells, "checks": checks(cells, cuda_why)}
     result["seconds"] = round(time.perf_counter() - started, 1)
     os.makedirs(args.out, exist_ok=True)
+    traces = [{k: cell[k] for k in ("hidden", "precision", "ga")}
+              | {side: (cell.get(side) or {}).pop("trace", None) for side in ("cuda", "cpu")} for cell in cells]
+    with open(os.path.join(args.out, "allocator_model_traces.json"), "w") as fh:
+        json.dump(traces, fh, separators=(",", ":"))
     with open(os.path.join(args.out, "allocator_model.json"), "w") as fh:
         json.dump(result, fh, indent=1)
     for c in result["checks"]:

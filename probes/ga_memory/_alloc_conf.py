@@ -21,7 +21,7 @@ them (quoted names are theirs):
 """
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, replace
+from dataclasses import dataclass, replace
 from typing import Optional
 
 MIB = 1024 * 1024
@@ -97,11 +97,6 @@ class AllocSettings:
             if self.memory_fraction is not None:
                 text += f" x {self.memory_fraction:g}"
         return text
-
-    def as_dict(self) -> dict:
-        out = asdict(self)
-        out["roundup_power2_divisions"] = list(self.roundup_power2_divisions)
-        return out
 
 
 def _tokens(text: str) -> list:

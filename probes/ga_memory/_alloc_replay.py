@@ -53,7 +53,8 @@ def _run(trace: Trace, model) -> dict:
         at_peak = _at_peak(model)
     return {"est_reserved_peak_bytes": model.peak_reserved, "est_allocated_peak_bytes": model.peak_allocated,
             "requested_peak_bytes": model.peak_requested, "peak_phase": peak_phase, "at_peak": at_peak,
-            "end_reserved_bytes": model.reserved, "device_allocs": model.device_allocs, "events": end}
+            "end_reserved_bytes": model.reserved, "device_allocs": model.device_allocs,
+            "device_frees": model.device_frees, "events": end}
 
 
 def replay(trace: Trace, settings: AllocSettings = AllocSettings()) -> dict:
