@@ -55,7 +55,7 @@ def test_default_run_validates_and_fits(default_run):
     assert code == 0, stderr[-3000:]
     metrics = _metrics(result)
     assert result["schema_version"] == "ga_memory/2" and result["meter"] == "cpu-dispatch"
-    assert result["probe"]["version"] == "2.0.0" and len(result["probe"]["config_hash"]) == 64
+    assert result["probe"]["version"] == "2.1.0" and len(result["probe"]["config_hash"]) == 64
     assert set(result["versions"]) == {"torch", "accelerate", "transformers", "python"}
     assert not any(c.get("error") for c in result["cells"])
     assert metrics["fit_r2_min"] > 0.99

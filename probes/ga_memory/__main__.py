@@ -27,7 +27,7 @@ from _cli import config_hash, effective_knobs, make_spec, parser  # noqa: E402
 from _timings import Timings  # noqa: E402
 
 PROBE_NAME = "ga_memory"
-PROBE_VERSION = "2.0.0"  # 2: precision proved per cell, loop knobs, per-phase sites
+PROBE_VERSION = "2.1.0"  # 2: precision proved per cell, loop knobs, per-phase sites; 2.1: allocator model (est_*)
 EXIT_NOTHING_MEASURED = 3
 
 

@@ -47,9 +47,11 @@ def make_meter(spec):
         from _meter_cuda import CudaMeter
 
         return CudaMeter(device=torch.device("cuda"), reset=spec.get("cuda_reset", "phase"))
+    from _alloc_conf import settings_from_spec
     from _meter_cpu import StorageMeter
 
-    return StorageMeter(attribution=spec["attribution"])
+    return StorageMeter(attribution=spec["attribution"], allocator=settings_from_spec(spec),
+                        keep_trace=spec.get("alloc_trace", False))
 
 
 def _loop_class(name):

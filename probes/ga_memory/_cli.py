@@ -37,7 +37,8 @@ TRAINER_DECIDES = ("zero_grad_target", "zero_grad_policy", "lr_scheduler")
 PRECISIONS = ("fp32", "bf16", "fp16")
 NOT_IN_SPEC = ("result", "timings", "cell", "cell_out", "cell_timeout", "workers")
 # change the report or the speed, not the bytes
-NOT_HASHED = ("isolate", "attribution", "top", "threads", "knobs_given", "device_requested", "cuda_reset")
+NOT_HASHED = ("isolate", "attribution", "top", "threads", "knobs_given", "device_requested", "cuda_reset",
+              "alloc_trace")
 
 
 def _ints(text: str):
@@ -123,6 +124,7 @@ def _add_run_args(p):
     p.add_argument("--attribution", action=argparse.BooleanOptionalAction, default=True,
                    help="by-site breakdown of the bytes live at each cell's peak (CPU meter)")
     p.add_argument("--top", type=int, default=12, help="attribution rows kept per cell")
+    _add_allocator_args(p)
     p.add_argument("--isolate", choices=("auto", "on", "off"), default="auto",
                    help="one subprocess per cell (auto: on for CUDA, off for CPU)")
     p.add_argument("--workers", type=int, default=0,
@@ -132,6 +134,33 @@ def _add_run_args(p):
     p.add_argument("--cell", help=argparse.SUPPRESS)
     p.add_argument("--cell-out", help=argparse.SUPPRESS)
     p.add_argument("--cell-timeout", type=float, default=900.0, help=argparse.SUPPRESS)
+
+
+def _add_allocator_args(p):
+    g = p.add_argument_group("allocator model", "on the CPU, each cell's allocation trace is replayed through a "
+                             "model of the CUDA caching allocator: estimated reserved bytes (est_reserved_*)")
+    g.add_argument("--alloc-conf", default=None, metavar="TEXT",
+                   help="the allocator settings the model uses, as PYTORCH_CUDA_ALLOC_CONF spells them, e.g. "
+                        "expandable_segments:True (default: $PYTORCH_CUDA_ALLOC_CONF, else torch's defaults)")
+    g.add_argument("--alloc-device-gib", type=float, default=None, metavar="GIB",
+                   help="the device memory the model assumes (default: unlimited); with --cuda-memory-fraction "
+                        "it caps the process as set_per_process_memory_fraction does")
+    g.add_argument("--alloc-trace", action="store_true",
+                   help="keep each cell's allocation trace in the result (alloc_trace), for replaying elsewhere")
+
+
+def _resolve_allocator(spec: dict) -> None:
+    """``alloc_conf`` from the flag or the environment, checked as torch checks it."""
+    from _alloc_conf import AllocConfError, conf_from_env, settings_from_spec
+
+    if spec["alloc_conf"] is None:
+        spec["alloc_conf"] = conf_from_env(os.environ)
+    if spec["alloc_device_gib"] is not None and spec["alloc_device_gib"] <= 0:
+        raise SystemExit("--alloc-device-gib must be > 0")
+    try:
+        settings_from_spec(spec)
+    except AllocConfError as exc:
+        raise SystemExit(f"--alloc-conf {spec['alloc_conf']!r}: {exc}") from None
 
 
 def parser() -> argparse.ArgumentParser:
@@ -231,6 +260,7 @@ def make_spec(args) -> dict:
     isolate = args.isolate if args.isolate != "auto" else ("on" if spec["device"] == "cuda" else "off")
     spec["isolate"] = isolate == "on"
     spec["attribution"] = bool(args.attribution and spec["device"] == "cpu")
+    _resolve_allocator(spec)
     _check(spec)
     return spec
 

@@ -16,8 +16,9 @@ from __future__ import annotations
 import math
 
 PHASE_KINDS = ("forward", "backward", "step", "zero_grad")
-# the CUDA meter's other views of the step peak: what tensors asked for, what the allocator reserved
-ALLOCATOR = ("requested", "reserved")
+# other views of the step peak: the CUDA meter's (what tensors asked for, what the allocator reserved)
+# and the allocator model's from the CPU trace (estimated allocated and reserved); each gets the costs too
+ALLOCATOR = ("requested", "reserved", "est_allocated", "est_reserved")
 
 
 def fit_line(xs, ys) -> dict:
@@ -168,20 +169,23 @@ def _group_fits(grid, metrics, fits):
         _put(metrics, fits, name, fit, lambda q, at=f"{prec}.ga{ga}.{phase}": f"{q}.{at}")
 
 
-def _derived(grid, precisions, gas, metrics, fits):
-    peak = {(p, g): grid.complete((p, g, "peak")) for p in precisions for g in gas}
+def _derived(grid, precisions, gas, metrics, fits, view="peak"):
+    """GA cost per precision, mixed-precision cost and GA excess of one view of the step peak
+    (``peak``: live bytes; an ALLOCATOR view's names start with it: ``est_reserved_ga_cost_...``)."""
+    peak = {(p, g): grid.complete((p, g, view)) for p in precisions for g in gas}
     lo, hi = min(gas), max(gas)
     mixed = _mixed(precisions)
     ga_cost = {}
+    at = "" if view == "peak" else f"{view}_"
     for prec in precisions if hi != lo else ():
-        prefix = "" if prec == mixed else f"{prec}_"
+        name = f"{at}{'' if prec == mixed else f'{prec}_'}ga_cost"
         ga_cost[prec] = _minus(peak[prec, hi], peak[prec, lo])
-        _put(metrics, fits, f"{prefix}ga_cost", grid.fit(ga_cost[prec]), _derived_name(f"{prefix}ga_cost"))
+        _put(metrics, fits, name, grid.fit(ga_cost[prec]), _derived_name(name))
     if mixed and "fp32" in precisions:
         mixed_cost = _minus(peak[mixed, lo], peak["fp32", lo])
-        _put(metrics, fits, "mixed_cost", grid.fit(mixed_cost), _derived_name("mixed_cost"))
+        _put(metrics, fits, f"{at}mixed_cost", grid.fit(mixed_cost), _derived_name(f"{at}mixed_cost"))
         excess = _minus(ga_cost.get(mixed, {}), ga_cost.get("fp32", {}))
-        _put(metrics, fits, "ga_excess", grid.fit(excess), _derived_name("ga_excess"))
+        _put(metrics, fits, f"{at}ga_excess", grid.fit(excess), _derived_name(f"{at}ga_excess"))
 
 
 def derive(cells, precisions, gas):
@@ -190,7 +194,8 @@ def derive(cells, precisions, gas):
     grid = Grid(cells)
     metrics, fits = _cell_metrics(grid), {}
     _group_fits(grid, metrics, fits)
-    _derived(grid, precisions, gas, metrics, fits)
+    for view in ("peak", *ALLOCATOR):
+        _derived(grid, precisions, gas, metrics, fits, view)
     r2 = [f["r2"] for k, f in fits.items() if k.startswith("peak.") and "r2" in f]
     if r2:
         metrics["fit_r2_min"] = min(r2)

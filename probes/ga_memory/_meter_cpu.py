@@ -6,6 +6,10 @@ optimizer kernels) passes its inputs and outputs through ``__torch_dispatch__``.
 first seen until it is freed. Freeing is observed with ``weakref.finalize`` on the storage's
 Python object where torch preserves that object for the storage's lifetime (torch >= 2.1), and
 otherwise by sweeping C++ weak references (``StorageWeakRef``) after every op.
+
+Given allocator settings, the meter also records the cell's allocation trace (every storage's
+allocation and free, in order, with the measured step's window and phases) and replays it through the
+CUDA caching allocator model: the cell's ``est_reserved_peak_bytes`` and ``est_allocated_peak_bytes``.
 """
 from __future__ import annotations
 
@@ -15,6 +19,8 @@ import weakref
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
+from _alloc_replay import replay
+from _alloc_trace import TraceRecorder
 from _meter_base import MeterBase
 from _sites import site_of
 
@@ -93,12 +99,14 @@ class StorageMeter(MeterBase, TorchDispatchMode):
     ``track(tensors)`` registers tensors that existed before the mode was entered (parameters,
     gradients, buffers, optimizer state); storages first seen as op inputs are registered too.
     With ``attribution=True`` every storage remembers the site that allocated it and the meter
-    keeps a by-site breakdown of the bytes live at the window peak (``attribution()``).
+    keeps a by-site breakdown of the bytes live at the window peak (``attribution()``). With
+    ``allocator`` settings (``_alloc_conf.AllocSettings``) it records the allocation trace and reports
+    the allocator model's estimates (``keep_trace``: the trace itself too, as ``alloc_trace``).
     """
 
     kind = "cpu-dispatch"
 
-    def __init__(self, device_type="cpu", attribution=False, liveness="auto"):
+    def __init__(self, device_type="cpu", attribution=False, liveness="auto", allocator=None, keep_trace=False):
         TorchDispatchMode.__init__(self)
         MeterBase.__init__(self)
         self.device_type = device_type
@@ -118,6 +126,8 @@ class StorageMeter(MeterBase, TorchDispatchMode):
         self._cur = 0
         self._ppeak = 0
         self.n_storages_seen = 0
+        self._allocator, self._keep_trace = allocator, keep_trace
+        self._trace = TraceRecorder() if allocator is not None else None
 
     # --- MeterBase hooks -----------------------------------------------------------------
     @property
@@ -144,15 +154,34 @@ class StorageMeter(MeterBase, TorchDispatchMode):
         MeterBase.reset_peak(self)
         self._snap_level = self._cur
         self._peak_sites = dict(self._by_site)
+        if self._trace is not None:
+            self._trace.open_window()
 
     def mark(self, name):
         MeterBase.mark(self, name)
         if name is None:
             self._window_open = False
+        if self._trace is not None and name is None:
+            self._trace.close_window()
+        elif self._trace is not None:
+            self._trace.phase(name)
 
     def extra(self):
-        return {"liveness": self._live.name, "storages_seen": self.n_storages_seen,
-                "dtype_bytes": dict(sorted(self._created.items()))}
+        out = {"liveness": self._live.name, "storages_seen": self.n_storages_seen,
+               "dtype_bytes": dict(sorted(self._created.items()))}
+        if self._trace is not None:
+            out.update(self.allocator_estimate())
+        return out
+
+    def allocator_estimate(self) -> dict:
+        """The allocator model's replay of the trace: ``est_*_peak_bytes`` and ``allocator_model``."""
+        trace = self._trace.trace()
+        model = replay(trace, self._allocator)
+        out = {k: model.pop(k) for k in ("est_reserved_peak_bytes", "est_allocated_peak_bytes") if k in model}
+        out["allocator_model"] = {"settings": self._allocator.describe(), **model}
+        if self._keep_trace:
+            out["alloc_trace"] = trace.to_json()
+        return out
 
     def _live_sites(self) -> dict:
         return {k: v for k, v in self._by_site.items() if v}
@@ -182,8 +211,12 @@ class StorageMeter(MeterBase, TorchDispatchMode):
             self._sites[key] = label
             if self._window_open and site is None:  # created inside the window, by an op
                 self._created[str(tensor.dtype).replace("torch.", "")] += nbytes
+            if self._trace is not None:
+                self._trace.alloc(key, nbytes)
             self._add(key, nbytes, label)
         elif old != nbytes:  # resized in place
+            if self._trace is not None:
+                self._trace.resize(key, nbytes)
             self._add(key, nbytes - old, self._sites[key])
 
     def _add(self, key, delta, label):
@@ -200,6 +233,8 @@ class StorageMeter(MeterBase, TorchDispatchMode):
                     self._peak_sites = self._phase_sites
 
     def _freed(self, key):
+        if self._trace is not None:
+            self._trace.free(key)
         nbytes = self._sizes.pop(key, 0)
         label = self._sites.pop(key, "")
         self._cur -= nbytes

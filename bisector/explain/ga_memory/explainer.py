@@ -42,7 +42,10 @@ def _compact_cell(cell: dict) -> dict:
 
 
 HEADLINE = ("ga_excess_bytes_per_param", "ga_cost_bytes_per_param", "fp32_ga_cost_bytes_per_param",
-            "mixed_cost_bytes_per_param", "ga_excess_fixed_bytes", "fit_r2_min")
+            "mixed_cost_bytes_per_param", "ga_excess_fixed_bytes", "fit_r2_min",
+            "est_reserved_ga_excess_bytes_per_param", "est_reserved_ga_cost_bytes_per_param",
+            "est_reserved_fp32_ga_cost_bytes_per_param")
+ESTIMATED = "modelled from the CPU trace, not measured; the model is not validated on a GPU yet"
 MEANINGS = {
     "ga_excess_bytes_per_param": "what GA=2 costs beyond GA=1 in mixed precision, minus the same in fp32 (the seed's complaint)",
     "ga_cost_bytes_per_param": "GA=2 peak minus GA=1 peak, mixed precision, fitted per parameter",
@@ -50,6 +53,9 @@ MEANINGS = {
     "mixed_cost_bytes_per_param": "mixed-precision peak minus fp32 peak at GA=1 (the seed's second complaint)",
     "ga_excess_fixed_bytes": "the part of the GA excess that does not grow with the model",
     "fit_r2_min": "the worst straight-line fit over the model sizes (1 = exact)",
+    "est_reserved_ga_excess_bytes_per_param": f"the GA excess in what the CUDA caching allocator would reserve ({ESTIMATED})",
+    "est_reserved_ga_cost_bytes_per_param": f"the GA cost in what the CUDA caching allocator would reserve ({ESTIMATED})",
+    "est_reserved_fp32_ga_cost_bytes_per_param": "the same in fp32",
 }
 
 

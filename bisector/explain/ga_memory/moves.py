@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from typing import Optional
 
 from bisector.core.units import human_bytes, human_value
-from bisector.explain.ga_memory.names import DERIVED, PEAK, Group, metric_label, phase_kind
+from bisector.explain.ga_memory.names import DERIVED, PEAK, VIEW_DERIVED, Group, metric_label, phase_kind
 from bisector.explain.generic import TOL, joined, pair, rel, unchanged
 from bisector.explain.sites import site_sentence
 
@@ -153,8 +153,9 @@ def _others_sentence(others: list[GroupMove], after_derived: bool) -> list[str]:
 
 
 def _costs_sentence(good: dict, bad: dict, metric: Optional[str]) -> list[str]:
-    names = sorted(k for k in good if k in bad and k != metric and DERIVED.match(k)
-                   and k.endswith("bytes_per_param"))
+    names = sorted((k for k in good if k in bad and k != metric and k.endswith("bytes_per_param")
+                    and (DERIVED.match(k) or k.startswith("est_reserved_") and VIEW_DERIVED.match(k))),
+                   key=lambda k: (k.startswith("est_"), k))  # the estimates after what was measured
     moved, still = [], []
     for k in names:
         a, b = good[k], bad[k]

@@ -12,7 +12,7 @@ from typing import Optional
 
 from bisector.core.result import BisectResult
 from bisector.core.units import human_bytes, human_value
-from bisector.explain.ga_memory.names import metric_label, phase_kind
+from bisector.explain.ga_memory.names import MODEL, metric_label, phase_kind
 from bisector.explain.generic import joined, unchanged
 from bisector.explain.sites import site_changes
 from bisector.explain.reference_story import contrast_hides_it
@@ -155,14 +155,40 @@ def contrast_why(result: BisectResult) -> list[str]:
     return out
 
 
+COSTS = ("ga_excess_bytes_per_param", "ga_cost_bytes_per_param", "fp32_ga_cost_bytes_per_param",
+         "mixed_cost_bytes_per_param")
+
+
+def reserved_estimate(details: dict, metrics: dict[str, float]) -> list[str]:
+    """The allocator model's view (CPU meter): the costs in estimated CUDA reserved bytes, and the
+    largest GA=hi cell's reserved peak beside its live-bytes peak."""
+    values = [f"{metric_label(n)} {human_value(metrics['est_reserved_' + n], n)}" for n in COSTS
+              if "est_reserved_" + n in metrics]
+    if not values:
+        return []
+    cells = {k: c for k, c in cells_by_key(details).items() if "est_reserved_peak_bytes" in c}
+    prec = mixed_precision(cells) or "fp32"
+    key = max((k for k in cells if k[0] == prec), key=lambda k: (k[1], k[2]), default=None)
+    at = ""
+    if key:
+        c = cells[key]
+        frag = (c.get("allocator_model") or {}).get("at_peak", {}).get("fragmentation")
+        unused = f", {frag:.0%} of it unallocated at that peak" if isinstance(frag, float) else ""
+        at = (f"; {prec} GA={key[1]} at h{key[2]} would reserve {human_bytes(c['est_reserved_peak_bytes'])} for "
+              f"{human_bytes(c['peak_bytes'])} of live tensors{unused}")
+    return [f"Estimated CUDA reserved ({MODEL}; not measured, and not validated on a GPU yet): "
+            + ", ".join(values) + at + "."]
+
+
 def one_version(metrics: dict[str, float], details: dict, metric: Optional[str]) -> list[str]:
-    """The single-version view: the headline metric, the costs, where the GA and mixed bytes live."""
+    """The single-version view: the headline metric, the costs, where the GA and mixed bytes live, and
+    the allocator model's estimate of the same costs in reserved bytes."""
     names = [metric] if metric else []
-    names += [n for n in ("ga_excess_bytes_per_param", "ga_cost_bytes_per_param", "fp32_ga_cost_bytes_per_param",
-                          "mixed_cost_bytes_per_param") if n not in names]
+    names += [n for n in COSTS if n not in names]
     values = [f"{metric_label(n)} {human_value(metrics[n], n)}" for n in names if n in metrics]
     out = [", ".join(values) + "."] if values else []
-    return out + where_ga_bytes_live(details, metrics) + mixed_cost_lives(details, metrics)
+    return (out + where_ga_bytes_live(details, metrics) + mixed_cost_lives(details, metrics)
+            + reserved_estimate(details, metrics))
 
 
 def setting(result: BisectResult) -> str:

@@ -1,0 +1,350 @@
+"""gpu_first step ``allocator_model``: the CUDA caching allocator model against the real allocator.
+
+    python3 bench/gpu_first/allocator_model.py [--out DIR] [--device auto|cuda|cpu]
+
+Planned time on the GPU: 120 s (8 CUDA cells, each in a fresh interpreter, about 6 s apiece; the same
+8 cells on the CPU under the probe's meter, about 70 s). Needs the image's python3 only: the stdlib,
+torch, and the probe's own pure modules (probes/ga_memory: the allocator model, the CPU meter).
+
+Every cell (width x precision x GA) trains a torch-only causal LM (embedding, pre-LN attention and
+MLP blocks, LM head, SGD): one warm-up optimizer step, then the measured step.
+  cuda   a fresh interpreter records the caching allocator's own history
+         (``torch.cuda.memory._record_memory_history``) and measures ``max_memory_reserved`` and
+         ``max_memory_allocated`` over the measured step; the model replays that very trace: how
+         faithful the model is (checks ``cuda_trace_reserved`` within 2%, ``cuda_trace_allocated`` 1%).
+  cpu    the same cell on the CPU under the probe's CPU meter; its trace replayed by the model is
+         the estimate a CPU user gets, compared with the CUDA cell's ``max_memory_reserved``
+         (``cpu_trace_reserved`` within 20%; ``cpu_trace_ga_cost``: the bf16 GA cost in reserved
+         bytes per parameter within 0.3 B/param of the measured one).
+Each cell also proves its precision (the logits' dtype). Writes ``DIR/allocator_model.json`` (DIR:
+--out, else $OUT, else .) with every number, both errors and the checks (PASS / FAIL / SKIP), the
+traces of both devices to ``DIR/allocator_model_traces.json`` (to replay and refine the model later,
+without a GPU), and one log line per cell on stdout. Without CUDA (``DEV=cpu``, ``--device cpu``) the CUDA half and the
+checks needing it are SKIP and the CPU half runs: the CI dry run. Exit 0 when no check failed.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import subprocess
+import sys
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+PROBE = os.path.join(os.path.dirname(os.path.dirname(HERE)), "probes", "ga_memory")
+sys.path[:0] = [PROBE, os.path.dirname(PROBE)]
+
+PLANNED_SECONDS = 120
+LIMITS = {"cuda_trace_reserved": 0.02, "cuda_trace_allocated": 0.01, "cpu_trace_reserved": 0.20,
+          "cpu_trace_ga_cost": 0.3}
+CELL_TIMEOUT = 180
+
+
+# --- the CUDA allocator's own history as a model trace (pure) ------------------------------
+def trace_from_snapshot(entries, window_start=0) -> dict:
+    """Compact trace (``_alloc_trace`` format) from ``_snapshot()["device_traces"][0]``: an ``alloc``
+    entry is a request of its size, a ``free_completed`` one frees the block at its address; segment
+    and snapshot entries are the allocator's own doing, which the model replays itself.
+    ``window_start``: how many entries there were when the measured step began."""
+    events, ids, allocs, window = [], {}, 0, None
+    for i, entry in enumerate(entries):
+        if i == window_start:
+            window = len(events)
+        action = entry.get("action")
+        if action == "alloc":
+            ids[entry["addr"]] = allocs
+            allocs += 1
+            events.append(int(entry["size"]))
+        elif action == "free_completed" and entry["addr"] in ids:
+            events.append(-(ids.pop(entry["addr"]) + 1))
+    window = len(events) if window is None else window
+    return {"format": "alloc-trace/1", "events": events, "window": [window, len(events)], "phases": [],
+            "truncated": False}
+
+
+# --- the cells ------------------------------------------------------------------------------
+def build_lm(torch, hidden, layers, heads, vocab):
+    """A GPT-like causal LM in plain torch (random weights): what the probe's cells train, without
+    transformers."""
+    nn, F = torch.nn, torch.nn.functional
+
+    class Block(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.ln1, self.ln2 = nn.LayerNorm(hidden), nn.LayerNorm(hidden)
+            self.qkv, self.proj = nn.Linear(hidden, 3 * hidden), nn.Linear(hidden, hidden)
+            self.fc, self.out = nn.Linear(hidden, 4 * hidden), nn.Linear(4 * hidden, hidden)
+
+        def forward(self, x):
+            b, t, h = x.shape
+            q, k, v = (z.transpose(1, 2) for z in self.qkv(self.ln1(x)).view(b, t, 3, heads, h // heads).unbind(2))
+            att = (q @ k.transpose(-1, -2)) / math.sqrt(h // heads)
+            mask = torch.ones(t, t, dtype=torch.bool, device=x.device).triu(1)
+            y = (att.masked_fill(mask, float("-inf")).softmax(-1) @ v).transpose(1, 2).reshape(b, t, h)
+            x = x + self.proj(y)
+            return x + self.out(F.gelu(self.fc(self.ln2(x))))
+
+    class LM(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.emb, self.blocks = nn.Embedding(vocab, hidden), nn.Sequential(*[Block() for _ in range(layers)])
+            self.ln, self.head = nn.LayerNorm(hidden), nn.Linear(hidden, vocab, bias=False)
+
+        def forward(self, ids):
+            logits = self.head(self.ln(self.blocks(self.emb(ids))))
+            loss = F.cross_entropy(logits[:, :-1].flatten(0, 1).float(), ids[:, 1:].flatten())
+            return loss, logits.dtype
+
+    return LM()
+
+
+class _NoMarks:
+    def mark(self, name):
+        pass
+
+
+def setup(torch, cell, device):
+    """Model, optimizer and the batches of both steps, on ``device`` (seeded)."""
+    torch.manual_seed(0)
+    model = build_lm(torch, cell["hidden"], cell["layers"], cell["heads"], cell["vocab"]).to(device)
+    opt = torch.optim.SGD(model.parameters(), lr=1e-3)
+    steps = [[torch.randint(0, cell["vocab"], (cell["batch"], cell["seq_len"]), device=device)
+              for _ in range(cell["ga"])] for _ in range(2)]
+    return model, opt, steps
+
+
+def train(torch, cell, device, model, opt, steps, marks, on_window) -> dict:
+    """The warm-up step, ``on_window()``, the measured step; the precision each forward ran in."""
+    dtypes = set()
+    for s, batches in enumerate(steps):
+        if s == 1:
+            on_window()
+        for i, ids in enumerate(batches):
+            marks.mark(f"m{i}.forward")
+            with torch.autocast(device_type=device, dtype=torch.bfloat16, enabled=cell["precision"] != "fp32"):
+                loss, dtype = model(ids)
+            dtypes.add(str(dtype).replace("torch.", ""))
+            marks.mark(f"m{i}.backward")
+            (loss / cell["ga"]).backward()
+            del loss
+        marks.mark("step")
+        opt.step()
+        marks.mark("zero_grad")
+        opt.zero_grad(set_to_none=True)
+    want = "float32" if cell["precision"] == "fp32" else "bfloat16"
+    return {"n_params": sum(p.numel() for p in model.parameters()), "logits_dtype": sorted(dtypes),
+            "precision_proved": dtypes == {want}}
+
+
+def cuda_cell(cell) -> dict:
+    """In a fresh interpreter: the measured step's CUDA peaks and the allocator's own trace."""
+    import torch
+
+    torch.cuda.memory._record_memory_history(enabled="all", context=None, stacks="python", max_entries=10_000_000)
+    model, opt, steps = setup(torch, cell, "cuda")
+    start = {}
+
+    def on_window():
+        torch.cuda.synchronize()
+        torch.cuda.reset_peak_memory_stats()
+        start["entries"] = len(torch.cuda.memory._snapshot()["device_traces"][0])
+        start["reserved"] = torch.cuda.memory_reserved()
+
+    out = train(torch, cell, "cuda", model, opt, steps, _NoMarks(), on_window)
+    torch.cuda.synchronize()
+    out.update(max_reserved=torch.cuda.max_memory_reserved(), max_allocated=torch.cuda.max_memory_allocated(),
+               reserved_at_window=start["reserved"])
+    snapshot = torch.cuda.memory._snapshot()
+    out["trace"] = trace_from_snapshot(snapshot["device_traces"][0], start["entries"])
+    return out
+
+
+def cpu_cell(torch, cell) -> dict:
+    """The cell on the CPU under the probe's meter, set up before the meter as the probe does: the
+    trace a CPU user's estimate comes from."""
+    import gc
+
+    from _alloc_conf import conf_from_env, parse_alloc_conf
+    from _meter_cpu import StorageMeter
+
+    model, opt, steps = setup(torch, cell, "cpu")
+    meter = StorageMeter(allocator=parse_alloc_conf(conf_from_env(os.environ)), keep_trace=True)
+    meter.track(model.parameters())
+    meter.track(ids for batches in steps for ids in batches)
+    gc.collect()
+    gc.disable()  # frees at deterministic points, as in the probe's window
+    try:
+        with meter:
+            out = train(torch, cell, "cpu", model, opt, steps, meter, meter.reset_peak)
+            meter.mark(None)
+    finally:
+        gc.enable()
+    report = meter.report()
+    meter.close()
+    estimate = report["allocator_model"]
+    out.update(live_peak=report["peak_bytes"], est_reserved=report.get("est_reserved_peak_bytes"),
+               est_allocated=report.get("est_allocated_peak_bytes"), events=estimate.get("events"),
+               model_error=estimate.get("error"), trace=report["alloc_trace"])
+    return out
+
+
+# --- comparing ----------------------------------------------------------------------------
+def rel(estimate, measured):
+    return None if estimate is None or not measured else (estimate - measured) / measured
+
+
+def ga_cost(cells, side, key, precision="bf16"):
+    """GA=max minus GA=min of ``key`` per parameter, fitted over the widths (a ratio with one width)."""
+    by = {(c["hidden"], c["ga"]): c.get(side) or {} for c in cells if c["precision"] == precision}
+    gas = sorted({g for _, g in by})
+    if len(gas) < 2:
+        return None
+    points = []
+    for h in sorted({h for h, _ in by}):
+        hi, lo = by.get((h, gas[-1]), {}), by.get((h, gas[0]), {})
+        if hi.get(key) is None or lo.get(key) is None or not lo.get("n_params"):
+            return None
+        points.append((lo["n_params"], hi[key] - lo[key]))
+    if len(points) == 1:
+        return points[0][1] / points[0][0]
+    n = len(points)
+    mx, my = sum(x for x, _ in points) / n, sum(y for _, y in points) / n
+    return sum((x - mx) * (y - my) for x, y in points) / sum((x - mx) ** 2 for x, _ in points)
+
+
+def check(name, values, limit, skip_why=None) -> dict:
+    """PASS when every value is within ``limit`` (absolute); FAIL past it or where a cell has no number
+    (its CUDA run failed, the model found no estimate); SKIP without CUDA."""
+    if skip_why:
+        return {"name": name, "status": "SKIP", "detail": skip_why}
+    missing = sum(v is None for v in values)
+    values = [v for v in values if v is not None]
+    if missing or not values:
+        return {"name": name, "status": "FAIL", "detail": f"{missing} of {missing + len(values)} without a number"}
+    worst = max(values, key=abs)
+    status = "PASS" if abs(worst) <= limit else "FAIL"
+    return {"name": name, "status": status, "detail": f"worst {worst:+.4f} (limit {limit}) over {len(values)}"}
+
+
+def checks(cells, cuda_why) -> list:
+    cuda, cpu = [c.get("cuda") or {} for c in cells], [c["cpu"] for c in cells]
+    proved = [c.get("precision_proved") for c in (cpu if cuda_why else cuda + cpu)]
+    out = [{"name": "precision_proved", "status": "PASS" if proved and all(proved) else "FAIL",
+            "detail": f"{sum(bool(p) for p in proved)} of {len(proved)} cells ran in their precision"}]
+    for name, side, key in (("cuda_trace_reserved", cuda, "reserved_error"),
+                            ("cuda_trace_allocated", cuda, "allocated_error"),
+                            ("cpu_trace_reserved", cpu, "reserved_error")):
+        out.append(check(name, [c.get(key) for c in side], LIMITS[name], cuda_why))
+    measured, estimated = ga_cost(cells, "cuda", "max_reserved"), ga_cost(cells, "cpu", "est_reserved")
+    diff = None if measured is None or estimated is None else estimated - measured
+    out.append(check("cpu_trace_ga_cost", [diff], LIMITS["cpu_trace_ga_cost"], cuda_why))
+    return out
+
+
+# --- driver -------------------------------------------------------------------------------
+def plan(args) -> list:
+    return [{"hidden": h, "precision": p, "ga": g, "layers": args.layers, "heads": args.heads,
+             "vocab": args.vocab, "seq_len": args.seq_len, "batch": args.batch}
+            for h in args.sizes for p in ("fp32", "bf16") for g in (1, 2)]
+
+
+def run_cuda(cell) -> dict:
+    """The CUDA cell in a fresh interpreter (the allocator starts empty, as in an isolated probe cell),
+    and the model's replay of its trace."""
+    from _alloc_conf import conf_from_env, parse_alloc_conf
+    from _alloc_replay import replay
+    from _alloc_trace import Trace
+
+    try:
+        proc = subprocess.run([sys.executable, os.path.abspath(__file__), "--cell", json.dumps(cell)],
+                              capture_output=True, text=True, timeout=CELL_TIMEOUT)
+    except subprocess.TimeoutExpired:
+        return {"error": f"cell timed out after {CELL_TIMEOUT}s"}
+    if proc.returncode != 0:
+        return {"error": f"cell exited {proc.returncode}: {proc.stderr[-1500:]}"}
+    out = json.loads(proc.stdout.strip().splitlines()[-1])
+    trace = out["trace"]
+    model = replay(Trace.from_json(trace), parse_alloc_conf(conf_from_env(os.environ)))
+    out.update(events=len(trace["events"]), model_reserved=model.get("est_reserved_peak_bytes"),
+               model_allocated=model.get("est_allocated_peak_bytes"), model_error=model.get("error"))
+    out["reserved_error"] = rel(out["model_reserved"], out["max_reserved"])
+    out["allocated_error"] = rel(out["model_allocated"], out["max_allocated"])
+    return out
+
+
+def cuda_unusable(device):
+    import torch
+
+    if device == "cpu":
+        return "the CPU was asked for (DEV=cpu / --device cpu): no CUDA reference"
+    if not torch.cuda.is_available():
+        return f"torch {torch.__version__} sees no CUDA device"
+    return None
+
+
+def log(cell, line):
+    print(f"[allocator_model] {cell['precision']} GA={cell['ga']} h{cell['hidden']}: {line}", flush=True)
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--out", default=os.environ.get("OUT", "."))
+    ap.add_argument("--device", choices=("auto", "cuda", "cpu"),
+                    default="cpu" if os.environ.get("DEV") == "cpu" else "auto")
+    ap.add_argument("--sizes", type=lambda t: [int(x) for x in t.split(",")], default=[1024, 1536])
+    ap.add_argument("--layers", type=int, default=4)
+    ap.add_argument("--heads", type=int, default=16)
+    ap.add_argument("--vocab", type=int, default=8192)
+    ap.add_argument("--seq-len", type=int, default=64)
+    ap.add_argument("--batch", type=int, default=1)
+    ap.add_argument("--cell", help=argparse.SUPPRESS)
+    args = ap.parse_args(argv)
+    if args.cell:  # child: one CUDA cell, its numbers as the last line of stdout
+        print(json.dumps(cuda_cell(json.loads(args.cell))))
+        return 0
+    import torch
+
+    started = time.perf_counter()
+    cuda_why = cuda_unusable(args.device)
+    cells = []
+    for cell in plan(args):
+        record = dict(cell)
+        if cuda_why is None:
+            record["cuda"] = run_cuda(cell)
+            c = record["cuda"]
+            log(cell, c.get("error") or f"CUDA max reserved {c['max_reserved']} B, model on its trace "
+                f"{c['model_reserved']} B ({c['reserved_error']:+.2%}), allocated {c['allocated_error']:+.2%}")
+        record["cpu"] = cpu_cell(torch, cell)
+        record["precision_proved"] = record["cpu"]["precision_proved"]
+        reference = (record.get("cuda") or {}).get("max_reserved")
+        record["cpu"]["reserved_error"] = rel(record["cpu"]["est_reserved"], reference)
+        cpu = record["cpu"]
+        log(cell, f"CPU live peak {cpu['live_peak']} B, estimated reserved {cpu['est_reserved']} B"
+            + (f" ({cpu['reserved_error']:+.2%} vs CUDA)" if cpu["reserved_error"] is not None else ""))
+        cells.append(record)
+    result = {"step": "allocator_model", "planned_seconds": PLANNED_SECONDS, "limits": LIMITS,
+              "torch": torch.__version__, "cuda_skipped": cuda_why,
+              "allocator_settings": os.environ.get("PYTORCH_CUDA_ALLOC_CONF", ""),
+              "device": torch.cuda.get_device_name(0) if cuda_why is None else "cpu",
+              "ga_cost_bf16": {"cuda_measured_reserved": ga_cost(cells, "cuda", "max_reserved"),
+                               "cuda_trace_model": ga_cost(cells, "cuda", "model_reserved"),
+                               "cpu_trace_model": ga_cost(cells, "cpu", "est_reserved"),
+                               "cpu_live": ga_cost(cells, "cpu", "live_peak")},
+              "cells": cells, "checks": checks(cells, cuda_why)}
+    result["seconds"] = round(time.perf_counter() - started, 1)
+    os.makedirs(args.out, exist_ok=True)
+    traces = [{k: cell[k] for k in ("hidden", "precision", "ga")}
+              | {side: (cell.get(side) or {}).pop("trace", None) for side in ("cuda", "cpu")} for cell in cells]
+    with open(os.path.join(args.out, "allocator_model_traces.json"), "w") as fh:
+        json.dump(traces, fh, separators=(",", ":"))
+    with open(os.path.join(args.out, "allocator_model.json"), "w") as fh:
+        json.dump(result, fh, indent=1)
+    for c in result["checks"]:
+        print(f"[allocator_model] {c['status']} {c['name']}: {c['detail']}", flush=True)
+    return 1 if any(c["status"] == "FAIL" for c in result["checks"]) else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
