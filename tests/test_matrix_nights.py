@@ -103,7 +103,7 @@ def test_the_planted_step_writes_one_draft_that_later_nights_update(nights):
     assert "**Open**: present on 1 of 1 nights" in runs[4]["draft"]
     assert "**Open**: present on 2 of 2 nights" in runs[5]["draft"]
     assert "**Resolved** on " in runs[6]["draft"] and "is back to 100" in runs[6]["draft"]
-    assert "bisector run --package tinypkg --good 1.0.0 --bad 1.3.0 --mode releases --with=tinyextra==1.0.0" in \
+    assert "bisector run --package tinypkg --good 1.0.0 --bad 1.3.0 --mode releases --with tinyextra==1.0.0" in \
         runs[4]["draft"]
     assert f"`{DRAFT}`: tinypkg 1.3.0, buffer\\_kib; open, present on 2 of 2 nights" in runs[5]["md"]
 
