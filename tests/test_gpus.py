@@ -98,6 +98,7 @@ def test_cuda_visible_devices_are_identified_by_uuid_or_index(nvidia_smi, monkey
     assert [g.name for g in gpus] == ["NVIDIA H200", "NVIDIA H100 80GB HBM3", "NVIDIA A100-SXM4-40GB MIG 1g.5gb",
                                       "unidentified"]
     assert GpuPool(gpus).names == frozenset()  # one unidentified GPU: no model can be checked
+    assert GpuPool([gpus[3]]).kind == "cuda:cuda"  # as before, and as the Ray executor keys unknown models
     assert GpuPool(gpus[:2]).names == {"NVIDIA H200", "NVIDIA H100 80GB HBM3"}
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")
     assert detect_gpus() == []

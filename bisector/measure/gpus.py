@@ -8,7 +8,7 @@ by NVML through ``pynvml`` (nvidia-ml-py; MIG instances too), else none. A GPU s
 instances is replaced by its instances, named as torch and NVML name them (``<model> MIG 3g.40gb``:
 the profile says the slice's memory). With ``CUDA_VISIBLE_DEVICES`` set, its entries are the GPUs,
 as given, each identified by UUID or index in that listing ("unidentified" where it has no match:
-the store key then says so, and cannot tell one GPU model from another).
+the store key then says only ``cuda``, and cannot tell one GPU model from another).
 """
 from __future__ import annotations
 
@@ -26,6 +26,7 @@ _GPU_LINE = re.compile(r"^GPU (\d+): (.+?) \(UUID: (GPU-[^)]+)\)")
 _MIG_LINE = re.compile(r"^\s+MIG (\S+)\s+Device\s+\d+: \(UUID: (MIG-[^)]+)\)")
 QUERY = ["--query-gpu=uuid,memory.total,driver_version", "--format=csv,noheader,nounits"]
 UNIDENTIFIED = "unidentified"
+UNKNOWN_MODEL = "cuda"
 SMI_TIMEOUT_S = 30
 
 
@@ -49,7 +50,10 @@ class Gpu(BaseModel):
 
     @property
     def identity(self) -> str:
-        """What the store key says of this GPU: model, memory and driver."""
+        """What the store key says of this GPU: model, memory and driver (``cuda`` for a GPU of
+        unknown model, as the key always said and as the Ray executor says for one)."""
+        if not self.identified:
+            return UNKNOWN_MODEL
         parts = [self.name] + ([f"{self.memory_mib} MiB"] if self.memory_mib else [])
         return ", ".join(parts + ([f"driver {self.driver}"] if self.driver else []))
 
