@@ -10,7 +10,7 @@ import pytest
 from bisector.core.candidate import Candidate, CandidateKind
 from bisector.core.measurement import Status
 from bisector.envs import EnvManager, EnvSpec
-from bisector.measure.gpus import GpuPool
+from bisector.measure.gpus import Gpu, GpuPool
 from bisector.measure.measurer import Measurer
 from bisector.measure.probe_spec import ProbeSpec
 from bisector.storage import Store
@@ -18,11 +18,13 @@ from tests.support.pkgindex import LocalIndex, build_wheel
 
 pytestmark = pytest.mark.slow
 T0 = dt.datetime(2024, 3, 1, tzinfo=dt.timezone.utc)
-# Claims whatever device $CLAIM says (default: the one it was told), and meter $METER_<candidate>.
+# Claims whatever device $CLAIM says (default: the one it was told), GPU model $CLAIM_NAME, and
+# meter $METER_<candidate>.
 PROBE = """
 import json, os
 cand = os.environ["BISECTOR_CANDIDATE"].replace(".", "_")
-result = {"metrics": {"m": 1.0}, "device": {"type": os.environ.get("CLAIM") or os.environ["BISECTOR_DEVICE"]},
+result = {"metrics": {"m": 1.0}, "device": {"type": os.environ.get("CLAIM") or os.environ["BISECTOR_DEVICE"],
+                                          "name": os.environ.get("CLAIM_NAME")},
           "meter": os.environ.get("METER_" + cand, "cpu-dispatch"),
           "seen": {"device": os.environ["BISECTOR_DEVICE"], "gpu": os.environ.get("CUDA_VISIBLE_DEVICES"),
                    "cpus": os.environ["BISECTOR_CPUS"]}}
@@ -73,3 +75,15 @@ def test_a_result_with_another_meter_than_the_runs_is_a_skip(tmp_path, env_cache
     first, second = measurer.measure(_cand("1.0")), measurer.measure(_cand("1.1"))
     assert first.status is Status.OK and second.status is Status.WRONG_DEVICE
     assert "meter cuda, the run with cpu-dispatch" in second.reason
+
+
+def test_a_result_from_another_gpu_model_than_the_store_key_names_is_a_skip(tmp_path, env_cache, index, monkeypatch):
+    """The key says which GPU model measured (tests/test_gpus.py); a result whose torch saw another is
+    not stored under it as a number."""
+    h200 = Gpu(id="GPU-1111", name="NVIDIA H200", memory_mib=143771, driver="570.86.15")
+    monkeypatch.setenv("CLAIM_NAME", "NVIDIA H200")
+    assert _measurer(tmp_path, env_cache, index, [h200]).measure(_cand("1.0")).status is Status.OK
+    monkeypatch.setenv("CLAIM_NAME", "NVIDIA A100-SXM4-80GB")
+    m = _measurer(tmp_path, env_cache, index, [h200]).measure(_cand("1.1"))
+    assert m.status is Status.WRONG_DEVICE and m.metrics == {}
+    assert m.reason == "the probe ran on NVIDIA A100-SXM4-80GB, the store key names NVIDIA H200"

@@ -17,7 +17,6 @@ from bisector.matrix.cells import build_cells, expand_axis
 from bisector.matrix.compare import compare
 from bisector.matrix.grid_config import MatrixSection
 from bisector.matrix.grid_result import BaselineCell, CellResult
-from bisector.measure.gpus import detect_gpus, parse_gpu_list
 from bisector.sources.index import Release
 from bisector.storage import Store
 from tests.support.pkgindex import LocalIndex, build_wheel
@@ -109,24 +108,6 @@ def test_compare_failures_and_first_runs():
     exit_base = BaselineCell(versions={"p": "1.0"}, status="exit-code", exit_code=0)
     now = _cell(status="exit-code").model_copy(update={"exit_code": 1})
     assert compare(now, exit_base, Criterion(), exit_mode=True).verdict == "regression"
-
-
-NVIDIA_SMI_L = """GPU 0: NVIDIA H100 80GB HBM3 (UUID: GPU-1111)
-GPU 1: NVIDIA A100-SXM4-40GB (UUID: GPU-2222)
-  MIG 3g.20gb     Device  0: (UUID: MIG-aaaa)
-  MIG 3g.20gb     Device  1: (UUID: MIG-bbbb)
-"""
-
-
-def test_gpu_detection(monkeypatch):
-    """By UUID, so a probe's GPU is the same whatever order the driver lists them in; MIG kept."""
-    gpus = parse_gpu_list(NVIDIA_SMI_L)
-    assert [g.id for g in gpus] == ["GPU-1111", "MIG-aaaa", "MIG-bbbb"]
-    assert gpus[0].name == "NVIDIA H100 80GB HBM3" and gpus[1].name == "NVIDIA A100-SXM4-40GB MIG"
-    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "2, 3")
-    assert [g.id for g in detect_gpus()] == ["2", "3"]
-    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")
-    assert detect_gpus() == []
 
 
 @pytest.mark.parametrize("body, message", [

@@ -535,7 +535,7 @@ def test_assembled_result_validates_and_cleans_non_finite(monkeypatch, tmp_path)
     metrics, fits = derive(_synthetic_cells(), spec["precisions"], spec["ga"])
     cells = _synthetic_cells() + [{"hidden": 1, "precision": "fp32", "ga": 1, "odd": float("nan")}]
     probe = {"name": "ga_memory", "version": "1.0.0", "config_hash": config_hash(spec, "1.0.0")}
-    result = assemble(probe, spec, "cpu-dispatch", cells, {**metrics, "bad": float("inf")}, fits)
+    result = assemble(probe, spec, cells, {**metrics, "bad": float("inf")}, fits)
     assert "bad" not in result["metrics"] and result["cells"][-1]["odd"] is None
     assert result["cell_errors"] == 1 and result["versions"]["torch"] == torch.__version__
     target = tmp_path / "out.json"

@@ -11,6 +11,7 @@ from packaging.utils import canonicalize_name
 from bisector.bisection.phase import PhaseResult
 from bisector.core.measurement import Status
 from bisector.envs.model.info import read_info
+from bisector.measure.gpus import gpu_label
 
 STACK = ("torch", "transformers", "accelerate")
 Side = tuple[dict, dict]   # (the probe's result details, the environment's name -> version)
@@ -24,7 +25,7 @@ def environment_facts(details: dict, env: dict, package: str) -> dict:
     device = details.get("device") or {}
     facts = {"python": versions.get("python"), "torch": versions.get("torch")}
     if device.get("type") == "cuda":
-        facts.update(cuda=device.get("cuda"), gpu=device.get("name"), driver=device.get("driver"))
+        facts.update(cuda=device.get("cuda"), gpu=gpu_label(device), driver=device.get("driver"))
     elif device:
         threads = f", {device['threads']} threads" if device.get("threads") else ""
         facts["cpu"] = f"{device.get('name') or 'unknown'}{threads}"

@@ -24,6 +24,7 @@ from bisector.errors import UsageError
 from bisector.explain.registry import compact_details, explainer_for
 from bisector.jobfile import builtin_job, stack
 from bisector.measure.assembly import build_engine
+from bisector.measure.gpus import gpu_label
 from bisector.measure.probe_spec import ProbeSpec
 from bisector.paths import default_store_path
 from bisector.report.live import progress_for, showing
@@ -47,7 +48,13 @@ def _header(name: str, version: str, m: Measurement, reused: bool, probe: ProbeS
     args = f" {' '.join(probe.args)}" if probe.args else ""
     result = (m.details or {}).get("result") or {}
     meter = f", meter {result['meter']}" if result.get("meter") else ""
-    return [f"{name}=={version}: {m.status.value}, {when}{why}", f"  probe {probe.label()}{args}{meter}"]
+    lines = [f"{name}=={version}: {m.status.value}, {when}{why}", f"  probe {probe.label()}{args}{meter}"]
+    device = result.get("device") or {}
+    if device.get("type") == "cuda":
+        facts = [gpu_label(device) or "an unnamed GPU"]
+        facts += [f"{label} {device[k]}" for k, label in (("driver", "driver"), ("cuda", "CUDA")) if device.get(k)]
+        lines.append(f"  on {', '.join(facts)}")
+    return lines
 
 
 def _metric_lines(m: Measurement, metric: str | None, everything: bool) -> list[str]:

@@ -50,10 +50,12 @@ class Handle:
 
 class Executor(Protocol):
     """Takes measurements somewhere: ``device`` and ``kind`` say what they run on (``kind`` goes into the
-    store key), ``slots`` how many run at once, ``speculates`` whether spare slots probe ahead."""
+    store key, ``gpu_names`` are the GPU models a CUDA result must name), ``slots`` how many run at
+    once, ``speculates`` whether spare slots probe ahead."""
 
     device: str
     kind: str
+    gpu_names: frozenset[str]  # the GPU models its probes run on (empty: not known here)
     slots: int
     speculates: bool
     builds_here: bool  # environments are built in this process's cache (so prefetching them here helps)
@@ -86,7 +88,7 @@ class LocalExecutor:
 
     def __init__(self, envs: EnvManager, gpus: Optional[GpuPool] = None, threads: int = 32):
         self.envs, self.gpus = envs, gpus or GpuPool([])
-        self.device, self.kind = self.gpus.device, self.gpus.kind
+        self.device, self.kind, self.gpu_names = self.gpus.device, self.gpus.kind, self.gpus.names
         self.slots = len(self.gpus.gpus) or (os.cpu_count() or 1)
         self._pool = cf.ThreadPoolExecutor(max_workers=threads, thread_name_prefix="bisector-measure")
 

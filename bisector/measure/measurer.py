@@ -19,7 +19,7 @@ from bisector.core.measurement import RETRIED_ON_RERUN, Measurement, Status
 from bisector.envs import EnvManager, EnvSpec, InstallTarget, Recipe
 from bisector.errors import EnvironmentFailure
 from bisector.measure.executors import Executor, Handle, LocalExecutor
-from bisector.measure.gpus import GpuPool
+from bisector.measure.gpus import GpuPool, cuda_runtime
 from bisector.measure.probe_spec import ProbeSpec
 from bisector.measure.take import TakeJob, check_shutdown
 from bisector.procs import SHUTDOWN, Interrupted
@@ -73,10 +73,14 @@ class Measurer:
         return InstallTarget(package=c.package, source=self.repo_path, revision=c.ref, as_of=c.date,
                              index_url=self.index_url, revert=c.revert)
 
-    def key(self, c: Candidate, env_fp: str, repeat: int) -> str:
-        """The store key of repeat ``repeat`` of ``c`` in the environment ``env_fp``."""
-        raw = "\0".join([c.package, c.kind.value, c.ref, env_fp, self.probe_fp, str(repeat), self.executor.kind])
-        return hashlib.sha256(raw.encode()).hexdigest()[:32]
+    def key(self, c: Candidate, env_fp: str, repeat: int, recipe: Optional[Recipe] = None) -> str:
+        """The store key of repeat ``repeat`` of ``c`` in the environment ``env_fp``: on CUDA it also
+        holds the GPUs' identity (model, memory, driver: the executor's kind) and the CUDA runtime of
+        the environment's torch, so a store shared by machines never hands one GPU's bytes to another."""
+        parts = [c.package, c.kind.value, c.ref, env_fp, self.probe_fp, str(repeat), self.executor.kind]
+        if self.executor.device == "cuda":
+            parts.append("cuda runtime " + (cuda_runtime(recipe.base.provided) if recipe else "unknown"))
+        return hashlib.sha256("\0".join(parts).encode()).hexdigest()[:32]
 
     def _recipe(self, target: InstallTarget) -> Recipe:
         """The environment's recipe, computed once per target (a torch candidate's may build its base)."""
@@ -97,7 +101,7 @@ class Measurer:
             digest = hashlib.sha256(target.model_dump_json().encode()).hexdigest()[:16]
             env_fp = f"unbuilt-{digest}"
             return _Address(target, None, env_fp, self.key(c, env_fp, repeat), str(exc))
-        return _Address(target, recipe, recipe.fingerprint, self.key(c, recipe.fingerprint, repeat))
+        return _Address(target, recipe, recipe.fingerprint, self.key(c, recipe.fingerprint, repeat, recipe))
 
     def stored(self, c: Candidate, repeat: int) -> Optional[Measurement]:
         """The stored measurement for this candidate and repeat, if one can be reused."""
@@ -191,10 +195,13 @@ class Measurer:
         result = (m.details or {}).get("result") or {}
         if m.status is not Status.OK or not result:
             return m
-        ran_on, meter = (result.get("device") or {}).get("type"), result.get("meter")
+        device = result.get("device") or {}
+        ran_on, meter = device.get("type"), result.get("meter")
         problem = None
         if ran_on and ran_on != self.executor.device:
             problem = f"the probe ran on {ran_on}, the run measures on {self.executor.device}"
+        elif ran_on == "cuda":
+            problem = _other_gpu(device.get("name"), self.executor.gpu_names)
         with self._lock:
             if meter and self._meter is None:
                 self._meter = meter
@@ -229,6 +236,18 @@ class Measurer:
         on a cluster each node builds its own)."""
         if candidates and self.executor.builds_here:
             self.envs.prefetch(self.spec, [self.target(c) for c in candidates], recipe=self._recipe)
+
+
+def _same_name(a: str, b: str) -> bool:
+    return " ".join(a.split()).casefold() == " ".join(b.split()).casefold()
+
+
+def _other_gpu(name: Optional[str], names: frozenset[str]) -> Optional[str]:
+    """Why a CUDA result is not from the GPU model its store key names (None when it is, or either
+    side does not know)."""
+    if not name or not names or any(_same_name(name, n) for n in names):
+        return None
+    return f"the probe ran on {name}, the store key names {' or '.join(sorted(names))}"
 
 
 class Measurers:

@@ -85,6 +85,7 @@ class RayExecutor:
 
     speculates = True
     builds_here = False  # each node builds in its own cache
+    gpu_names: frozenset[str] = frozenset()  # the nodes' GPU models are not known here
 
     def __init__(self, address: Optional[str] = None, retries: int = 2, cache_dir: Optional[str] = None):
         self._owned = not ray.is_initialized()

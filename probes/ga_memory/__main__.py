@@ -101,22 +101,38 @@ def _cell_mode(args, spec) -> int:
 
 
 def _run_cells(spec, argv, timeout, workers):
+    """The cells' records: each in a fresh interpreter (--isolate, CUDA), else in workers."""
     from _cells import plan, run_cell, run_cell_isolated
-    from _workers import run_parallel, worker_count
+    from _workers import run_cells
 
     todo = plan(spec)
     progress = _Progress(len(todo))
-    workers = worker_count(workers, len(todo)) if not spec["isolate"] else 1
-    if workers > 1:
-        return run_parallel(run_cell, spec, todo, workers, on_done=progress)
+    if not spec["isolate"]:
+        return run_cells(run_cell, spec, todo, workers["used"], on_done=progress)
     cells = []
     for cell in todo:
-        if spec["isolate"]:
-            cells.append(run_cell_isolated(os.path.abspath(__file__), argv, cell, timeout))
-        else:
-            cells.append(run_cell(spec, cell))
+        cells.append(run_cell_isolated(os.path.abspath(__file__), argv, cell, timeout))
         progress(cells[-1])
     return cells
+
+
+def _plan_workers(spec, requested):
+    """How many cells at once, and on the CPU why even one cannot run here: the largest cell's
+    estimate against this machine's available memory (each worker holds one cell)."""
+    from _cells import plan
+    from _models import available_memory, cell_memory, memory_problem
+    from _workers import plan_workers, worker_count
+
+    n_cells = len(plan(spec))
+    if spec["isolate"] or spec["device"] != "cpu":
+        return None, {"asked": 1, "used": 1}
+    available = available_memory()
+    cell_bytes = cell_memory(spec, worker_count(requested, n_cells), available) if available else None
+    problem = memory_problem(spec, cell_bytes, available) if cell_bytes else None
+    workers = plan_workers(requested, n_cells, cell_bytes, available)
+    if workers.get("fewer") and not problem:
+        print(f"[ga_memory] {workers['fewer']}", file=sys.stderr, flush=True)
+    return problem, workers
 
 
 class _Progress:
@@ -132,7 +148,7 @@ class _Progress:
               f"ga{cell['ga']}: {what}", file=sys.stderr, flush=True)
 
 
-def _finish(args, spec, cells, timings) -> int:
+def _finish(args, spec, cells, timings, workers) -> int:
     from _fit import derive
     from _result import assemble, write
 
@@ -142,9 +158,9 @@ def _finish(args, spec, cells, timings) -> int:
         sorted({str(c.get("error"))[:300] for c in cells})
     )
     probe = {"name": PROBE_NAME, "version": PROBE_VERSION, "config_hash": config_hash(spec, PROBE_VERSION)}
-    meter = "cuda" if spec["device"] == "cuda" else "cpu-dispatch"
-    result = assemble(probe, spec, meter, cells, metrics, fits, error)
+    result = assemble(probe, spec, cells, metrics, fits, error)
     result["knobs"] = effective_knobs(spec)
+    result["workers"] = workers
     result["ignored_env"] = sorted(k for k in os.environ if k.startswith("ACCELERATE_"))
     if args.timings:
         timings.add_cells(cells)
@@ -164,14 +180,6 @@ def _cuda_problem(spec):
         return None
     return (f"CUDA was asked for (--device {spec['device_requested']}) but torch {torch.__version__} "
             f"cannot use it here (CUDA build: {torch.version.cuda or 'none'})")
-
-
-def _host_memory_problem(spec):
-    """On the CPU, why the largest model cannot be held in this machine's memory (or None)."""
-    from _models import available_memory, memory_problem
-
-    available = available_memory() if spec["device"] == "cpu" else None
-    return memory_problem(spec, available) if available else None
 
 
 def _nothing_measured(args, spec, error) -> int:
@@ -211,11 +219,12 @@ def main(argv=None) -> int:
         torch.set_num_threads(spec["threads"])
     if args.cell:
         return _cell_mode(args, spec)
-    unusable = _cuda_problem(spec) or _host_memory_problem(spec)
+    too_big, workers = _plan_workers(spec, args.workers)
+    unusable = _cuda_problem(spec) or too_big
     if unusable:
         return _nothing_measured(args, spec, unusable)
-    cells = _run_cells(spec, argv, args.cell_timeout, args.workers)
-    return _finish(args, spec, cells, timings)
+    cells = _run_cells(spec, argv, args.cell_timeout, workers)
+    return _finish(args, spec, cells, timings, workers)
 
 
 if __name__ == "__main__":

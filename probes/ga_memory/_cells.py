@@ -20,6 +20,7 @@ import traceback
 import torch
 
 from _loops import AccelerateLoop
+from _meter_base import DEVICE_METER
 from _models import build_model, make_batches
 from _precision import PrecisionWitness
 
@@ -28,6 +29,10 @@ ACCELERATE_PREFIX = "ACCELERATE_"
 
 class PrecisionNotProved(RuntimeError):
     """The cell's forward did not run in the precision the cell asked for."""
+
+
+class WrongPlace(RuntimeError):
+    """The cell's model or meter is not the one of the cell's device."""
 
 
 def plan(spec) -> list:
@@ -42,16 +47,30 @@ def plan(spec) -> list:
 
 
 def make_meter(spec):
-    """The meter for the spec's device: exact dispatch meter on CPU, allocator stats on CUDA."""
+    """The meter for the spec's device: exact dispatch meter on CPU, allocator stats on CUDA (its
+    peak counters reset per phase or only at the window's start, as ``--cuda-reset`` says)."""
     if spec["device"] == "cuda":
         from _meter_cuda import CudaMeter
 
-        return CudaMeter(device=torch.device("cuda"), reset=spec.get("cuda_reset", "phase"))
+        return CudaMeter(device=torch.device("cuda"), reset=spec["cuda_reset"])
     from _alloc_conf import settings_from_spec
     from _meter_cpu import StorageMeter
 
     return StorageMeter(attribution=spec["attribution"], allocator=settings_from_spec(spec),
                         keep_trace=spec.get("alloc_trace", False))
+
+
+def placement_problem(spec, model, meter) -> str | None:
+    """Why the cell would not measure its own device: its model built elsewhere, or a meter that
+    counts another device's memory (None when both are the cell's)."""
+    device = torch.device(spec["device"]).type
+    if meter.kind != DEVICE_METER.get(device, meter.kind):
+        return f"a {device} cell measured with meter {meter.kind}, not {DEVICE_METER[device]}"
+    elsewhere = sorted({p.device.type for p in model.parameters()} - {device})
+    if elsewhere:
+        return (f"the model's parameters are on {', '.join(elsewhere)}, the cell runs on {device}: it must be "
+                f"built on its device")
+    return None
 
 
 def _loop_class(name):
@@ -95,6 +114,7 @@ def _window(spec, loop, meter, steps):
 def _record_window(spec, cell, record, meter, loop, witness):
     """The meter's numbers, the attribution and the precision proof into the cell record."""
     record.update(meter.report())
+    record["meter"] = meter.kind
     record["grads_at_step_start"] = loop.grads_at_step_start
     record["skipped_steps"] = loop.skipped_steps
     if spec.get("attribution"):
@@ -114,8 +134,11 @@ def _cap_cuda_memory(spec):
 def _measure(spec, cell, record, clock):
     _cap_cuda_memory(spec)
     model, facts = build_model(spec, cell["hidden"])
-    model.to(spec["device"])
     record.update(facts)
+    meter = make_meter(spec)
+    misplaced = placement_problem(spec, model, meter)
+    if misplaced:
+        raise WrongPlace(misplaced)
     witness = PrecisionWitness(model, torch.device(spec["device"]).type)
     clock.lap("build")
     loop = _loop_class(spec["loop"])(spec, cell, model)
@@ -124,7 +147,6 @@ def _measure(spec, cell, record, clock):
         seq_len = cell["seq_len"]
         record["tokens"] = spec["batch"] * seq_len
         steps = [make_batches(spec, cell["ga"], spec["device"], seq_len) for _ in range(spec["warmup_steps"] + 1)]
-        meter = make_meter(spec)
         clock.lap("setup")
         _window(spec, loop, meter, steps)
         clock.lap("steps")

@@ -128,7 +128,8 @@ def _add_run_args(p):
     p.add_argument("--isolate", choices=("auto", "on", "off"), default="auto",
                    help="one subprocess per cell (auto: on for CUDA, off for CPU)")
     p.add_argument("--workers", type=int, default=0,
-                   help="cells measured in parallel forked processes (0: $BISECTOR_CPUS, else 1); same bytes")
+                   help="cells measured in parallel forked processes (0: $BISECTOR_CPUS, else 1), no more than "
+                        "the host memory holds (fewer, said so); same bytes")
     p.add_argument("--result", help="result path when $BISECTOR_RESULT is not set")
     p.add_argument("--timings", action="store_true", help="record a time split in the result")
     p.add_argument("--cell", help=argparse.SUPPRESS)

@@ -9,6 +9,9 @@ from __future__ import annotations
 
 import contextlib
 
+# The meter each device's cells must be measured with (a cell measured with another is an error)
+DEVICE_METER = {"cpu": "cpu-dispatch", "cuda": "cuda"}
+
 
 class MeterBase:
     """Common window / phase logic; subclasses implement the byte counting."""

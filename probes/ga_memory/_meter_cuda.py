@@ -4,7 +4,8 @@ Per phase it reads ``max_memory_allocated`` / ``max_memory_reserved`` and the pe
 tensors asked for (``requested_bytes.all.peak``: allocated bytes are rounded up to 512 B blocks,
 requested ones are not), then resets the peak counters; the window peak is the maximum over
 phases. ``reset="window"`` resets only when the window opens, for the cross-check that the two
-ways give the same peak.
+ways give the same peak; each cell records the mode its meter ran in (``cuda_reset``), so a run can
+prove the flag reached the meter (in window mode every phase's peak is the running maximum).
 
 NVML (``pynvml`` from nvidia-ml-py) is optional. It ignores ``CUDA_VISIBLE_DEVICES``, so the
 device is found by the UUID torch reports for the visible device 0 (``GPU-...`` or, for a MIG
@@ -164,6 +165,7 @@ class CudaMeter(MeterBase):
 
     def extra(self):
         out = {
+            "cuda_reset": self.reset_mode,
             "reserved_peak_bytes": self._reserved_peak,
             "requested_peak_bytes": self._requested_peak,
             "reserved_bytes": int(self.cuda.memory_reserved(self.device)),

@@ -12,9 +12,14 @@ import inspect
 import torch
 
 ATTN_NAMES = {"flash": "flash_attention_2"}
-# bytes per parameter a training step holds at least: fp32 weights and gradients, a 16-bit copy
+# Host bytes per parameter a cell holds: optimizer state, fp32 weights and gradients, and 2 more for
+# mixed precision or accumulation (at pythia-1.4b's shape, Trainer, CPU, the bf16 GA=2 cell peaked at
+# 9.86 B/param of live tensors and its process at 13.65 GiB RSS)
 OPTIMIZER_STATE = {"sgd": 0, "adamw": 8}
-STEP_BYTES_PER_PARAM = 4 + 4 + 2
+STEP_BYTES_PER_PARAM = 4 + 4
+MIXED_OR_GA_EXTRA = 2
+CELL_OVERHEAD = 256 << 20  # a worker's own Python objects and pages beyond the fork it shares
+ALLOCATOR_SLACK = 0.05     # the host allocator's slack over the tensors' bytes
 
 
 def _ffn_size(spec: dict, hidden: int) -> int:
@@ -84,21 +89,44 @@ def rough_params(spec: dict, hidden: int) -> int:
     return spec["layers"] * per_layer + 2 * spec["vocab"] * hidden
 
 
-def memory_problem(spec: dict, available: int):
-    """Why the largest model cannot train in ``available`` bytes of host memory, or None."""
+def _mixed_or_ga(spec: dict) -> bool:
+    return any(p != "fp32" for p in spec["precisions"]) or max(spec["ga"]) > 1
+
+
+def bytes_per_param(spec: dict) -> int:
+    """Host bytes per parameter the spec's most demanding cell holds: fp32 weights and gradients,
+    16-bit copies or the accumulation's extra, optimizer state."""
+    return STEP_BYTES_PER_PARAM + (MIXED_OR_GA_EXTRA if _mixed_or_ga(spec) else 0) + OPTIMIZER_STATE[spec["optimizer"]]
+
+
+def cell_memory(spec: dict, workers: int = 1, available=None):
+    """Host bytes the largest cell needs (None for the user's own model: nothing to count before
+    building it). Counted exactly (on the meta device) unless ``workers`` such cells clearly fit in
+    ``available`` by the rough count."""
     if spec.get("model_factory"):
-        return None  # the user's own model: nothing to count before building it
+        return None
     hidden = max(spec["sizes"])
-    per_param = STEP_BYTES_PER_PARAM + OPTIMIZER_STATE[spec["optimizer"]]
-    if rough_params(spec, hidden) * per_param < available // 2:
-        return None  # clearly fits: no need to count exactly
-    n = count_params(spec, hidden)
-    need = n * per_param
+    rough = _host_bytes(spec, rough_params(spec, hidden))
+    if available and rough * workers < available // 2:
+        return rough
+    return _host_bytes(spec, count_params(spec, hidden))
+
+
+def _host_bytes(spec: dict, n_params: int) -> int:
+    return int(n_params * bytes_per_param(spec) * (1 + ALLOCATOR_SLACK)) + CELL_OVERHEAD
+
+
+def memory_problem(spec: dict, need: int, available: int):
+    """Why the largest cell, needing ``need`` bytes (:func:`cell_memory`), cannot train in
+    ``available`` bytes of host memory, or None."""
     if need <= available:
         return None
-    gib = 1 << 30
-    return (f"the model at width {hidden} has {n:,} parameters: a training step needs at least "
-            f"{need / gib:.1f} GiB (fp32 weights and gradients, 16-bit copies{', optimizer state' if OPTIMIZER_STATE[spec['optimizer']] else ''}), "
+    hidden, gib = max(spec["sizes"]), 1 << 30
+    n = count_params(spec, hidden)
+    return (f"the model at width {hidden} has {n:,} parameters: a training step needs about {need / gib:.1f} GiB "
+            f"({bytes_per_param(spec)} bytes per parameter: fp32 weights and gradients"
+            f"{', 16-bit copies or accumulation' if _mixed_or_ga(spec) else ''}"
+            f"{', optimizer state' if OPTIMIZER_STATE[spec['optimizer']] else ''}), "
             f"and {available / gib:.1f} GiB of memory is available; use --device cuda or smaller --sizes")
 
 

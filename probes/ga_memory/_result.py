@@ -10,6 +10,7 @@ import math
 import os
 import platform
 
+from _meter_base import DEVICE_METER
 from _probe_contract import RESULT_ENV, write_result  # noqa: F401 - RESULT_ENV re-exported
 
 SCHEMA_VERSION = "ga_memory/2"
@@ -99,7 +100,13 @@ def _cell_name(cell) -> str:
 
 def _is_oom(error: str) -> bool:
     return any(word in error for word in ("OutOfMemoryError", "out of memory", "Cannot allocate memory",
-                                          "can't allocate memory", "MemoryError"))
+                                          "can't allocate memory", "MemoryError", "out of host memory"))
+
+
+def cells_meter(device: str, cells) -> str:
+    """The meter the measured cells name (each cell records its own), else the device's."""
+    kinds = sorted({c["meter"] for c in cells if c.get("meter") and "peak_bytes" in c})
+    return "+".join(kinds) if kinds else DEVICE_METER.get(device, device)
 
 
 def _clean(value):
@@ -113,14 +120,14 @@ def _clean(value):
     return value
 
 
-def assemble(probe: dict, spec: dict, meter: str, cells, metrics, fits, error=None) -> dict:
+def assemble(probe: dict, spec: dict, cells, metrics, fits, error=None) -> dict:
     """The result dict; ``error`` is set when nothing could be measured."""
     result = {
         "schema_version": SCHEMA_VERSION,
         "probe": {**probe, "config": spec},
         "versions": versions(),
         "device": {**device_info(spec["device"]), "requested": spec.get("device_requested")},
-        "meter": meter,
+        "meter": cells_meter(spec["device"], cells),
         "metrics": {k: float(v) for k, v in metrics.items() if math.isfinite(v)},
         "fit": fits,
         "cells": cells,

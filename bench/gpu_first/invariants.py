@@ -1,0 +1,28 @@
+"""Step invariants (planned 25 s on a GPU): the probe as a bisect runs it on a GPU (one fresh
+interpreter per cell), at the meter step's larger width. Per cell: requested <= allocated <=
+reserved, and NVML's device-wide used >= reserved; and the same allocated peaks as in one process
+(the meter step's run)."""
+import os
+import sys
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+
+import gf  # noqa: E402
+import verdicts  # noqa: E402
+
+
+def main():
+    step = gf.Step("invariants")
+    ga = "1,2" if step.cuda else "2"  # the dry run: two interpreters, not four
+    args = gf.widths(step, 2048) + ["--precisions", "fp32,bf16", "--ga", ga, "--isolate", "on", "--no-attribution"]
+    code, result = step.probe("isolated", *args, timeout=150)
+    step.check("every isolated cell measured", verdicts.all_measured(code, result))
+    step.cuda_only("requested <= allocated <= reserved <= NVML used, per cell", lambda: verdicts.invariants(result))
+    step.check("isolated cells allocate what cells in one process do",
+               verdicts.same_peaks(result, gf.result("meter", "probe"), "isolated vs the meter step's run"))
+    return step.done()
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,40 @@
+"""Step oom (planned 35 s on a GPU): a memory cap (``--cuda-memory-fraction``) below every cell
+(nothing measured, exit 3, every cell in ``oom_cells``), and one between the meter step's two widths'
+reserved peaks (exactly the larger width's cells out of memory, the others measured, exit 0)."""
+import os
+import sys
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+
+import gf  # noqa: E402
+import verdicts  # noqa: E402
+from meter import CELLS  # noqa: E402
+
+
+def whole(step):
+    code, result = step.probe("whole", *gf.widths(step, 1024), "--precisions", "fp32", "--ga", "1,2",
+                              "--isolate", "off", "--cuda-memory-fraction", "0.000001", timeout=90)
+    return verdicts.whole_oom(code, result)
+
+
+def partial(step):
+    fraction, expected = verdicts.partial_cap(gf.result("meter", "probe"))
+    if fraction is None:
+        return verdicts.fail(expected)
+    step.fact("partial_cap", {"fraction": fraction, "expected_oom": expected})
+    code, result = step.probe("partial", *gf.widths(step, 1024, 2048), *CELLS,
+                              "--cuda-memory-fraction", f"{fraction:.6f}", timeout=150)
+    return verdicts.partial_oom(code, result, expected)
+
+
+def main():
+    step = gf.Step("oom")
+    step.cuda_only("a cap below every cell: exit 3, every cell out of memory", lambda: whole(step))
+    step.cuda_only("a cap between the two widths: exactly the larger one's cells out of memory",
+                   lambda: partial(step))
+    return step.done()
+
+
+if __name__ == "__main__":
+    sys.exit(main())
