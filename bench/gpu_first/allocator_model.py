@@ -247,7 +247,7 @@ def checks(cells, cuda_why) -> list:
 def plan(args) -> list:
     return [{"hidden": h, "precision": p, "ga": g, "layers": args.layers, "heads": args.heads,
              "vocab": args.vocab, "seq_len": args.seq_len, "batch": args.batch}
-            for h in args.sizes for p in ("fp32", "bf16") for g in (1, 2)]
+            for h in args.sizes for p in args.precisions for g in (1, 2)]
 
 
 def run_cuda(cell) -> dict:
@@ -294,6 +294,8 @@ def main(argv=None) -> int:
     ap.add_argument("--device", choices=("auto", "cuda", "cpu"),
                     default="cpu" if os.environ.get("DEV") == "cpu" else "auto")
     ap.add_argument("--sizes", type=lambda t: [int(x) for x in t.split(",")], default=[1024, 1536])
+    ap.add_argument("--precisions", type=lambda t: t.split(","), default=["fp32", "bf16"],
+                    help="precisions of the cells (gpu_first's step measures bf16 only: half the cells)")
     ap.add_argument("--layers", type=int, default=4)
     ap.add_argument("--heads", type=int, default=16)
     ap.add_argument("--vocab", type=int, default=8192)

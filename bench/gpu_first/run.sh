@@ -27,5 +27,6 @@ step resets      20              150
 step precision   25              180
 step oom         35              180
 step seed        150             300
+step allocator   60              200
 
 "$PY" "$HERE/gf.py" report

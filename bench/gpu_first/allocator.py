@@ -1,0 +1,45 @@
+"""Step allocator (planned 60 s on a GPU): the caching allocator's model (probes/ga_memory/_allocator.py,
+issue 30) against CUDA's own allocator. Runs ``allocator_model.py`` on the bf16 cells (4 cells: two
+widths, GA 1 and 2): each CUDA cell in a fresh interpreter records the allocator's history, which the
+model replays against ``max_memory_reserved`` / ``max_memory_allocated``; the same cell's CPU trace
+replayed by the model is compared with the CUDA reserved peak, and the bf16 GA cost in reserved bytes
+with the measured one. Its checks become this step's (the dry run: the CUDA ones SKIP); its numbers and
+both devices' traces stay in ``results/allocator_model*.json``."""
+import os
+import sys
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+
+import gf  # noqa: E402
+
+
+def main() -> int:
+    step = gf.Step("allocator")
+    results = os.path.join(gf.out_dir(), "results")
+    cmd = [sys.executable, os.path.join(HERE, "allocator_model.py"), "--out", results, "--precisions", "bf16",
+           "--device", "cuda" if step.cuda else "cpu"]
+    cmd += [] if step.cuda else ["--sizes", "64,96", "--vocab", "512", "--heads", "4"]   # the dry run: tiny
+    code, seconds = gf.run(cmd, dict(os.environ), timeout=gf.left_s())
+    step.fact("allocator_model", {"exit": code, "seconds": round(seconds, 1)})
+    data = gf.read_json(os.path.join(results, "allocator_model.json"))
+    if data is None:
+        step.check("the model's comparison ran", ("FAIL", f"allocator_model.py exited {code} without a result"))
+        return step.done()
+    step.data["results"] += ["results/allocator_model.json", "results/allocator_model_traces.json"]
+    for c in data["checks"]:
+        step.check(c["name"], (c["status"], c["detail"]))
+    costs = data.get("ga_cost_bf16") or {}
+    step.table("allocator model: bf16 GA cost (B/param)", ["measured reserved (CUDA)", "model on the CUDA trace",
+                                                           "model on the CPU trace", "CPU live bytes"],
+               [[_num(costs.get(k)) for k in ("cuda_measured_reserved", "cuda_trace_model", "cpu_trace_model",
+                                               "cpu_live")]])
+    return step.done()
+
+
+def _num(value) -> str:
+    return "-" if value is None else f"{value:.3f}"
+
+
+if __name__ == "__main__":
+    sys.exit(main())
