@@ -12,6 +12,7 @@ import pytest
 from bisector.bisection.driver import Bisector
 from bisector.config import JobConfig
 from bisector.core.measurement import Status
+from bisector.core.result import made_by
 from bisector.core.search import Outcome
 from bisector.core.verdict import Verdict
 from bisector.errors import UsageError
@@ -87,6 +88,8 @@ def test_releases_found_assembles_the_result_and_stores_the_run(tmp_path, index_
     assert [s.verdict for s in result.steps[:2]] == [Verdict.GOOD, Verdict.BAD] and seen.steps == result.steps
     assert result.log == [s.log_line() for s in result.steps] and result.log[0].startswith("good releases 1.0.0")
     assert result.probes_run == len(result.steps) and result.measurements_reused == 0
+    assert (result.good_end.ref, result.good_end.value, result.bad_end.ref) == ("1.0.0", 1.0, "1.6.0")
+    assert result.threshold == 1.5 and result.bisector_version == made_by() != "unknown"
     assert result.first_bad.metrics == {"m": 2.0, "other": 7.0} and result.first_bad.details == {"peak_phase": "backward"}
     assert result.probe["schema_version"] == "fake/1" and result.probe["name"] == "fake"
     assert result.environment["env spec"] == "fake" and result.environment["env base"] == "current"
@@ -135,6 +138,7 @@ def test_widen_walks_back_then_bisects_the_wider_range(tmp_path, index_url, stor
     assert "widened: 1.3.0 is GOOD; bisecting 1.3.0..1.5" in result.notes
     assert [phase for phase, _ in seen.plans] == ["releases", "releases"]
     assert seen.plans[1][1] == ["1.3.0", "1.4.0", "1.5.0"]
+    assert (result.good_end.ref, result.bad_end.ref) == ("1.3.0", "1.5.0")   # the widened range's ends
 
 
 def test_widen_that_finds_no_good_release_says_where_it_stopped_and_offers_no_widen(tmp_path, index_url, store):
@@ -192,6 +196,7 @@ def test_find_fix_names_the_first_fixed_release(tmp_path, index_url, store):
     result, _ = bisect(job(tmp_path, index_url, good="1.6", bad="1.0", job={"find_fix": True}), store,
                        FakeMeasurers(fixed))
     assert result.status is Outcome.FOUND and result.find_fix and result.first_bad.ref == "1.4.0"
+    assert (result.good_end.ref, result.bad_end.ref) == ("1.6.0", "1.0.0")   # fixed at the newer end
     assert json.loads(render_json(result))["headline"].startswith("First fixed: tinypkg 1.4.0")
 
 
@@ -251,3 +256,15 @@ def test_auto_mode_refines_between_the_boundary_release_tags(tmp_path, index_url
     assert [phase for phase, _ in seen.plans] == ["releases", "commits"]
     assert seen.plans[1][1] == [s[:10] for s in shas[3:7]]     # v1.3.0 .. v1.4.0
     assert {s.phase for s in result.steps} == {"releases", "commits"}
+    assert (result.good_end.ref, result.bad_end.ref) == ("1.0.0", "1.6.0")   # the range the user gave
+
+
+def test_a_release_answer_links_the_compare_view_of_its_tags(tmp_path, index_url, store):
+    path, _ = make_repo(tmp_path, commits=2, bad_at=None, tags={0: "1.3.0", 1: "1.4"})
+    url = "https://example.org/tiny"
+    result, _ = bisect(job(tmp_path, index_url, job={"repo_url": url}), store, FakeMeasurers(STEP))
+    assert result.repo_url == url and result.compare_link == f"{url}/compare/v1.3.0...v1.4.0"  # the stack's tags
+    tagged, _ = bisect(job(tmp_path, index_url, job={"repo_url": url + "/", "repo": str(path)}), store,
+                       FakeMeasurers(STEP))
+    assert tagged.compare_link == f"{url}/compare/1.3.0...1.4"   # looked up in the repository's tags
+    assert bisect(job(tmp_path, index_url), store, FakeMeasurers(STEP))[0].compare_link is None   # no URL known

@@ -9,13 +9,12 @@ from __future__ import annotations
 import hashlib
 import os
 import shlex
-from pathlib import Path
 from typing import Optional, Protocol
 
 from packaging.utils import canonicalize_name
 
 from bisector.bisection.aftermath import Aftermath
-from bisector.bisection.assemble import RunFacts, assemble
+from bisector.bisection.assemble import RunFacts, assemble, metadata_url
 from bisector.bisection.contrast import is_the_jobs_own, measure_contrast
 from bisector.bisection.judge import Judgement, judge
 from bisector.bisection.phase import Phase, PhaseResult, flipped
@@ -32,7 +31,6 @@ from bisector.core.measurement import Status
 from bisector.core.result import BisectResult, Step
 from bisector.core.search import Outcome
 from bisector.envs import TORCH
-from bisector.envs.check.project_url import repository_url
 from bisector.errors import BisectorError, UsageError
 from bisector.paths import default_cache_dir
 from bisector.sources import git
@@ -86,12 +84,13 @@ class Bisector:
         self._started = now()
         self._final: Optional[tuple[Plan, PhaseResult]] = None   # the phase the answer came from
         self._widen_stop: Optional[str] = None
+        self._outer: Optional[tuple[Plan, PhaseResult]] = None   # the phase over the whole range
         self._metric_seen = False
 
     def run(self) -> BisectResult:
         """Run the job to its answer; every measurement is stored as soon as it is taken."""
         self._started, self.steps, self.notes, self._measurers = now(), [], [], []
-        self._metric_seen = False
+        self._metric_seen, self._outer = False, None
         self.store.clear_steps(self.run_id)
         self._save_run(RunState.RUNNING)
         try:
@@ -201,11 +200,13 @@ class Bisector:
             if not job.repo:
                 raise UsageError("--mode commits needs --repo (a local path or a git URL)")
             plan = commit_plan(job, job.repo, self.cache_dir)
-            return self._finish(plan, self._phase("commits", plan))
+            self._outer = (plan, self._phase("commits", plan))
+            return self._finish(*self._outer)
         plan = release_plan(job)
         res = self._phase("releases", plan)
         if res.search.outcome is Outcome.PREDATES_RANGE and job.widen and not job.find_fix:
             plan, res = self._widen(plan, res)
+        self._outer = (plan, res)
         result = self._finish(plan, res)
         if job.mode is not Mode.AUTO or result.status is not Outcome.FOUND:
             return result
@@ -255,14 +256,10 @@ class Bisector:
 
     def _metadata_repo(self, res: PhaseResult) -> Optional[str]:
         """The repository named in the first bad release's metadata (its environment is at hand)."""
-        for m in res.judgements[res.search.first_bad].measurements:
-            env_path = m.details.get("env_path")
-            url = repository_url(Path(env_path)) if env_path else None
-            if url:
-                if self.config.job.clone:
-                    self._note(f"repository from {self.config.job.package}'s metadata: {url}")
-                return url
-        return None
+        url = metadata_url(res, res.search.first_bad)
+        if url and self.config.job.clone:
+            self._note(f"repository from {self.config.job.package}'s metadata: {url}")
+        return url
 
     def _finish(self, plan: Plan, phase: PhaseResult) -> BisectResult:
         """The phase's result with what a found boundary gets: attribution, follow, revert confirmation."""
@@ -276,7 +273,7 @@ class Bisector:
         return RunFacts(run_id=self.run_id, config=self.config, command=self.command, spec=self.measurers.spec,
                         steps=self.steps, notes=self.notes, probes_run=sum(m.probes_run for m in self._measurers),
                         measurements_reused=sum(len(m.reused_keys) for m in self._measurers),
-                        widen_stop=self._widen_stop)
+                        widen_stop=self._widen_stop, outer=self._outer)
 
     def _with_story(self, result: BisectResult) -> BisectResult:
         """The upstream report's numbers ([reference], when it is about this package) and the
