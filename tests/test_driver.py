@@ -125,7 +125,7 @@ def test_predates_range_offers_the_widen_command(tmp_path, index_url, store):
     result, _ = bisect(job(tmp_path, index_url, good="1.4"), store, FakeMeasurers(STEP), command)
     assert result.status is Outcome.PREDATES_RANGE and result.exit_code == 3
     assert result.widen_command == "bisector run --good 1.4 --bad 1.6 --widen"
-    assert result.reason.endswith("the regression predates the range; try an older good, e.g.: "
+    assert result.reason.endswith("the good endpoint 1.4.0 already measured bad; try an older good, e.g.: "
                                   "bisector run --good 1.4 --bad 1.6 --widen")
     assert store.get_run(result.run_id).status == Outcome.PREDATES_RANGE
 
@@ -146,7 +146,7 @@ def test_widen_that_finds_no_good_release_says_where_it_stopped_and_offers_no_wi
     config = job(tmp_path, index_url, good="1.4", job={"widen": True})
     result, _ = bisect(config, store, FakeMeasurers(table))
     assert result.status is Outcome.PREDATES_RANGE and result.widen_command is None
-    assert result.reason.endswith("predates the range; the oldest release measured, 1.2.0, is BAD; compatibility "
+    assert result.reason.endswith("already measured bad; the oldest release measured, 1.2.0, is BAD; compatibility "
                                   "ends around 1.0.0, where releases cannot be measured here (1.0.0: env-failed: "
                                   "env-failed in the fake probe): no older GOOD release found")
 

@@ -23,7 +23,7 @@ from bisector.paths import default_store_path
 from bisector.procs import SHUTDOWN, Interrupted, request_shutdown, stop_all
 from bisector.redact import redact_text
 from bisector.report.live import progress_for, showing
-from bisector.report.progress import PrintHandler
+from bisector.report.progress import PrintHandler, console_width, wrapped
 from bisector.report.render import load_result, render, render_json, write_reports
 from bisector.report.text import render_log, render_text
 from bisector.sources.index import pages_read_once
@@ -67,9 +67,9 @@ def cmd_run(args) -> int:
             result = bisector_for(config, store, handler=PrintHandler(printer=say), command=command).run()
     write_reports(store, result)
     if args.json:
-        print(render_json(result))
+        print(render_json(result, full=args.full))
     else:
-        print(render_text(result))
+        print(wrapped(render_text(result, notes_shown=True), console_width(sys.stdout)))
     return result.exit_code
 
 
@@ -121,7 +121,8 @@ def cmd_report(args) -> int:
         print(diffed)
         return 0
     result = load_result(store, args.run)
-    print(render(result, args.format))
+    text = render(result, args.format, full=args.full)
+    print(wrapped(text, console_width(sys.stdout)) if args.format == "text" else text)
     return 0
 
 
