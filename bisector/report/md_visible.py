@@ -182,7 +182,8 @@ def reproduce_sentence(r: BisectResult, code: Callable[[str], str] = md_code) ->
     if rp is not None:
         def side(x, name):
             value = "no value" if x.value is None else human_value(x.value, rp.metric)
-            return f"{value} at {name} ({x.verdict.value.upper()})"
+            why = f": {x.reason}" if x.reason else ""
+            return f"{value} at {name} ({x.verdict.value.upper()}{why})"
         said = "reproduces it" if rp.verified else "does not reproduce it"
         return (f"the attached script {code(rp.path.rsplit('/', 1)[-1])} {said}: {side(rp.last_good, 'last good')}, "
                 f"{side(rp.first_bad, 'first bad')}; it needs no bisector (each side's install line is in its header)")
