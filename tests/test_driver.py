@@ -268,3 +268,30 @@ def test_a_release_answer_links_the_compare_view_of_its_tags(tmp_path, index_url
                        FakeMeasurers(STEP))
     assert tagged.compare_link == f"{url}/compare/1.3.0...1.4"   # looked up in the repository's tags
     assert bisect(job(tmp_path, index_url), store, FakeMeasurers(STEP))[0].compare_link is None   # no URL known
+
+
+def test_each_job_reports_only_its_own_context(tmp_path, index_url, store):
+    """A job with a [reference] and a [contrast] tells them; the same file bisected with an exit-code probe or a
+    stats-mode speed probe tells neither (the report's paragraphs belong to the job that ran)."""
+    from bisector.cli.args import build_parser, run_overrides
+    from bisector.jobfile import load_config
+    from bisector.report.render import render_markdown
+
+    path = tmp_path / "bisect.toml"
+    path.write_text(f'[job]\npackage = "tinypkg"\ngood = "1.0"\nbad = "1.6"\nmode = "releases"\nindex_url = "{index_url}"\n'
+                    f'[probe]\npath = "{PROBE}"\nargs = ["--loop=a"]\n[criterion]\nmetric = "m"\nthreshold = 1.5\n'
+                    '[contrast]\nlabel = "the other loop"\nargs = ["--loop=b"]\n'
+                    '[reference]\ntitle = "Upstream says"\npackage = "tinypkg"\nversion = "1.4.0"\nsetting = "s"\n'
+                    'values = { m = 2.5 }\n')
+
+    def report(*flags, **fake) -> str:
+        config = load_config(path, run_overrides(build_parser().parse_args(["run", *flags])))
+        table = {v: (int(STEP[v] > 1.5) if fake else STEP[v]) for v in VERSIONS}
+        result, _ = bisect(config, store, FakeMeasurers(table, contrast={v: 0.0 for v in VERSIONS}, **fake))
+        return render_markdown(result)
+
+    own = report()
+    assert "Upstream says" in own and "the other loop" in own
+    for other in (report("--probe-cmd", "sh repro.sh", exit_code_mode=True),
+                  report("--probe", "step_time", "--metric", "m", "--compare", "stats")):
+        assert "Upstream says" not in other and "the other loop" not in other and "Context:" not in other

@@ -452,3 +452,23 @@ def test_allocation_sites_compare_without_line_numbers():
     assert site_sentence(good, good) == [] and by_site("garbage") == {}
     (gm, gd), (bm, bd) = ga_side(GOOD_SLOPES, "m0.backward", GOOD_SITES), ga_side(BAD_SLOPES, "m0.step", BAD_SITES)
     assert sentence in explain(gm, bm, "ga_cost_bytes_per_param", compact_details(gd), compact_details(bd))
+
+
+def test_the_json_of_a_16_step_ga_memory_run_stays_under_50_kb_and_full_keeps_everything():
+    r = release_ga()
+    sizes = {64: 120_000, 128: 400_000, 192: 800_000, 256: 1_450_000}
+    metrics = {f"phase_peak_bytes.{p}.ga{g}.h{h}.{ph}": 1.0e6 for p in ("fp32", "bf16") for g in (1, 2)
+               for h in sizes for ph in ("forward", "backward", "step", "zero_grad")}
+    metrics.update({f"peak_bytes.{p}.ga{g}.h{h}": 2.0e6 for p in ("fp32", "bf16") for g in (1, 2) for h in sizes})
+    r.steps = [s.model_copy(update={"seq": i, "metrics": {**metrics, **r.first_bad.metrics}})
+               for i, s in enumerate(r.steps * 4)][:16]
+    sites = {f"float32 Node{i} | pkg/module_{i}.py forward": 1000.0 * i for i in range(12)}
+    cells = [{"hidden": h, "precision": p, "ga": g, "peak_bytes": 2.0e6, "peak_phase": "m0.backward",
+              "phases": {f"m{i}.{ph}": 1.0e6 for i in range(g) for ph in ("forward", "backward", "step")},
+              "sites": sites, "phase_sites": {ph: sites for ph in ("forward", "backward", "step")}}
+             for h in sizes for p in ("fp32", "bf16") for g in (1, 2)]
+    for p in (r.first_bad, r.last_good, r.good_end, r.bad_end):
+        p.metrics, p.details = {**metrics, **p.metrics}, {"cells": cells}
+    compact, full = render_json(r), render_json(r, full=True)
+    assert len(compact.encode()) < 50_000 < len(full.encode())
+    assert json.loads(full)["steps"][0]["metrics"] == r.steps[0].metrics
