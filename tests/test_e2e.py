@@ -67,7 +67,7 @@ def test_builtin_probe_by_name(repo30, tmp_path, env_cache, plain_spec):
     """--probe NAME runs a probe from probes/ (import_cost) inside each candidate environment."""
     repo, shas = repo30
     proc = cli(*_commit_args(repo, shas[:3], tmp_path, env_cache, plain_spec, "--probe", "import_cost",
-                             "--metric", "import_modules", "--threshold", "100000"))
+                             "--metric", "import_modules", "--threshold", "100000", "--full"))
     assert proc.returncode == 0, proc.stderr
     out = json.loads(proc.stdout)
     assert out["status"] == "no-regression"
