@@ -31,20 +31,18 @@ def _points(result: BisectResult) -> list[str]:
 
 def render_text(result: BisectResult, notes_shown: bool = False) -> str:
     """The terminal report: verdict, compare link, attribution and revert, the table's rows, each side's
-    environment, the repro, why, the context, the criterion, caution, hints, notes (``notes_shown``:
-    already printed while the run went, so not again) and the run."""
+    environment, why, the context, the criterion, caution, hints, notes (``notes_shown``: already
+    printed while the run went, so not again), the followed bisect, the repro and the run."""
     s = shown(result)
     lines = [full_headline(result)]
     if s.compare_link:
         lines.append(f"compare: {s.compare_link}")
     lines += [*headline_area(result), *_points(result)]
     lines += [f"environment{f', {side}' if side else ''}: {line}" for side, line in side_environments(result, str, str)]
-    repro = reproduce_sentence(result, str)
-    if repro:
-        lines.append(f"reproduce: {repro}")
     lines += evidence_lines(s)
     lines += [f"why: {x}" for x in explanation(s)]
-    lines += [f"  {line}" for line in story(result)]
+    told = story(result)
+    lines += ["context:", *(f"  {line}" for line in told)] if told else []
     lines.append(f"criterion: {result.criterion}")
     if result.decision_rule:
         lines.append(f"rule: {result.decision_rule}")
@@ -59,6 +57,9 @@ def render_text(result: BisectResult, notes_shown: bool = False) -> str:
     if not notes_shown:
         lines += [f"note: {n}" for n in result.notes]
     lines += _followed(result)
+    repro = reproduce_sentence(result, str)
+    if repro:
+        lines.append(f"reproduce: {repro}")
     lines.append(f"run: {result.run_id}  (bisector log {result.run_id} / bisector report {result.run_id})")
     return "\n".join(lines)
 
