@@ -38,7 +38,7 @@ from bisector.errors import UsageError
 from bisector.measure.probe_spec import builtin_files
 from bisector.report.common import result_metric
 from bisector.report.culprit_lines import full_headline
-from bisector.report.md_visible import shown
+from bisector.report.sides import shown
 from bisector.sources import git
 
 NOT_PACKAGES = ("python", "meter", "cpu", "gpu", "cuda", "driver")

@@ -15,7 +15,8 @@ from bisector.core.verdict import Verdict
 from bisector.report.common import explainer, explanation, md_code, md_escape, result_metric, story
 from bisector.report.culprit_lines import proof_trials, trial_line
 from bisector.report.md_inline import Block, indented, ref, table
-from bisector.report.md_visible import ENV_LABELS, shown, verdict_line
+from bisector.report.md_visible import verdict_line
+from bisector.report.sides import ENV_LABELS, shown
 from bisector.report.samples import evidence_markdown
 
 _NOTE_MAX = 160

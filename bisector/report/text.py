@@ -7,7 +7,7 @@ from bisector.core.units import human_value
 from bisector.redact import redact_text
 from bisector.report.culprit_lines import attributed, full_headline, headline_area
 from bisector.report.common import also_changed_sentence, explanation, headline, point_label, result_metric, story
-from bisector.report.md_visible import reproduce_sentence, shown, side_environments, table_rows
+from bisector.report.sides import reproduce_sentence, shown, side_environments, table_rows
 from bisector.report.samples import evidence_lines
 from bisector.storage import RunKind, RunRow, Store
 
