@@ -100,8 +100,11 @@ def installs(s: BisectResult, p: Point, repo: Optional[str]) -> list[str]:
             out.append(f"{name}=={version.split('+', 1)[0]}")
     if s.package not in p.env:
         out.append(requirement(s.package, p, s.repo_url, repo))
-    order = {name: i for i, name in enumerate(STACK)}
-    return sorted(out, key=lambda req: (order.get(req.split("==", 1)[0] if "==" in req else s.package, len(STACK)), req))
+    def rank(req: str) -> tuple[int, str]:   # torch, transformers, accelerate, then the rest
+        name = req.split("==", 1)[0] if "==" in req else s.package
+        return (STACK.index(name) if name in STACK else len(STACK), req)
+
+    return sorted(out, key=rank)
 
 
 def _wrap(prefix: str, words: list[str], width: int = 100) -> list[str]:
@@ -122,13 +125,12 @@ def header(result: BisectResult, name: str, expect: str, repo: Optional[str], sh
            *_wrap("#   ", full_headline(result).split()),
            "# Needs no bisector. Run it once per side, each in a fresh environment:", "#"]
     for label, p in (("last good", good), ("first bad", bad)):
-        reqs = " ".join(shlex.quote(r) for r in installs(s, p, repo))
+        reqs = [shlex.quote(r) for r in installs(s, p, repo)]
         venv = "good" if label == "last good" else "bad"
         activate = f". {venv}/bin/activate && {run}" if shell else f"{venv}/bin/{run}"
         out += [f"# {label}: {s.package} {p.ref[:12]}",
-                *_wrap("#   ", ["python", "-m", "venv", venv, "&&", f"{venv}/bin/pip", "install", reqs, "&&", activate]),
-                *_wrap("#   ", ["uv", "run", "--no-project", *(f"--with {shlex.quote(r)}" for r in installs(s, p, repo)),
-                                run])]
+                *_wrap("#   ", ["python", "-m", "venv", venv, "&&", f"{venv}/bin/pip", "install", *reqs, "&&", activate]),
+                *_wrap("#   ", ["uv", "run", "--no-project", *(f"--with {r}" for r in reqs), run])]
     pins = [[x for x in p.pins if not x.startswith(f"{s.package}==")] for p in (good, bad)]
     same = sorted(set(pins[0]) & set(pins[1]))
     moved = [f"{x} (last good)" for x in sorted(set(pins[0]) - set(same))] + [
