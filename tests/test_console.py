@@ -98,3 +98,10 @@ def test_an_attribution_environment_is_named_with_its_pins(tmp_path):
                       ProbeSpec(cmd="true"))
     assert plain("r1").tag == ""   # "building the environment of accelerate 0.28.0"
     assert plain.pinned({"transformers": "4.37.2"})("r1").tag == " + transformers==4.37.2"
+
+
+def test_a_command_to_copy_is_never_wrapped():
+    r = BisectResult(run_id="r1", package="p", mode="release", status="found", reason="x", criterion="c",
+                     refine_command="bisector run --package p --mode commits --good 1.3.0 --bad 1.4.0 " + "--x y " * 20)
+    text = wrapped(render_text(r), 60)
+    assert "    " + r.refine_command in text.splitlines()

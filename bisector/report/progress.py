@@ -28,10 +28,14 @@ def console_width(stream: Optional[TextIO] = None) -> int:
 
 def wrapped(text: str, width: int) -> str:
     """Every line of ``text`` wrapped to ``width`` columns, continuation lines indented two more than
-    the line's own indent; words (URLs, commands) are never broken."""
+    the line's own indent; words (URLs) are never broken, and a line indented four spaces (a command
+    to copy) is left whole."""
     out = []
     for line in text.splitlines():
         indent = " " * (len(line) - len(line.lstrip(" ")))
+        if len(indent) >= 4:
+            out.append(line)
+            continue
         out += textwrap.wrap(line, width, subsequent_indent=indent + "  ", break_long_words=False,
                              break_on_hyphens=False) or [line]
     return "\n".join(out)

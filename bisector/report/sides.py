@@ -103,20 +103,37 @@ def side_environments(r: BisectResult, code: Callable[[str], str] = md_code,
     return [(name, _env_items(s, p, differ, code, esc)) for name, p in sides]
 
 
+def repro_said(r: BisectResult, code: Callable[[str], str] = md_code) -> Optional[str]:
+    """What the attached script (``bisector report --repro``) printed in both environments, if it ran."""
+    rp = r.repro
+    if rp is None:
+        return None
+
+    def side(x, name):
+        value = "no value" if x.value is None else human_value(x.value, rp.metric)
+        why = f": {x.reason}" if x.reason else ""
+        return f"{value} at {name} ({x.verdict.value.upper()}{why})"
+
+    said = "reproduces it" if rp.verified else "does not reproduce it"
+    return (f"the attached script {code(rp.path.rsplit('/', 1)[-1])} {said}: {side(rp.last_good, 'last good')}, "
+            f"{side(rp.first_bad, 'first bad')}; it needs no bisector (each side's install line is in its header)")
+
+
+def repro_commands(r: BisectResult) -> tuple[Optional[str], Optional[str]]:
+    """(the command that writes the repro script, when there is a step to reproduce; the bisect's own)."""
+    s = shown(r)
+    script = (f"bisector report {r.run_id} --repro repro.py"
+              if s.first_bad is not None and s.status is Outcome.FOUND and r.repro is None else None)
+    return script, reproduce_command(r.command)
+
+
 def reproduce_sentence(r: BisectResult, code: Callable[[str], str] = md_code) -> Optional[str]:
-    """What the attached script showed in both environments, or how to get one (and the bisect itself)."""
-    s, rp = shown(r), r.repro
-    if rp is not None:
-        def side(x, name):
-            value = "no value" if x.value is None else human_value(x.value, rp.metric)
-            why = f": {x.reason}" if x.reason else ""
-            return f"{value} at {name} ({x.verdict.value.upper()}{why})"
-        said = "reproduces it" if rp.verified else "does not reproduce it"
-        return (f"the attached script {code(rp.path.rsplit('/', 1)[-1])} {said}: {side(rp.last_good, 'last good')}, "
-                f"{side(rp.first_bad, 'first bad')}; it needs no bisector (each side's install line is in its header)")
-    bisect = reproduce_command(r.command)
-    out = (f"{code(f'bisector report {r.run_id} --repro repro.py')} writes a standalone script and checks it in "
-           "both environments" if s.first_bad is not None and s.status is Outcome.FOUND else "")
+    """The reproduce line: what the attached script showed, or how to get one (and the bisect itself)."""
+    said = repro_said(r, code)
+    if said:
+        return said
+    script, bisect = repro_commands(r)
+    out = f"{code(script)} writes a standalone script and checks it in both environments" if script else ""
     if bisect:
         out += ("; the bisect: " if out else "the bisect: ") + code(bisect)
     return out or None

@@ -7,7 +7,7 @@ from bisector.core.units import human_value
 from bisector.redact import redact_text
 from bisector.report.culprit_lines import attributed, full_headline, headline_area
 from bisector.report.common import also_changed_sentence, explanation, headline, point_label, result_metric, story
-from bisector.report.sides import reproduce_sentence, shown, side_environments, table_rows
+from bisector.report.sides import repro_commands, repro_said, shown, side_environments, table_rows
 from bisector.report.samples import evidence_lines
 from bisector.storage import RunKind, RunRow, Store
 
@@ -27,6 +27,17 @@ def _points(result: BisectResult) -> list[str]:
         if boundary:
             lines += [f"  {x}" for x in (p.author and f"author: {p.author}", p.link, p.pr_link) if x]
     return lines
+
+
+def _reproduce(result: BisectResult) -> list[str]:
+    """What the attached script printed, or the commands (each on its own line, never wrapped)."""
+    said = repro_said(result, str)
+    if said:
+        return [f"reproduce: {said}"]
+    script, bisect = repro_commands(result)
+    lines = ["reproduce without bisector: a standalone script, checked in both environments:",
+             f"    {script}"] if script else []
+    return lines + (["reproduce the bisect:", f"    {bisect}"] if bisect else [])
 
 
 def render_text(result: BisectResult, notes_shown: bool = False) -> str:
@@ -53,13 +64,11 @@ def render_text(result: BisectResult, notes_shown: bool = False) -> str:
     if result.ambiguous:
         lines.append("the first bad is one of: " + ", ".join(result.ambiguous))
     if result.refine_command:
-        lines.append(f"refine to commits with: {result.refine_command}")
+        lines += ["refine to commits with:", f"    {result.refine_command}"]
     if not notes_shown:
         lines += [f"note: {n}" for n in result.notes]
     lines += _followed(result)
-    repro = reproduce_sentence(result, str)
-    if repro:
-        lines.append(f"reproduce: {repro}")
+    lines += _reproduce(result)
     lines.append(f"run: {result.run_id}  (bisector log {result.run_id} / bisector report {result.run_id})")
     return "\n".join(lines)
 
