@@ -145,8 +145,9 @@ def environment(r: BisectResult) -> list[Block]:
     if len(sides) == 2:
         a, b = (set(p.pins) for _, p in sides)
         lines += [f"Packages on both sides: {', '.join(md_code(x) for x in sorted(a & b))}", ""]
-        lines += [f"Only the {name}'s: {', '.join(md_code(x) for x in sorted(set(p.pins) - (a & b)))}"
-                  for name, p in sides] + [""]
+        for name, p in sides:
+            own = sorted(set(p.pins) - (a & b))
+            lines += [f"Only the {name}'s: {', '.join(md_code(x) for x in own)}", ""] if own else []
     elif sides:
         lines += [f"Packages of the {sides[0][0]}: {', '.join(md_code(x) for x in sides[0][1].pins)}", ""]
     return [Block("Environment in full", lines)] if lines else []
