@@ -27,6 +27,7 @@ def shown(r: BisectResult) -> BisectResult:
 
 
 def step_verdict(r: BisectResult, p: Point) -> Optional[Verdict]:
+    """The verdict of the last step that judged ``p`` (a contrast setting's steps are another setting's)."""
     labels = {p.ref, p.ref[:10], (p.sha or "")[:10]}
     step = next((s for s in reversed(r.steps) if s.candidate in labels and s.phase != "contrast"), None)
     return step.verdict if step else None
