@@ -107,7 +107,9 @@ class RunSection(BaseModel):
 
 class ReferenceSection(BaseModel):
     """``[reference]``: what the upstream report this job answers measured, shown beside our numbers
-    (only when the job bisects the report's ``package``)."""
+    only in a run it is about (bisector.jobfile: the report's ``package``, a range holding its
+    ``version``, and the ``probe`` with the ``args`` it was written for, by default the probe of the
+    job file that gives it)."""
 
     model_config = ConfigDict(extra="forbid")
 
@@ -118,6 +120,8 @@ class ReferenceSection(BaseModel):
     measured_with: str = ""
     url: Optional[str] = None
     values: dict[str, float] = {}   # metric name -> what the report measured
+    probe: Optional[str] = None         # the probe's label (ProbeSpec.label) the report's setting is
+    args: Optional[list[str]] = None    # and its arguments (as the probe reads them)
 
     @field_validator("package")
     @classmethod

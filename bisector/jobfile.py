@@ -9,7 +9,12 @@ it table by table and key by key, with these rules for settings that belong toge
 * naming another package drops the layer below's ``good``, ``bad``, ``repo``, ``repo_url`` and
   ``[reference]``: they were about that package;
 * ``--probe-arg`` flags are added after the probe's arguments from below (the last one of a
-  probe's own flags wins); a file's ``args`` replace them.
+  probe's own flags wins); a file's ``args`` replace them;
+* a ``[reference]`` (what an upstream report measured) is about the probe setting of the layer that
+  gives it (its ``probe`` and ``args``, stamped from that layer unless written out) and replaces a
+  reference below whole. It stays only in a run it is about: the same package, a range that holds
+  its version, and that probe with the same arguments as the probe reads them (the default job and
+  its ``--widen``, not ``--probe-arg=--loop=accelerate`` or another probe's speed bisect).
 """
 from __future__ import annotations
 
@@ -17,8 +22,10 @@ from pathlib import Path
 from typing import Optional
 
 from packaging.utils import canonicalize_name
+from packaging.version import InvalidVersion, Version
 
 from bisector.config import JobConfig, merge, read_toml, validated
+from bisector.core.probe_args import effective_args
 from bisector.data import default_job_path
 from bisector.errors import UsageError
 
@@ -50,7 +57,44 @@ def _drop_what_belongs_below(lower: dict, upper: dict) -> dict:
         lower.pop("reference", None)
     if _given(upper.get("criterion"), RULES) or (upper.get("criterion") or {}).get("compare") == "stats":
         lower["criterion"] = {k: v for k, v in (lower.get("criterion") or {}).items() if k not in RULES}
+    if "reference" in upper:
+        lower.pop("reference", None)
     return lower
+
+
+def _probe_label(probe: dict) -> Optional[str]:
+    """How ProbeSpec.label names the probe of a raw ``[probe]`` table."""
+    if probe.get("cmd"):
+        return f"cmd: {probe['cmd']}"
+    return probe.get("name") or (str(probe["path"]) if probe.get("path") else None)
+
+
+def _stamp_reference(data: dict) -> dict:
+    """The layer's ``[reference]`` with the probe setting it was written for (its layer's probe)."""
+    ref, probe = data.get("reference"), data.get("probe") or {}
+    if isinstance(ref, dict):
+        ref.setdefault("probe", _probe_label(probe))
+        ref.setdefault("args", list(probe.get("args") or []))
+    return data
+
+
+def _version(text) -> Optional[Version]:
+    try:
+        return Version(str(text).strip().removeprefix("v"))
+    except InvalidVersion:
+        return None
+
+
+def _reference_is_about(data: dict) -> bool:
+    """Whether the job's ``[reference]`` is about this run: package, range and probe setting (module)."""
+    ref, job, probe = data["reference"], data.get("job") or {}, data.get("probe") or {}
+    if canonicalize_name(str(ref.get("package", ""))) != canonicalize_name(str(job.get("package", ""))):
+        return False
+    if ref.get("probe") != _probe_label(probe) or effective_args(list(ref.get("args") or [])) != effective_args(
+            list(probe.get("args") or [])):
+        return False
+    ends, version = [_version(job.get("good")), _version(job.get("bad"))], _version(ref.get("version"))
+    return None not in ends and version is not None and min(ends) <= version <= max(ends)
 
 
 def stack(lower: dict, upper: dict, append_args: bool = False) -> dict:
@@ -71,11 +115,13 @@ def builtin_job() -> dict:
 
 def load_config(path: Optional[Path], overrides: dict) -> JobConfig:
     """The job: the built-in default job, ``path`` over it (when given), then ``overrides`` (flags)."""
-    data, source = builtin_job(), "command line"
+    data, source = _stamp_reference(builtin_job()), "command line"
     if path is not None:
-        data, source = stack(data, read_toml(path)), str(path)
+        data, source = _stamp_reference(stack(data, read_toml(path))), str(path)
     below = data
     data = stack(data, overrides, append_args=True)
+    if isinstance(data.get("reference"), dict) and not _reference_is_about(data):
+        del data["reference"]
     job = data.get("job") or {}
     if job.get("package") and (job.get("good") is None or job.get("bad") is None):
         raise UsageError(f"{source}: give good and bad for {job['package']} (--good, --bad): the built-in "

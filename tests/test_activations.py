@@ -49,7 +49,7 @@ def test_bisect_on_forward_bytes_per_token_finds_the_planted_commit(repo, tmp_pa
     argv = [sys.executable, "-m", "bisector", "run", "--package", "actpkg", "--mode", "commits", "--repo", str(root),
             "--good", shas[0], "--bad", shas[-1], "--probe", "ga_memory", *(f"--probe-arg={a}" for a in ARGS),
             "--metric", "bytes_per_token.fp32.ga1.forward", "--max-increase", "5%", "--env", str(spec),
-            "--store", str(tmp_path / "s.db"), "--cache-dir", str(env_cache), "--json"]
+            "--store", str(tmp_path / "s.db"), "--cache-dir", str(env_cache), "--json", "--full"]
     proc = subprocess.run(argv, capture_output=True, text=True, timeout=1200)
     assert proc.returncode == 0, proc.stderr[-3000:]
     out = json.loads(proc.stdout)

@@ -94,11 +94,13 @@ def test_the_companion_is_named_and_followed_to_its_first_bad_release(companion_
     assert again["attribution"]["kind"] == "companion"
 
     text = cli("report", out["run_id"], "--store", str(tmp_path / "s.db"), "--format", "text").stdout
-    assert text.splitlines()[1].startswith("attribution: companion: beta 1.1 → 1.3 explains the step, not alpha")
+    attribution = next(i for i, line in enumerate(text.splitlines()) if line.startswith("attribution: "))
+    assert attribution <= 2 and text.splitlines()[attribution].startswith(   # under the (wrapped) headline
+        "attribution: companion: beta 1.1 → 1.3 explains the step, not alpha")
     assert "  alpha 1.1 + beta==1.3: 401, BAD" in text and "  alpha 1.2 + beta==1.1: 101, GOOD" in text
     markdown = cli("report", out["run_id"], "--store", str(tmp_path / "s.db")).stdout
     assert markdown.startswith("**First bad: beta `1.2`, through the companion**")
-    assert "**Followed beta**" in markdown
+    assert "<summary>Followed bisect of beta (run " in markdown and "Attribution trials (2 of 2)" in markdown
 
 
 def test_without_follow_the_refine_hint_is_the_companions_bisect(companion_index, tmp_path):
@@ -188,8 +190,8 @@ def test_a_causal_culprit_is_confirmed_in_its_own_reverted_environment(tmp_path,
     assert info.installed_revision == f"{shas[-1]}-revert-{shas[3]}"           # proved by the health check
     assert plain and reverted.env_fingerprint != plain[0].env_fingerprint
     text = cli("report", out["run_id"], "--store", str(tmp_path / "s.db"), "--format", "text").stdout
-    assert text.splitlines()[1].startswith(f"confirmation: confirmed: reverting {shas[3][:10]} on {shas[-1][:10]} "
-                                           "measured 100 (GOOD)")
+    said = next(line for line in text.splitlines() if line.startswith("confirmation: "))   # under the headline
+    assert said == f"confirmation: confirmed: reverting {shas[3][:10]} on {shas[-1][:10]} measures 100 (GOOD)"
     off = json.loads(cli(*revert_job(tmp_path, repo, shas, plain_spec, "--no-confirm-revert")).stdout)
     assert "confirmation" not in off and off["first_bad"]["sha"] == shas[3]
 

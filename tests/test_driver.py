@@ -12,6 +12,7 @@ import pytest
 from bisector.bisection.driver import Bisector
 from bisector.config import JobConfig
 from bisector.core.measurement import Status
+from bisector.core.result import made_by
 from bisector.core.search import Outcome
 from bisector.core.verdict import Verdict
 from bisector.errors import UsageError
@@ -87,6 +88,8 @@ def test_releases_found_assembles_the_result_and_stores_the_run(tmp_path, index_
     assert [s.verdict for s in result.steps[:2]] == [Verdict.GOOD, Verdict.BAD] and seen.steps == result.steps
     assert result.log == [s.log_line() for s in result.steps] and result.log[0].startswith("good releases 1.0.0")
     assert result.probes_run == len(result.steps) and result.measurements_reused == 0
+    assert (result.good_end.ref, result.good_end.value, result.bad_end.ref) == ("1.0.0", 1.0, "1.6.0")
+    assert result.threshold == 1.5 and result.bisector_version == made_by() != "unknown"
     assert result.first_bad.metrics == {"m": 2.0, "other": 7.0} and result.first_bad.details == {"peak_phase": "backward"}
     assert result.probe["schema_version"] == "fake/1" and result.probe["name"] == "fake"
     assert result.environment["env spec"] == "fake" and result.environment["env base"] == "current"
@@ -122,7 +125,7 @@ def test_predates_range_offers_the_widen_command(tmp_path, index_url, store):
     result, _ = bisect(job(tmp_path, index_url, good="1.4"), store, FakeMeasurers(STEP), command)
     assert result.status is Outcome.PREDATES_RANGE and result.exit_code == 3
     assert result.widen_command == "bisector run --good 1.4 --bad 1.6 --widen"
-    assert result.reason.endswith("the regression predates the range; try an older good, e.g.: "
+    assert result.reason.endswith("the good endpoint 1.4.0 already measured bad; try an older good, e.g.: "
                                   "bisector run --good 1.4 --bad 1.6 --widen")
     assert store.get_run(result.run_id).status == Outcome.PREDATES_RANGE
 
@@ -135,6 +138,7 @@ def test_widen_walks_back_then_bisects_the_wider_range(tmp_path, index_url, stor
     assert "widened: 1.3.0 is GOOD; bisecting 1.3.0..1.5" in result.notes
     assert [phase for phase, _ in seen.plans] == ["releases", "releases"]
     assert seen.plans[1][1] == ["1.3.0", "1.4.0", "1.5.0"]
+    assert (result.good_end.ref, result.bad_end.ref) == ("1.3.0", "1.5.0")   # the widened range's ends
 
 
 def test_widen_that_finds_no_good_release_says_where_it_stopped_and_offers_no_widen(tmp_path, index_url, store):
@@ -142,7 +146,7 @@ def test_widen_that_finds_no_good_release_says_where_it_stopped_and_offers_no_wi
     config = job(tmp_path, index_url, good="1.4", job={"widen": True})
     result, _ = bisect(config, store, FakeMeasurers(table))
     assert result.status is Outcome.PREDATES_RANGE and result.widen_command is None
-    assert result.reason.endswith("predates the range; the oldest release measured, 1.2.0, is BAD; compatibility "
+    assert result.reason.endswith("already measured bad; the oldest release measured, 1.2.0, is BAD; compatibility "
                                   "ends around 1.0.0, where releases cannot be measured here (1.0.0: env-failed: "
                                   "env-failed in the fake probe): no older GOOD release found")
 
@@ -192,6 +196,7 @@ def test_find_fix_names_the_first_fixed_release(tmp_path, index_url, store):
     result, _ = bisect(job(tmp_path, index_url, good="1.6", bad="1.0", job={"find_fix": True}), store,
                        FakeMeasurers(fixed))
     assert result.status is Outcome.FOUND and result.find_fix and result.first_bad.ref == "1.4.0"
+    assert (result.good_end.ref, result.bad_end.ref) == ("1.6.0", "1.0.0")   # fixed at the newer end
     assert json.loads(render_json(result))["headline"].startswith("First fixed: tinypkg 1.4.0")
 
 
@@ -251,3 +256,42 @@ def test_auto_mode_refines_between_the_boundary_release_tags(tmp_path, index_url
     assert [phase for phase, _ in seen.plans] == ["releases", "commits"]
     assert seen.plans[1][1] == [s[:10] for s in shas[3:7]]     # v1.3.0 .. v1.4.0
     assert {s.phase for s in result.steps} == {"releases", "commits"}
+    assert (result.good_end.ref, result.bad_end.ref) == ("1.0.0", "1.6.0")   # the range the user gave
+
+
+def test_a_release_answer_links_the_compare_view_of_its_tags(tmp_path, index_url, store):
+    path, _ = make_repo(tmp_path, commits=2, bad_at=None, tags={0: "1.3.0", 1: "1.4"})
+    url = "https://example.org/tiny"
+    result, _ = bisect(job(tmp_path, index_url, job={"repo_url": url}), store, FakeMeasurers(STEP))
+    assert result.repo_url == url and result.compare_link == f"{url}/compare/v1.3.0...v1.4.0"  # the stack's tags
+    tagged, _ = bisect(job(tmp_path, index_url, job={"repo_url": url + "/", "repo": str(path)}), store,
+                       FakeMeasurers(STEP))
+    assert tagged.compare_link == f"{url}/compare/1.3.0...1.4"   # looked up in the repository's tags
+    assert bisect(job(tmp_path, index_url), store, FakeMeasurers(STEP))[0].compare_link is None   # no URL known
+
+
+def test_each_job_reports_only_its_own_context(tmp_path, index_url, store):
+    """A job with a [reference] and a [contrast] tells them; the same file bisected with an exit-code probe or a
+    stats-mode speed probe tells neither (the report's paragraphs belong to the job that ran)."""
+    from bisector.cli.args import build_parser, run_overrides
+    from bisector.jobfile import load_config
+    from bisector.report.render import render_markdown
+
+    path = tmp_path / "bisect.toml"
+    path.write_text(f'[job]\npackage = "tinypkg"\ngood = "1.0"\nbad = "1.6"\nmode = "releases"\nindex_url = "{index_url}"\n'
+                    f'[probe]\npath = "{PROBE}"\nargs = ["--loop=a"]\n[criterion]\nmetric = "m"\nthreshold = 1.5\n'
+                    '[contrast]\nlabel = "the other loop"\nargs = ["--loop=b"]\n'
+                    '[reference]\ntitle = "Upstream says"\npackage = "tinypkg"\nversion = "1.4.0"\nsetting = "s"\n'
+                    'values = { m = 2.5 }\n')
+
+    def report(*flags, **fake) -> str:
+        config = load_config(path, run_overrides(build_parser().parse_args(["run", *flags])))
+        table = {v: (int(STEP[v] > 1.5) if fake else STEP[v]) for v in VERSIONS}
+        result, _ = bisect(config, store, FakeMeasurers(table, contrast={v: 0.0 for v in VERSIONS}, **fake))
+        return render_markdown(result)
+
+    own = report()
+    assert "Upstream says" in own and "the other loop" in own
+    for other in (report("--probe-cmd", "sh repro.sh", exit_code_mode=True),
+                  report("--probe", "step_time", "--metric", "m", "--compare", "stats")):
+        assert "Upstream says" not in other and "the other loop" not in other and "Context:" not in other

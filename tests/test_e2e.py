@@ -67,7 +67,7 @@ def test_builtin_probe_by_name(repo30, tmp_path, env_cache, plain_spec):
     """--probe NAME runs a probe from probes/ (import_cost) inside each candidate environment."""
     repo, shas = repo30
     proc = cli(*_commit_args(repo, shas[:3], tmp_path, env_cache, plain_spec, "--probe", "import_cost",
-                             "--metric", "import_modules", "--threshold", "100000"))
+                             "--metric", "import_modules", "--threshold", "100000", "--full"))
     assert proc.returncode == 0, proc.stderr
     out = json.loads(proc.stdout)
     assert out["status"] == "no-regression"
@@ -270,7 +270,8 @@ def test_auto_mode_refines_to_the_commit_through_the_metadata_repository(tmp_pat
                 str(plain_spec), "--store", str(tmp_path / "s.db"), "--cache-dir", str(cache), "--json"]
         asked = cli(*args)  # without --clone: nothing is downloaded, the refine command names the repository
         assert asked.returncode == 0 and json.loads(asked.stdout)["mode"] == "release", asked.stderr
-        assert not (cache / "repos").exists() and f"metadata names file://{repo}" in asked.stderr
+        said = " ".join(asked.stderr.split())   # the note, as wrapped to the log's 100 columns
+        assert not (cache / "repos").exists() and f"metadata names file://{repo}" in said
         assert "add --clone" in json.loads(asked.stdout)["notes"][-1]
         proc = cli(*args, "--clone")
     assert proc.returncode == 0, proc.stderr

@@ -67,6 +67,30 @@ def test_a_fixed_size_buffer_is_explained_in_bytes_not_per_parameter():
     assert "rose by 2.000 B/param" in said and "at every width" not in said
 
 
+def test_a_move_the_fits_call_fixed_is_in_bytes_in_every_precision():
+    """transformers 4.36 -> 4.38 llama with 2048 positions: the causal-mask buffer is 79.35 MiB in fp32 at every
+    width, and in bf16 the same buffer plus a little per parameter; both are fixed bytes, never '+2.8 B/param'."""
+    mask = 79.35 * 2 ** 20
+    good, bad = _sides(lambda n: 0)
+    for h, n in ((64, 100_000), (128, 400_000), (256, 1_600_000)):
+        bad[f"peak_bytes.fp32.ga1.h{h}"] += mask
+        bad[f"peak_bytes.bf16.ga1.h{h}"] += mask + 2.819 * n
+    said = " ".join(GaMemoryExplainer().explain(good, bad, "mixed_cost_bytes_per_param"))
+    assert "the fp32 GA=1 peak rose by 79.35 MiB at every width (fixed bytes, not per parameter" in said
+    assert ("the bf16 GA=1 peak rose by 79.35 MiB at every width (fixed bytes, not per parameter, +2.819 B/param "
+            "beside it") in said
+    assert "rose by 2.819 B/param (" not in said
+
+
+def test_a_move_no_straight_line_holds_quotes_no_slope():
+    good, bad = _sides(lambda n: 0)
+    for h, extra in ((64, 10 * 2 ** 20), (128, 0.0), (256, 12 * 2 ** 20)):
+        bad[f"peak_bytes.bf16.ga1.h{h}"] += extra
+    said = " ".join(GaMemoryExplainer().explain(good, bad, "mixed_cost_bytes_per_param"))
+    assert ("the bf16 GA=1 peak moved by 10.00 MiB at h64, 0 B at h128, 12.00 MiB at h256 (+1048% at h64): not a "
+            "straight line over the parameters (fit R² ") in said and "so no per-parameter cost is quoted" in said
+
+
 def test_sites_are_compared_at_the_same_phase_on_both_sides():
     """The peak moved from forward to backward: the sites are compared at the backward's peak on both sides."""
     cell = lambda phase, fwd, bwd: {"precision": "bf16", "ga": 1, "hidden": 64, "peak_bytes": 100, "peak_phase": phase,  # noqa: E731

@@ -48,7 +48,7 @@ GPU_SECONDS = 6 * 60
 # --- the plan ------------------------------------------------------------------------------------
 def test_every_step_has_its_file_and_the_plan_fits_six_gpu_minutes():
     steps = gf.planned_steps()
-    assert [s[0] for s in steps] == ["facts", "meter", "invariants", "resets", "precision", "oom", "seed"]
+    assert [s[0] for s in steps] == ["facts", "meter", "invariants", "resets", "precision", "oom", "seed", "allocator"]
     assert all((BENCH / f"{name}.py").is_file() for name, _, _ in steps)
     assert sum(planned for _, planned, _ in steps) <= GPU_SECONDS
     for name, planned, _ in steps:  # each step's docstring states the plan the runner holds

@@ -41,10 +41,27 @@ def test_another_package_keeps_the_probe_and_drops_the_range_and_the_reference()
         _job("--package", "transformers")
 
 
-def test_another_probe_drops_the_default_probes_args_criterion_and_contrast():
+def test_another_probe_drops_the_default_probes_args_criterion_contrast_and_reference():
     cfg = _job("--probe", "import_cost")
     assert cfg.probe.args == [] and cfg.criterion.metric is None and cfg.contrast is None
-    assert cfg.job.package == "accelerate" and cfg.reference is not None
+    assert cfg.job.package == "accelerate" and cfg.reference is None
+
+
+def test_the_reference_stays_only_in_a_run_of_its_package_range_and_probe_setting(tmp_path):
+    kept = _job()
+    assert (kept.reference.probe, kept.reference.args) == ("ga_memory", ["--loop=trainer"])
+    assert _job("--widen").reference is not None and _job("--good", "0.17", "--bad", "0.23").reference is not None
+    assert _job("--probe-arg=--loop=trainer").reference is not None   # the same setting as the probe reads it
+    assert _job("--probe-arg=--loop=accelerate").reference is None    # the maintainers' loop, not the report's
+    assert _job("--good", "0.20", "--bad", "1.0", "--probe-arg=--loop=accelerate").reference is None
+    assert _job("--good", "0.27", "--bad", "0.28").reference is None   # a range without the report's version
+    assert _job("--probe", "step_time", "--metric", "step_seconds", "--compare", "stats", "--good", "0.21",
+                "--bad", "0.23").reference is None
+    own = ('[probe]\nname = "ga_memory"\nargs = ["--loop=accelerate"]\n[reference]\ntitle = "t"\n'
+           'package = "accelerate"\nversion = "0.21.0"\nsetting = "s"\n')
+    cfg = _job(file_text=own, tmp_path=tmp_path)
+    assert (cfg.reference.title, cfg.reference.args) == ("t", ["--loop=accelerate"])   # whole, not merged
+    assert _job("--probe-arg=--sizes=64", file_text=own, tmp_path=tmp_path).reference is None
 
 
 def test_probe_args_flags_add_to_the_jobs_and_a_files_replace_them(tmp_path):

@@ -6,6 +6,7 @@ from __future__ import annotations
 import datetime as dt
 import json
 import os
+import re
 from html.parser import HTMLParser
 from pathlib import Path
 
@@ -15,9 +16,13 @@ import pytest
 from bisector.bisection.boundary import merge_sides
 from bisector.cli.main import main
 from bisector.commandline import reproduce_command
-from bisector.core.result import BisectResult, Point, Step
+from bisector.core.changes import Confirmation
+from bisector.core.result import BisectResult, Point, Repro, ReproSide, Step
 from bisector.explain.registry import compact_details, explain, metric_label
 from bisector.explain.sites import by_site, site_sentence
+from bisector.core.result import made_by
+from bisector.core.verdict import Verdict
+from bisector.report.markdown import GITHUB_LIMIT, markdown
 from bisector.report.render import REPORT_SCHEMA, render_json, render_markdown
 from bisector.report.text import render_text
 from bisector.storage import RunRow, StepRow, Store, now
@@ -45,13 +50,17 @@ def _log(steps: list[Step]) -> list[str]:
     return [s.log_line() for s in steps]
 
 
+CUDA_ENV = {"python": "3.11.7", "torch": "2.3.1+cu121", "transformers": "4.32.0", "cuda": "12.1",
+            "gpu": "NVIDIA A100-SXM4-80GB", "driver": "550.54.15", "meter": "cuda"}
+
+
 def found_commit() -> BisectResult:
     mib = 1 << 20
     steps = [_step(0, SHA[1][:10], "good", 100 * mib, 1), _step(1, SHA[9][:10], "bad", 180 * mib, 9),
              _step(2, SHA[5][:10], "skip", None, 5, reason="crashed: probe exited 1: <b>x</b> | `y` (#77)"),
              _step(3, SHA[6][:10], "bad", 180 * mib, 6), _step(4, SHA[4][:10], "good", 100 * mib, 4, reused=True),
              _step(5, SHA[5][:10], "bad", 181 * mib, 5, phase="commits:confirm", repeats=3)]
-    return BisectResult(
+    r = BisectResult(
         run_id="a1b2c3d4e5f6", package="accelerate", mode="commit", status="found",
         reason=f"{SHA[5][:10]} is the first bad candidate and {SHA[4][:10]} the last good one",
         criterion="peak_bytes > 1.47e+08", first_bad=_commit(5, NASTY, 181 * mib, 1234, {"peak_bytes": 181 * mib}),
@@ -65,7 +74,16 @@ def found_commit() -> BisectResult:
         environment={"os": "Linux-6.8-x86_64", "python": "3.11.7", "torch": "2.3.1+cu121", "cuda": "12.1",
                      "gpu": "NVIDIA A100-SXM4-80GB", "driver": "550.54.15", "env spec": "default"},
         notes=["v0.21.0 is not an ancestor of v0.22.0: bisecting from their merge-base 0123456789ab"],
-        log=_log(steps))
+        log=_log(steps), good_end=_commit(1, "Start", 100 * mib), bad_end=_commit(9, "End", 180 * mib),
+        confirmation=Confirmation(status="confirmed", culprit=SHA[5], onto=SHA[9], verdict="good", value=100 * mib,
+                                  reason=f"reverting {SHA[5][:10]} on {SHA[9][:10]} measured GOOD: the revert undoes "
+                                         "the step"),
+        repro=Repro(path="/tmp/work/repro.py", metric="peak_bytes", threshold=1.47e8, verified=True,
+                    last_good=ReproSide(value=100 * mib, verdict="good"), first_bad=ReproSide(value=181 * mib, verdict="bad")))
+    for p, version in ((r.last_good, "0.22.0.dev1200"), (r.first_bad, "0.22.0.dev1234")):
+        p.env = {**CUDA_ENV, "accelerate": version}
+        p.pins = [f"accelerate=={version}", "torch==2.3.1+cu121", "transformers==4.32.0"]
+    return r
 
 
 # ga_memory: peak = slope * n_params + fixed per (precision, GA); the first bad's bf16 GA=1 peak fell.
@@ -114,7 +132,7 @@ def release_ga() -> BisectResult:
                   metric=metric, value=x, repeats=3, seconds=95.25 + i)
              for i, (v, x, verdict) in enumerate(zip(versions, values, ["good", "bad", "good", "bad", "good"]))]
     point = dict(kind="release", pr=None)
-    return BisectResult(
+    r = BisectResult(
         run_id="0f1e2d3c4b5a", package="accelerate", mode="release", status="found",
         reason="0.22.0 is the first bad candidate and 0.21.0 the last good one", criterion=f"{metric} > 1.15625",
         first_bad=Point(ref="0.22.0", date=T0 + dt.timedelta(days=90), value=1.9375, metrics=bm, details=compact_details(bd), **point),
@@ -131,7 +149,12 @@ def release_ga() -> BisectResult:
                      "gpu": "NVIDIA H100 80GB HBM3", "driver": "550.54.15", "meter": "cuda",
                      "transformers": "4.43.4 (last good) / 4.44.0 (first bad)", "env spec": "default"},
         also_changed={"transformers": ["4.43.4", "4.44.0"]},
-        log=_log(steps))
+        log=_log(steps), good_end=Point(ref="0.19.0", value=0.375, metrics=gm, **point),
+        bad_end=Point(ref="0.23.0", value=1.9375, metrics=bm, **point))
+    for p, transformers in ((r.good_end, "4.40.0"), (r.last_good, "4.43.4"), (r.first_bad, "4.44.0"),
+                            (r.bad_end, "4.45.0")):
+        p.env = {**CUDA_ENV, "gpu": "NVIDIA H100 80GB HBM3", "accelerate": p.ref, "transformers": transformers}
+    return r
 
 
 def undecided() -> BisectResult:
@@ -155,13 +178,32 @@ def predates() -> BisectResult:
     widen = "bisector run --package tinypkg --good 1.4 --bad 1.6 --metric buffer_kib --threshold 200 --widen"
     return BisectResult(
         run_id="999999999999", package="tinypkg", mode="release", status="predates-range",
-        reason=f"the good endpoint 1.4.0 already measured bad: the regression predates the range; "
-               f"try an older good, e.g.: {widen}", criterion="buffer_kib > 200",
-        first_bad=Point(ref="1.4.0", kind="release", value=400.0), probes_run=2, steps=steps, widen_command=widen,
-        command=widen.removesuffix(" --widen"), log=_log(steps))
+        reason=f"the good endpoint 1.4.0 already measured bad; try an older good, e.g.: {widen}",
+        criterion="buffer_kib > 200", metric="buffer_kib",
+        first_bad=_release("1.4.0", 400.0, "4.29.2"), probes_run=2, steps=steps, widen_command=widen,
+        command=widen.removesuffix(" --widen"), log=_log(steps), good_end=_release("1.4.0", 400.0, "4.29.2"),
+        bad_end=_release("1.6.0", 400.0, "4.32.0"))
 
 
-CASES = {"found_commit": found_commit, "release_ga": release_ga, "undecided": undecided, "predates": predates}
+def _release(version: str, kib: float, transformers: str) -> Point:
+    return Point(ref=version, kind="release", value=kib, metrics={"buffer_kib": kib},
+                 env={"python": "3.11.7", "torch": "2.13.0+cpu", "tinypkg": version, "transformers": transformers,
+                      "cpu": "AMD EPYC, 1 threads"})
+
+
+def no_regression() -> BisectResult:
+    steps = [_step(0, "1.0.0", "good", 100.0, 0, phase="releases", metric="buffer_kib"),
+             _step(1, "1.3.0", "good", 100.0, 2, phase="releases", metric="buffer_kib")]
+    return BisectResult(
+        run_id="888888888888", package="tinypkg", mode="release", status="no-regression",
+        reason="the bad endpoint 1.3.0 measured good", criterion="buffer_kib > 200", metric="buffer_kib",
+        last_good=_release("1.3.0", 100.0, "4.32.0"), good_end=_release("1.0.0", 100.0, "4.30.0"),
+        bad_end=_release("1.3.0", 100.0, "4.32.0"), probes_run=2, steps=steps, log=_log(steps),
+        command="bisector run --package tinypkg --good 1.0 --bad 1.3 --metric buffer_kib --threshold 200")
+
+
+CASES = {"found_commit": found_commit, "release_ga": release_ga, "undecided": undecided, "predates": predates,
+         "no_regression": no_regression}
 
 
 @pytest.mark.parametrize("name", sorted(CASES))
@@ -206,8 +248,11 @@ class _Html(HTMLParser):
 
 
 def _html(result: BisectResult) -> _Html:
+    """The report as GitHub shows it unfolded: markdown inside ``<details>`` is rendered too (Python-Markdown
+    keeps an HTML block raw, so the folds are opened into paragraphs first)."""
     parser = _Html()
-    parser.feed(pymd.markdown(render_markdown(result), extensions=["tables"]))
+    opened = re.sub(r"<details><summary>(.*?)</summary>", r"\1", render_markdown(result)).replace("</details>", "")
+    parser.feed(pymd.markdown(opened, extensions=["tables"]))
     return parser
 
 
@@ -215,10 +260,14 @@ def test_markdown_renders_links_table_and_nothing_injected():
     r = found_commit()
     page = _html(r)
     commit, pr = f"{REPO}/commit/", f"{REPO}/pull/"
-    assert page.hrefs == [commit + SHA[5], pr + "1234", commit + SHA[4], pr + "1200", commit + SHA[5],
-                          pr + "1234", f"{REPO}/compare/{SHA[4]}...{SHA[5]}"]
-    points, steps = page.tables
-    assert [row[0] for row in points[1:]] == ["last good", "first bad"]
+    compare = f"{REPO}/compare/{SHA[4]}...{SHA[5]}"
+    culprit, last = [commit + SHA[5], pr + "1234"], [commit + SHA[4], pr + "1200"]
+    assert page.hrefs == [*culprit, compare, commit + SHA[1], *last, *culprit, commit + SHA[9], *last, *culprit]
+    points, commits, steps = page.tables
+    assert [row[0] for row in points] == ["", "good endpoint", "last good", "first bad", "bad endpoint"]
+    assert points[0] == ["", "accelerate", "peak_bytes", "verdict"] and points[3][1:] == ["5555555555 (#1234)",
+                                                                                     "181.00 MiB", "BAD"]
+    assert commits[2][-1].replace("\u200b", "") == NASTY and commits[1][3] == "Dev One"
     assert len(steps) - 1 == len(r.steps)
     assert steps[0] == ["#", "phase", "candidate", "date", "peak_bytes", "verdict", "repeats", "seconds", "note"]
     assert steps[1] == ["1", "commits", SHA[1][:10], "2024-03-02", "100.00 MiB", "GOOD", "1", "7.5", ""]
@@ -238,15 +287,82 @@ def test_every_report_renders_to_html(name):
     assert all(h.startswith("https://") for h in page.hrefs)
 
 
+def _visible(md: str) -> list[str]:
+    return md.split("<details>", 1)[0].splitlines()
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_a_maintainer_reads_at_most_25_lines_before_the_details_and_no_sentence_twice(name):
+    md = render_markdown(CASES[name]())
+    head = _visible(md)
+    assert len(head) <= 25 and "<details>" in md
+    sentences = [s.strip() for line in head for s in line.split(". ") if len(s.strip()) > 20]
+    assert len(sentences) == len(set(sentences))
+    assert "predates the range" not in md.split("**", 3)[-1].split("\n")[0]   # the verdict says it once
+
+
+def test_the_table_names_the_endpoints_and_the_boundary_by_their_role():
+    roles = {name: [line.split(" | ")[0].lstrip("| ") for line in _visible(render_markdown(CASES[name]()))
+                    if line.startswith("| ") and " | `" in line or line.startswith("| ") and "[`" in line]
+             for name in CASES}
+    assert roles["found_commit"] == ["good endpoint", "last good", "first bad", "bad endpoint"]
+    assert roles["no_regression"] == ["good endpoint", "bad endpoint"]    # the bad endpoint is no "last good"
+    assert roles["predates"] == ["good endpoint", "bad endpoint"]
+    assert roles["undecided"] == ["last good", "first measured bad"]      # a result without endpoints
+
+
+def test_each_sides_environment_in_one_line_with_the_companions_that_differ():
+    head = "\n".join(_visible(render_markdown(predates())))
+    assert ("- good endpoint: Python `3.11.7` · torch `2.13.0+cpu` · tinypkg `1.4.0` · transformers `4.29.2` · "
+            "CPU `AMD EPYC, 1 threads`") in head
+    assert "- bad endpoint: Python `3.11.7` · torch `2.13.0+cpu` · tinypkg `1.6.0` · transformers `4.32.0`" in head
+    found = "\n".join(_visible(render_markdown(found_commit())))
+    assert "transformers" not in found    # the same on both sides: in the folded "Environment in full"
+    assert "GPU `NVIDIA A100-SXM4-80GB, CUDA 12.1, driver 550.54.15` · meter `cuda`" in found
+    assert "transformers==4.32.0" in render_markdown(found_commit()).split("Environment in full", 1)[1]
+
+
+def test_the_verified_repro_is_one_line_and_an_unverified_one_says_so():
+    r = found_commit()
+    head = _visible(render_markdown(r))
+    assert ("**Reproduce:** The attached script `repro.py` reproduces it: 100.00 MiB at last good (GOOD), 181.00 MiB "
+            "at first bad (BAD); it needs no bisector (each side's install line is in its header).") in head
+    r.repro.verified, r.repro.first_bad.verdict = False, Verdict.GOOD
+    assert "does not reproduce it: 100.00 MiB at last good (GOOD), 181.00 MiB at first bad (GOOD)" in render_markdown(r)
+    r.repro = None
+    assert (f"**Reproduce:** `bisector report {r.run_id} --repro repro.py` writes a standalone script and checks it in "
+            "both environments; the bisect: `bisector run --package accelerate") in render_markdown(r)
+
+
+def test_beyond_githubs_limit_the_details_are_cut_with_a_note_never_the_visible_part():
+    r = found_commit()
+    r.steps = [r.steps[i % len(r.steps)].model_copy(update={"seq": i}) for i in range(3000)]
+    r.log = [f"good commits {i:010d} value=1 (7.5s) # " + "x" * 80 for i in range(3000)]
+    md = render_markdown(r)
+    assert len(md) <= GITHUB_LIMIT < len(markdown(r, limit=10 ** 9))
+    assert _visible(md) == _visible(markdown(r, limit=10 ** 9))
+    assert f"lines shown; the full report: `bisector report {r.run_id}`)" in md
+    assert md.count("cut to fit GitHub's 65,536-character limit") >= 1 and md.rstrip().endswith("</details>")
+    assert len(markdown(found_commit())) < GITHUB_LIMIT and "cut to fit" not in markdown(found_commit())
+
+
 def test_json_report_is_versioned_with_headline_and_explanation():
     data = json.loads(render_json(release_ga()))
-    assert data["schema"] == REPORT_SCHEMA == "bisector.report/1"
+    assert data["schema"] == REPORT_SCHEMA == "bisector.report/2"
+    assert data["bisector"] == {"made_by": None, "rendered_by": made_by()} and data["full"] is False
+    assert (data["probe_name"], data["probe_version"]) == ("ga_memory", "1.0.0")
     assert data["headline"] == ("First bad: accelerate 0.22.0 — GA cost rose from 0.375 B/param to 1.938 B/param "
                                 "(last good: 0.21.0)")
     assert data["explanation"][0].startswith("GA cost rose by 1.562 B/param because the bf16 GA=1 peak fell by "
                                              "1.562 B/param")
     assert data["explanation"][0].endswith("; the bf16 GA=2 peak did not change.")
-    assert BisectResult.model_validate(data).first_bad.details["cells"]
+    assert "details" not in data["first_bad"] and "metrics" not in data["steps"][0]
+    assert set(data["first_bad"]["metrics"]) == {"ga_cost_bytes_per_param", "ga_excess_bytes_per_param",
+                                                 "fp32_ga_cost_bytes_per_param", "mixed_cost_bytes_per_param",
+                                                 "fit_r2_min"}
+    full = json.loads(render_json(release_ga(), full=True))
+    assert full["full"] is True and BisectResult.model_validate(full).first_bad.details["cells"]
+    assert len(full["first_bad"]["metrics"]) == len(release_ga().first_bad.metrics)
     assert json.loads(render_json(predates()))["explanation"] == []
 
 
@@ -336,3 +452,23 @@ def test_allocation_sites_compare_without_line_numbers():
     assert site_sentence(good, good) == [] and by_site("garbage") == {}
     (gm, gd), (bm, bd) = ga_side(GOOD_SLOPES, "m0.backward", GOOD_SITES), ga_side(BAD_SLOPES, "m0.step", BAD_SITES)
     assert sentence in explain(gm, bm, "ga_cost_bytes_per_param", compact_details(gd), compact_details(bd))
+
+
+def test_the_json_of_a_16_step_ga_memory_run_stays_under_50_kb_and_full_keeps_everything():
+    r = release_ga()
+    sizes = {64: 120_000, 128: 400_000, 192: 800_000, 256: 1_450_000}
+    metrics = {f"phase_peak_bytes.{p}.ga{g}.h{h}.{ph}": 1.0e6 for p in ("fp32", "bf16") for g in (1, 2)
+               for h in sizes for ph in ("forward", "backward", "step", "zero_grad")}
+    metrics.update({f"peak_bytes.{p}.ga{g}.h{h}": 2.0e6 for p in ("fp32", "bf16") for g in (1, 2) for h in sizes})
+    r.steps = [s.model_copy(update={"seq": i, "metrics": {**metrics, **r.first_bad.metrics}})
+               for i, s in enumerate(r.steps * 4)][:16]
+    sites = {f"float32 Node{i} | pkg/module_{i}.py forward": 1000.0 * i for i in range(12)}
+    cells = [{"hidden": h, "precision": p, "ga": g, "peak_bytes": 2.0e6, "peak_phase": "m0.backward",
+              "phases": {f"m{i}.{ph}": 1.0e6 for i in range(g) for ph in ("forward", "backward", "step")},
+              "sites": sites, "phase_sites": {ph: sites for ph in ("forward", "backward", "step")}}
+             for h in sizes for p in ("fp32", "bf16") for g in (1, 2)]
+    for p in (r.first_bad, r.last_good, r.good_end, r.bad_end):
+        p.metrics, p.details = {**metrics, **p.metrics}, {"cells": cells}
+    compact, full = render_json(r), render_json(r, full=True)
+    assert len(compact.encode()) < 50_000 < len(full.encode())
+    assert json.loads(full)["steps"][0]["metrics"] == r.steps[0].metrics

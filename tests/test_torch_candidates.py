@@ -55,7 +55,7 @@ def job(tmp_path, torch_index):
     probe.write_text(PROBE)
     return ["run", "--package", "torch", "--good", "2.0", "--bad", "2.4", "--index-url", torch_index,
             "--probe", str(probe), "--metric", "buffer_kib", "--threshold", "200", "--env", str(spec),
-            "--store", str(tmp_path / "s.db"), "--cache-dir", str(tmp_path / "cache"), "--json"]
+            "--store", str(tmp_path / "s.db"), "--cache-dir", str(tmp_path / "cache"), "--json", "--full"]
 
 
 def test_torch_release_bisect_builds_one_base_per_release(job, tmp_path):

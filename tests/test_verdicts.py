@@ -79,7 +79,7 @@ def bisect(repo8, tmp_path, env_cache, plain_spec, probe_source: str, *extra: st
     probe.write_text(PROBE_HEAD + probe_source)
     proc = cli("run", "--package", "tinypkg", "--mode", "commits", "--repo", str(repo), "--good", shas[0],
                "--bad", shas[-1], "--env", str(plain_spec), "--store", str(tmp_path / "store.db"),
-               "--cache-dir", str(env_cache), "--probe", str(probe), "--json", *extra, cwd=tmp_path)
+               "--cache-dir", str(env_cache), "--probe", str(probe), "--json", "--full", *extra, cwd=tmp_path)
     assert proc.stdout, proc.stderr
     return proc, json.loads(proc.stdout)
 

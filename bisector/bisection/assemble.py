@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import shlex
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Optional
 
 from packaging.utils import canonicalize_name
 
-from bisector.bisection.boundary import also_changed, boundary_sides, environment_section
+from bisector.bisection.boundary import also_changed, boundary_sides, environment_section, judged_side, \
+    point_environment
 from bisector.bisection.paired import boundary_evidence
 from bisector.bisection.phase import PhaseResult
 from bisector.bisection.plan import Plan
@@ -17,10 +19,13 @@ from bisector.config import JobConfig
 from bisector.core.candidate import CandidateKind
 from bisector.core.criterion import describe_rule
 from bisector.core.measurement import Measurement, Status
-from bisector.core.result import BisectResult, Point
+from bisector.core.probe_args import effective_args
+from bisector.core.result import BisectResult, Point, made_by
 from bisector.core.search import Outcome
 from bisector.envs import TORCH, EnvSpec
+from bisector.envs.check.project_url import repository_url
 from bisector.explain.registry import compact_details
+from bisector.sources import git
 
 
 @dataclass(frozen=True)
@@ -33,27 +38,70 @@ class RunFacts:
     command: list[str]
     spec: EnvSpec
     widen_stop: Optional[str] = None    # where --widen stopped and why, when it found no GOOD release
+    outer: Optional[tuple[Plan, PhaseResult]] = None   # the phase over the whole range (its endpoints)
 
 
 def assemble(run: RunFacts, plan: Plan, phase: PhaseResult) -> BisectResult:
     """The result of ``phase`` over ``plan``'s candidates."""
     s, job = phase.search, run.config.job
     status, reason, widen = _outcome(run, plan, phase)
-    first, last = _point(phase, s.first_bad), _point(phase, s.last_good)
-    compare = None
-    if first and last and first.sha and plan.repo_url:
-        compare = f"{plan.repo_url}/compare/{last.sha}...{first.sha}"
+    first, last = _point(run, phase, s.first_bad), _point(run, phase, s.last_good)
+    repo_url = plan.repo_url or (job.repo_url or "").rstrip("/") or _metadata_url(phase)
+    for p in (first, last):
+        if p is not None and p.kind is CandidateKind.COMMIT and p.link is None and repo_url:
+            p.link, p.pr_link = f"{repo_url}/commit/{p.sha}", f"{repo_url}/pull/{p.pr}" if p.pr else None
     sides = boundary_sides(phase, _result_details(phase))
+    good_end, bad_end = _ends(run, *(run.outer or (plan, phase)))
     return BisectResult(
         run_id=run.run_id, package=job.package, mode=plan.candidates[0].kind, status=status, reason=reason,
         find_fix=job.find_fix, criterion=phase.calibrated.describe(), metric=run.config.criterion.metric,
         first_bad=first, last_good=last, ambiguous=[plan.candidates[i].short for i in s.ambiguous],
-        compare_link=compare, widen_command=widen, command=shlex.join(run.command),
-        decision_rule=describe_rule(run.config.criterion, run.config.probe.exit_code_mode),
+        compare_link=compare_link(repo_url, last, first, job.repo), widen_command=widen,
+        command=shlex.join(run.command), decision_rule=describe_rule(run.config.criterion, run.config.probe.exit_code_mode),
         probe=_probe_facts(run.config, phase),
         environment=environment_section(sides, job.package, run.spec.name, _base_label(job.package, run.spec)),
         also_changed=also_changed(phase, sides, job.package, run.spec.companions),
-        evidence=boundary_evidence(phase.judgements, s.last_good, s.first_bad))
+        evidence=boundary_evidence(phase.judgements, s.last_good, s.first_bad),
+        good_end=good_end, bad_end=bad_end, threshold=phase.calibrated.threshold, repo_url=repo_url,
+        bisector_version=made_by())
+
+
+def compare_link(repo_url: Optional[str], last: Optional[Point], first: Optional[Point],
+                 repo: Optional[str] = None) -> Optional[str]:
+    """``<repo>/compare/<last good>...<first bad>``: commits by SHA, releases by their tags (looked up
+    in a local ``repo`` when there is one, else the ``v<version>`` tags of the ML stack)."""
+    if not repo_url or last is None or first is None:
+        return None
+    if first.sha and last.sha:
+        return f"{repo_url}/compare/{last.sha}...{first.sha}"
+    local = Path(repo).expanduser() if repo and not git.is_url(repo) else None
+
+    def tag(version: str) -> str:
+        found = git.tag_for_version(local, version) if local is not None and local.is_dir() else None
+        return found or f"v{version}"
+
+    return f"{repo_url}/compare/{tag(last.ref)}...{tag(first.ref)}"
+
+
+def metadata_url(phase: PhaseResult, index: Optional[int]) -> Optional[str]:
+    """The repository URL that candidate ``index``'s metadata names, read in its measured environment."""
+    for m in phase.judgements[index].measurements if index in phase.judgements else []:
+        url = repository_url(Path(m.details["env_path"])) if m.details.get("env_path") else None
+        if url:
+            return url
+    return None
+
+
+def _metadata_url(phase: PhaseResult) -> Optional[str]:
+    """A browsable repository URL from the boundary's metadata (first bad, else last good)."""
+    urls = (metadata_url(phase, i) for i in (phase.search.first_bad, phase.search.last_good))
+    return next((git.web_url(u) for u in urls if u and git.web_url(u)), None)
+
+
+def _ends(run: RunFacts, plan: Plan, phase: PhaseResult) -> tuple[Optional[Point], Optional[Point]]:
+    """The good and bad endpoints of the whole range, as measured (the newer is good with --find-fix)."""
+    older, newer = _point(run, phase, 0), _point(run, phase, len(plan.candidates) - 1)
+    return (newer, older) if run.config.job.find_fix else (older, newer)
 
 
 def _outcome(run: RunFacts, plan: Plan, phase: PhaseResult) -> tuple[Outcome, str, Optional[str]]:
@@ -71,14 +119,17 @@ def _outcome(run: RunFacts, plan: Plan, phase: PhaseResult) -> tuple[Outcome, st
     return status, reason, widen
 
 
-def _point(phase: PhaseResult, index: Optional[int]) -> Optional[Point]:
-    """The reported form of candidate ``index``, with the compact probe details of its last success."""
+def _point(run: RunFacts, phase: PhaseResult, index: Optional[int]) -> Optional[Point]:
+    """The reported form of candidate ``index``, with the compact probe details of its last success
+    and its environment."""
     if index is None:
         return None
     j = phase.judgements.get(index)
     point = Point.of(phase.candidates[index], j.value if j else None, j.metrics if j else None)
     if j is not None:
         point.details = point_details(j.measurements)
+        side = judged_side(phase, index, _result_details(phase))
+        point.env, point.pins = point_environment(side, run.config.job.package, run.spec.companions)
     return point
 
 
@@ -102,7 +153,7 @@ def _probe_facts(config: JobConfig, phase: PhaseResult) -> dict:
     and the schema of its results (which tells the reports how to explain them)."""
     probe = config.probe
     kind = "command" if probe.cmd else "built-in" if probe.name else "script"
-    facts = {"probe": probe.label(), "kind": kind, "args": shlex.join(probe.args) or None,
+    facts = {"probe": probe.label(), "kind": kind, "args": shlex.join(effective_args(probe.args)) or None,
              "timeout": probe.timeout, "fingerprint": probe.fingerprint()}
     result = _result_details(phase)
     info = result.get("probe") or {}

@@ -17,10 +17,13 @@ STACK = ("torch", "transformers", "accelerate")
 Side = tuple[dict, dict]   # (the probe's result details, the environment's name -> version)
 
 
-def environment_facts(details: dict, env: dict, package: str) -> dict:
-    """Python, torch, CUDA, GPU, driver (or CPU), meter and the rest of the ML stack, from the probe's
-    result ``details`` (preferred) and the environment's own record ``env`` (name -> version)."""
-    versions = {**{k: v for k, v in env.items() if k in ("python",) + STACK},
+def environment_facts(details: dict, env: dict, package: str, companions: Iterable[str] = (),
+                      own: bool = False) -> dict:
+    """Python, torch, CUDA, GPU, driver (or CPU), meter and the rest of the ML stack (with ``own``
+    the package under test too, and ``companions``), from the probe's result ``details`` (preferred)
+    and the environment's own record ``env`` (name -> version)."""
+    names = dict.fromkeys([*STACK, *(canonicalize_name(c) for c in companions)])
+    versions = {**{k: v for k, v in env.items() if k == "python" or k in names},
                 **{k: v for k, v in (details.get("versions") or {}).items() if v and v != "None"}}
     device = details.get("device") or {}
     facts = {"python": versions.get("python"), "torch": versions.get("torch")}
@@ -30,9 +33,17 @@ def environment_facts(details: dict, env: dict, package: str) -> dict:
         threads = f", {device['threads']} threads" if device.get("threads") else ""
         facts["cpu"] = f"{device.get('name') or 'unknown'}{threads}"
     facts["meter"] = details.get("meter")
-    own = canonicalize_name(package)
-    facts.update({k: versions.get(k) for k in STACK[1:] if k != own})
-    return {k: v for k, v in facts.items() if v not in (None, "")}
+    under_test = canonicalize_name(package)
+    facts.update({k: versions.get(k) for k in list(names)[1:] if own or k != under_test})
+    return {k: str(v) for k, v in facts.items() if v not in (None, "")}
+
+
+def point_environment(side: Side, package: str, companions: Iterable[str]) -> tuple[dict, list[str]]:
+    """A reported point's environment facts (the package under test and the spec's companions
+    included) and every package of it as ``name==version`` (what a repro pins)."""
+    details, env = side
+    pins = sorted(f"{k}=={v}" for k, v in env.items() if k != "python")
+    return environment_facts(details, env, package, companions, own=True), pins
 
 
 def merge_sides(good: dict, bad: dict) -> dict:
@@ -44,21 +55,23 @@ def merge_sides(good: dict, bad: dict) -> dict:
     return out
 
 
+def judged_side(phase: PhaseResult, index: int, fallback_details: dict) -> Side:
+    """The probe's result details and the environment of candidate ``index`` (judged in ``phase``)."""
+    ms = phase.judgements[index].measurements
+    ok = [m for m in ms if m.status is Status.OK and m.details.get("result")]
+    details = ok[-1].details["result"] if ok else fallback_details
+    paths = [m.details.get("env_path") for m in ms if m.details.get("env_path")]
+    info = next((i for p in paths for i in [read_info(Path(p))] if i is not None), None)
+    env = {"python": info.python_version, **dict(r.split("==", 1) for r in info.resolved if "==" in r),
+           **info.provided} if info else {}
+    return details, env
+
+
 def boundary_sides(phase: PhaseResult, fallback_details: dict) -> list[Side]:
     """Last good and first bad (or the first measured candidate when there is no boundary)."""
     s = phase.search
     indices = [i for i in (s.last_good, s.first_bad) if i in phase.judgements] or list(phase.judgements)[:1]
-    sides = []
-    for index in indices:
-        ms = phase.judgements[index].measurements
-        ok = [m for m in ms if m.status is Status.OK and m.details.get("result")]
-        details = ok[-1].details["result"] if ok else fallback_details
-        paths = [m.details.get("env_path") for m in ms if m.details.get("env_path")]
-        info = next((i for p in paths for i in [read_info(Path(p))] if i is not None), None)
-        env = {"python": info.python_version, **dict(r.split("==", 1) for r in info.resolved if "==" in r),
-               **info.provided} if info else {}
-        sides.append((details, env))
-    return sides
+    return [judged_side(phase, index, fallback_details) for index in indices]
 
 
 def environment_section(sides: list[Side], package: str, spec_name: str, spec_base: str) -> dict:

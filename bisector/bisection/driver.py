@@ -44,6 +44,7 @@ class Bisector:
         self.recorder = RunRecorder(config, store, self.run_id, command or ["bisector", "run"], handler)
         self.cache_dir = config.run.cache_dir or default_cache_dir()
         self._final: Optional[tuple[Plan, PhaseResult]] = None   # the phase the answer comes from
+        self._outer: Optional[tuple[Plan, PhaseResult]] = None   # the phase over the whole range
 
     def run(self) -> BisectResult:
         """Run the job to its answer; every measurement is stored as soon as it is taken."""
@@ -66,11 +67,12 @@ class Bisector:
         if job.mode is Mode.COMMITS:
             if torch or not job.repo:
                 raise UsageError(TORCH_COMMITS if torch else "--mode commits needs --repo (a local path or a git URL)")
-            return self._answer(commit_plan(job, job.repo, self.cache_dir), "commits")
+            return self._answer(commit_plan(job, job.repo, self.cache_dir), "commits", outer=True)
         plan = self.releases or release_plan(job)
         res, widen_stop = search_phase("releases", plan, self.measurers, self.recorder), None
         if res.search.outcome is Outcome.PREDATES_RANGE and job.widen and not job.find_fix:
             plan, res, widen_stop = self._widen(plan, res)
+        self._outer = (plan, res)
         result = self._finish(plan, res, widen_stop)
         attributed = result.attribution is not None and result.attribution.kind is not AttributionKind.CANDIDATE
         if job.mode is not Mode.AUTO or result.status is not Outcome.FOUND or attributed:
@@ -94,14 +96,16 @@ class Bisector:
         wider = release_plan(self.config.job.model_copy(update={"good": found.ref, "bad": plan.candidates[0].ref}))
         return wider, search_phase("releases", wider, self.measurers, rec), None
 
-    def _answer(self, plan: Plan, name: str) -> BisectResult:
-        return self._finish(plan, search_phase(name, plan, self.measurers, self.recorder))
+    def _answer(self, plan: Plan, name: str, outer: bool = False) -> BisectResult:
+        phase = search_phase(name, plan, self.measurers, self.recorder)
+        self._outer = (plan, phase) if outer else self._outer
+        return self._finish(plan, phase)
 
     def _finish(self, plan: Plan, phase: PhaseResult, widen_stop: Optional[str] = None) -> BisectResult:
         """The phase's result with what a found boundary gets: attribution, follow, revert confirmation."""
         rec, self._final = self.recorder, (plan, phase)
         facts = RunFacts(run_id=self.run_id, config=self.config, command=rec.command, spec=self.measurers.spec,
-                         widen_stop=widen_stop)
+                         widen_stop=widen_stop, outer=self._outer)
         result, follow = Aftermath(rec, self.measurers, plan, phase, self.cache_dir).finish(
             assemble(facts, plan, phase))
         if follow is not None:

@@ -7,11 +7,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional
 
+from bisector.bisection.assemble import metadata_url
 from bisector.bisection.phase import PhaseResult
 from bisector.bisection.plan import Plan, commit_plan
 from bisector.bisection.recorder import RunRecorder
 from bisector.commandline import with_flags
-from bisector.envs.check.project_url import repository_url
 from bisector.errors import BisectorError
 from bisector.sources import git
 
@@ -49,11 +49,7 @@ def refinement(recorder: RunRecorder, plan: Plan, res: PhaseResult, cache_dir: P
 
 def _metadata_repo(recorder: RunRecorder, res: PhaseResult) -> Optional[str]:
     """The repository named in the first bad release's metadata (its environment is at hand)."""
-    for m in res.judgements[res.search.first_bad].measurements:
-        env_path = m.details.get("env_path")
-        url = repository_url(Path(env_path)) if env_path else None
-        if url:
-            if recorder.config.job.clone:
-                recorder.note(f"repository from {recorder.config.job.package}'s metadata: {url}")
-            return url
-    return None
+    url = metadata_url(res, res.search.first_bad)
+    if url and recorder.config.job.clone:
+        recorder.note(f"repository from {recorder.config.job.package}'s metadata: {url}")
+    return url

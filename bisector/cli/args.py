@@ -182,6 +182,8 @@ def _run_parser(sub) -> None:
     add_criterion_flags(p, RUN)
     add_followup_flags(p)
     g = add_execution_flags(p, RUN)
+    g.add_argument("--full", action="store_true", help="with --json: every point's probe details and every "
+                                                       "step's metrics (by default only the headline ones)")
     g.add_argument("--resume", nargs="?", const="", metavar="RUN",
                    help="resume a stored run (default: the latest) with its own configuration")
 
@@ -241,6 +243,14 @@ def _other_parsers(sub) -> None:
         if name == "report":
             q.add_argument("--format", choices=["markdown", "json", "text"], default="markdown",
                            help="markdown for an issue comment (default), json for tools, text for a terminal")
+            q.add_argument("--full", action="store_true",
+                           help="json: every point's probe details and every step's metrics")
+            q.add_argument("--repro", type=Path, metavar="FILE",
+                           help="write a standalone repro script (no bisector needed: both sides' install lines, "
+                                "the probe's loop in this run's setting), run it in the last good and first bad "
+                                "environments and record what it printed in the run (exit 3 if it does not "
+                                "reproduce the step)")
+            q.add_argument("--cache-dir", type=Path, help="with --repro: the environment cache (default: the run's)")
 
 
 def _diff_parser(sub) -> None:

@@ -10,6 +10,8 @@ import sys
 from pathlib import Path
 from typing import Optional
 
+from bisector.bisection.repro_check import record, verify
+from bisector.bisection.repro_script import repro_script
 from bisector.bisection.wiring import bisector_for, preflight
 from bisector.cli.args import build_parser, glue_dash_values, run_overrides
 from bisector.cli.cmd_diff import diff_command
@@ -23,9 +25,10 @@ from bisector.errors import BisectorError, UsageError
 from bisector.paths import default_store_path
 from bisector.procs import SHUTDOWN, Interrupted, request_shutdown, stop_all
 from bisector.redact import redact_text
+from bisector.report.culprit_lines import through_companion
 from bisector.report.live import progress_for, showing
-from bisector.report.progress import PrintHandler
-from bisector.report.render import render_json, write_reports
+from bisector.report.progress import PrintHandler, console_width, wrapped
+from bisector.report.render import load_result, render, render_json, write_reports
 from bisector.report.text import render_text
 from bisector.sources.index import pages_read_once
 from bisector.storage import RunKind, Store
@@ -69,9 +72,9 @@ def cmd_run(args) -> int:
                                   resolved=resolved).run()
     write_reports(store, result)
     if args.json:
-        print(render_json(result))
+        print(render_json(result, full=args.full))
     else:
-        print(render_text(result))
+        print(wrapped(render_text(result, notes_shown=True), console_width(sys.stdout)))
     return result.exit_code
 
 
@@ -116,12 +119,43 @@ def cmd_runs(args) -> int:
 
 
 def cmd_report(args) -> int:
-    """A stored run's report in --format (any kind; default: the latest finished run, of --kind)."""
+    """A stored run's report in --format (any kind; default: the latest finished run, of --kind); with
+    --repro, a bisect's repro script written and verified."""
     store = _reading(args.store)
     if store is None:
         raise UsageError(f"no finished runs in {default_store_path()}")
-    print(report_text(store, pick_run(store, args.run, args.kind), args.format))
+    run = pick_run(store, args.run, args.kind)
+    if args.repro is not None:
+        if run.kind is not RunKind.BISECT:
+            raise UsageError(f"--repro needs a bisect run; {run.id} is a {run.kind} run")
+        args.run = run.id
+        return _repro(args, Store(store.path))
+    text = report_text(store, run, args.format, full=args.full)
+    print(wrapped(text, console_width(sys.stdout)) if args.format == "text" else text)
     return 0
+
+
+def _repro(args, store: Store) -> int:
+    """Write the run's repro script to --repro, run it in the last good and first bad environments, store
+    what it printed in the run and print the report; exit 0 when it reproduces the step, 3 when not."""
+    result = load_result(store, args.run)
+    run = store.get_run(result.run_id)
+    followed = through_companion(result)
+    config = JobConfig.model_validate((store.get_run(followed.run_id) if followed else run).config)
+    path: Path = args.repro
+    if not path.parent.is_dir():
+        raise UsageError(f"--repro {path}: no directory {path.parent}")
+    script = repro_script(result, config, path.name)
+    path.write_text(script.text)
+    path.chmod(0o755)
+    print(f"wrote {path}; running it in the last good and first bad environments", file=sys.stderr)
+    with pages_read_once(), showing(progress_for()):
+        repro = verify(store, result, config, path, script, args.cache_dir)
+    result = record(store, run, repro)
+    write_reports(store, result)
+    text = render(result, args.format, full=args.full)
+    print(wrapped(text, console_width(sys.stdout)) if args.format == "text" else text)
+    return 0 if repro.verified else 3
 
 
 COMMANDS = {"matrix": matrix_command, "run": cmd_run, "log": cmd_log, "runs": cmd_runs, "report": cmd_report,

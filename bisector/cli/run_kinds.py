@@ -63,8 +63,9 @@ def log_text(store: Store, run: RunRow) -> str:
     return render_log(store, run)
 
 
-def report_text(store: Store, run: RunRow, fmt: str) -> str:
-    """The report of a finished run in ``fmt`` (markdown, json, text)."""
+def report_text(store: Store, run: RunRow, fmt: str, full: bool = False) -> str:
+    """The report of a finished run in ``fmt`` (markdown, json, text; ``full``: a bisect's JSON with every
+    step's samples and cells)."""
     if not run.result:
         raise UsageError(f"run {run.id} ({run.kind}) has not finished: {run.status}; `bisector log {run.id}` "
                          "shows what it did")
@@ -76,7 +77,7 @@ def report_text(store: Store, run: RunRow, fmt: str) -> str:
     if run.kind in (RunKind.PROBE, RunKind.DIFF):
         text = render_probe_run(store, run, fmt) if run.kind is RunKind.PROBE else report_diff(store, run.id, fmt)
         return _as_markdown(run, text) if fmt == "markdown" else text
-    return render(load_result(store, run.id), fmt)
+    return render(load_result(store, run.id), fmt, full=full)
 
 
 def _as_markdown(run: RunRow, text: str) -> str:

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import datetime as dt
+import importlib.metadata
 from typing import Any, Optional
 
 from pydantic import BaseModel, model_serializer
@@ -28,6 +29,8 @@ class Point(BaseModel):
     value: Optional[float] = None
     metrics: dict[str, float] = {}
     details: dict[str, Any] = {}     # compact probe facts behind the value: per-cell peaks, peak phases
+    env: dict[str, str] = {}         # its environment: python, torch, the ML stack and companions, device, meter
+    pins: list[str] = []             # every package of its environment, name==version (a repro's pins)
 
     @classmethod
     def of(cls, c: Candidate, value: Optional[float] = None, metrics: Optional[dict] = None) -> "Point":
@@ -74,6 +77,34 @@ class Contrast(BaseModel):
     points: list[Point] = []
 
 
+class ReproSide(BaseModel):
+    """What the repro script printed in one side's environment, and the run's verdict on it."""
+
+    value: Optional[float] = None
+    verdict: Verdict
+    reason: Optional[str] = None
+
+
+class Repro(BaseModel):
+    """The standalone script ``bisector report --repro FILE`` wrote, run in the last good and first bad
+    environments: ``verified`` when it gives the bisect's verdicts there (GOOD, then BAD)."""
+
+    path: str
+    last_good: ReproSide
+    first_bad: ReproSide
+    verified: bool
+    metric: Optional[str] = None
+    threshold: Optional[float] = None
+
+
+def made_by() -> str:
+    """The version of bisector that is running (what a result records as its maker)."""
+    try:
+        return importlib.metadata.version("bisector")
+    except importlib.metadata.PackageNotFoundError:
+        return "unknown"
+
+
 class BisectResult(BaseModel):
     """The answer: ``status`` is found, no-regression, predates-range or undecided.
 
@@ -84,7 +115,9 @@ class BisectResult(BaseModel):
     ``metric`` is the metric the criterion reads (None for exit-code and metric-free probes);
     ``reference`` is what the upstream report measured and ``contrast`` another setting measured at
     the range's ends. Each of these is serialized only when known, so results stored before they
-    existed read and render as they did.
+    existed read and render as they did. So are ``good_end`` / ``bad_end`` (the range's endpoints as
+    measured), ``threshold`` (the criterion's, calibrated), ``repo_url`` (where commit, PR and compare
+    links point), ``bisector_version`` (what made the result) and ``repro`` (``bisector report --repro``).
     ``evidence`` (stats mode only, else not serialized): each boundary candidate's samples, the good
     endpoint's samples it was compared with, the p-values and the shift.
     """
@@ -119,11 +152,18 @@ class BisectResult(BaseModel):
     reference: Optional[dict[str, Any]] = None   # what the upstream report measured ([reference])
     contrast: Optional[Contrast] = None
     evidence: dict[str, SampleEvidence] = {}  # stats mode: "last_good" / "first_bad" -> samples and p-values
+    good_end: Optional[Point] = None    # the range's endpoints as measured (the outermost phase's)
+    bad_end: Optional[Point] = None
+    threshold: Optional[float] = None
+    repo_url: Optional[str] = None
+    bisector_version: Optional[str] = None
+    repro: Optional[Repro] = None
 
     @model_serializer(mode="wrap")
     def _only_what_is_known(self, handler):
         data = handler(self)
-        for key in ("metric", "reference", "contrast", "attribution", "confirmation", "followed"):
+        for key in ("metric", "reference", "contrast", "attribution", "confirmation", "followed", "good_end",
+                    "bad_end", "threshold", "repo_url", "bisector_version", "repro"):
             if getattr(self, key) is None:
                 data.pop(key, None)
         if not self.evidence:

@@ -176,8 +176,7 @@ class Search:
         if k == 0:
             note = _monotony_note(verdicts, 0, self._name)
             return self._finish(Outcome.PREDATES_RANGE, 0, None, (),
-                                f"the good endpoint {self._name(0)} already measured bad: "
-                                f"the regression predates the range{note}")
+                                f"the good endpoint {self._name(0)} already measured bad{note}")
         skipped = _were_skipped(k, "below it")
         return self._finish(Outcome.UNDECIDED, k, None, range(k + 1),
                             f"{self._name(k)} measured bad and {skipped}, "
@@ -187,8 +186,7 @@ class Search:
         n = self.n
         if k == n - 1:
             return self._finish(Outcome.NO_REGRESSION, None, k, (),
-                                f"the bad endpoint {self._name(k)} measured good: "
-                                "no regression in the range")
+                                f"the bad endpoint {self._name(k)} measured good")
         skipped = _were_skipped(n - 1 - k, "above it")
         return self._finish(Outcome.UNDECIDED, None, k, range(k + 1, n),
                             f"{self._name(k)} measured good and {skipped}, so the "

@@ -1,6 +1,7 @@
 """Human units for metric values: bytes as MiB/GiB, per-param costs as B/param."""
 from __future__ import annotations
 
+import re
 from typing import Optional
 
 
@@ -21,6 +22,6 @@ def human_value(value: float, metric: Optional[str] = None) -> str:
         return f"{value:.1f} B/token"
     if metric and ("bytes" in metric or metric.startswith("peak")):
         return human_bytes(value)
-    if metric and metric.endswith(("seconds", "_s")):
-        return f"{value:.3f} s"
+    if metric and (metric.endswith(("seconds", "_s")) or re.search(r"(^|_)seconds(_|$)", metric.split(".", 1)[0])):
+        return f"{value:.3f} s"   # step_seconds, step_seconds_max.fp32, import_seconds
     return f"{value:.6g}"

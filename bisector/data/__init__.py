@@ -1,4 +1,5 @@
-"""Files bisector ships as package data: the built-in probes, environment specs and default job.
+"""Files bisector ships as package data: the built-in probes, environment specs, default job and the
+templates of the repro scripts.
 
 Both are read through :mod:`importlib.resources`, so an installed wheel (pip, pipx, uv tool) finds
 them wherever it lives; nothing depends on the current directory or on a checkout.
@@ -33,6 +34,11 @@ def probes_dir() -> Path:
 def specs_dir() -> Path:
     """The built-in environment specs (``default.toml``, ...)."""
     return _package("specs", "envs")
+
+
+def repro_dir() -> Path:
+    """The templates of the standalone repro scripts (``bisector report --repro``)."""
+    return _dir("repro")
 
 
 def default_job_path() -> Path:

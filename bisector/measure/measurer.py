@@ -45,8 +45,9 @@ class Measurer:
 
     def __init__(self, store: Store, envs: EnvManager, spec: EnvSpec, probe: ProbeSpec,
                  repo_path: Optional[Path] = None, index_url: Optional[str] = None, run_id: Optional[str] = None,
-                 gpus: Optional[GpuPool] = None, cpus: int = 1, executor: Optional[Executor] = None):
+                 gpus: Optional[GpuPool] = None, cpus: int = 1, executor: Optional[Executor] = None, tag: str = ""):
         self.store, self.envs, self.spec, self.probe = store, envs, spec, probe
+        self.tag = tag   # how progress tells this measurer's environments from the plain ones (" + pins")
         self.repo_path, self.index_url, self.run_id = repo_path, index_url, run_id
         self.probe_fp = probe.fingerprint()
         self.gpus = gpus or GpuPool([])
@@ -151,7 +152,7 @@ class Measurer:
     def _submit(self, c: Candidate, address: _Address, repeat: int, speculative: bool) -> Handle:
         """Hand the measurement to the executor (called holding the lock)."""
         job = TakeJob(base=self._base(c, address, repeat), recipe=address.recipe, probe=self.probe,
-                      device=self.executor.device, cpus=self.cpus, label=f"{c.package} {c.short}")
+                      device=self.executor.device, cpus=self.cpus, label=f"{c.package} {c.short}{self.tag}")
         handle = self.executor.submit(job, self._arrived, speculative=speculative)
         self._inflight[address.key] = handle
         handle.future.add_done_callback(lambda _: self._forget(handle))
@@ -256,11 +257,12 @@ class Measurers:
 
     def __init__(self, store: Store, envs: EnvManager, spec: EnvSpec, probe: ProbeSpec,
                  index_url: Optional[str] = None, gpus: Optional[GpuPool] = None, cpus: int = 1,
-                 executor: Optional[Executor] = None):
+                 executor: Optional[Executor] = None, tag: str = ""):
         self.store, self.envs, self.spec, self.probe, self.index_url = store, envs, spec, probe, index_url
         self.pool = gpus or GpuPool([])
         self.cpus = cpus
         self.executor: Executor = executor or LocalExecutor(envs, self.pool)
+        self.tag = tag
 
     @property
     def gpus(self) -> list[str]:
@@ -279,18 +281,22 @@ class Measurers:
 
     def with_probe_args(self, args: list[str]) -> "Measurers":
         """The same store, environments and GPUs, the probe run with ``args`` instead."""
-        probe = self.probe.model_copy(update={"args": list(args)})
+        return self.with_probe(self.probe.model_copy(update={"args": list(args)}))
+
+    def with_probe(self, probe: ProbeSpec) -> "Measurers":
+        """The same store, environments and GPUs, running ``probe`` instead (a repro script, say)."""
         return Measurers(self.store, self.envs, self.spec, probe, self.index_url, self.pool, self.cpus,
-                         self.executor)
+                         self.executor, self.tag)
 
     def __call__(self, run_id: str, repo_path: Optional[Path] = None) -> Measurer:
         return Measurer(self.store, self.envs, self.spec, self.probe, repo_path=repo_path,
                         index_url=self.index_url, run_id=run_id, gpus=self.pool, cpus=self.cpus,
-                        executor=self.executor)
+                        executor=self.executor, tag=self.tag)
 
     def pinned(self, pins: dict[str, str]) -> "Measurers":
         """The same measurers over this spec with ``pins`` (name -> exact version) laid over its companions
         (a torch pin sets the base): the environments of an attribution's trials."""
         exact = {name: f"=={version}" for name, version in pins.items()}
+        tag = self.tag + "".join(f" + {name}=={version}" for name, version in pins.items())
         return Measurers(self.store, self.envs, self.spec.over(exact, self.index_url), self.probe,
-                         self.index_url, self.pool, self.cpus, self.executor)
+                         self.index_url, self.pool, self.cpus, self.executor, tag)

@@ -9,6 +9,7 @@ from bisector.core.changes import AttributionKind, Trial
 from bisector.core.result import BisectResult
 from bisector.core.search import Outcome
 from bisector.core.units import human_value
+from bisector.core.verdict import Verdict
 from bisector.report.common import headline, move_phrase, point_label, result_metric
 
 _KIND = {AttributionKind.CANDIDATE: "the candidate itself", AttributionKind.COMPANION: "a companion",
@@ -66,8 +67,9 @@ def proof_trials(result: BisectResult) -> list[Trial]:
 
 
 def confirmation_summary(result: BisectResult, code: Callable[[str], str] = lambda x: x) -> Optional[str]:
-    """'confirmed: reverting 145a98fc12 on 9e72c61296 measured 0.000 B/param (GOOD): the revert undoes the step'."""
-    c = result.confirmation
+    """'confirmed: reverting 145a98fc12 on 9e72c61296 measures 0.000 B/param (GOOD)' (what a verdict
+    other than GOOD means is said once, after it)."""
+    c = result.confirmation if result is not None else None
     if c is None:
         return None
     what = f"reverting {code(c.culprit[:10])} on {code(c.onto[:10])}"
@@ -77,7 +79,8 @@ def confirmation_summary(result: BisectResult, code: Callable[[str], str] = lamb
         return f"{c.status.value}: {c.reason}"
     value = f"{human_value(c.value, result_metric(result))} " if c.value is not None else ""
     meaning = c.reason.split(": ", 1)[1] if ": " in c.reason else c.reason
-    return f"{c.status.value}: {what} measured {value}({c.verdict.value.upper()}): {meaning}"
+    why = f": {meaning}" if c.verdict is not Verdict.GOOD else ""
+    return f"{c.status.value}: {what} measures {value}({c.verdict.value.upper()}){why}"
 
 
 def headline_area(result: BisectResult) -> list[str]:

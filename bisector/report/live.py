@@ -7,6 +7,7 @@ what takes long and says nothing else: a clone starting and ending, an environme
 """
 from __future__ import annotations
 
+import re
 import sys
 import threading
 import time
@@ -65,14 +66,23 @@ class LiveProgress:
         self._live.stop()
 
 
-class PlainProgress:
-    """Plain lines for a log: clones and environment builds only (steps print themselves); a clone
-    is announced once it has run ``quiet_s`` seconds, so a quick one (or a failing one) adds nothing."""
+_CELL = re.compile(r"\bcell (\d+)\s*/\s*(\d+)")
 
-    def __init__(self, stream: TextIO, quiet_s: float = 3.0):
-        self.stream, self.quiet_s = stream, quiet_s
+
+class PlainProgress:
+    """Plain lines for a log: clones and environment builds (steps print themselves), and a heartbeat
+    at least every ``heartbeat_s`` seconds while a probe runs ("probing accelerate 0.28.0: 20 s, cell 3
+    of 8"); a clone is announced once it has run ``quiet_s`` seconds, so a quick one (or a failing
+    one) adds nothing. ``clock`` is the time source (tests hand one in and call ``tick``)."""
+
+    def __init__(self, stream: TextIO, quiet_s: float = 3.0, heartbeat_s: float = 10.0,
+                 clock: Callable[[], float] = time.monotonic):
+        self.stream, self.quiet_s, self.heartbeat_s, self.clock = stream, quiet_s, heartbeat_s, clock
         self._said: set[int] = set()
         self._timers: dict[int, threading.Timer] = {}
+        self._probing: dict[int, tuple[Activity, float, float]] = {}   # id -> (activity, since, last said)
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
 
     def print(self, text: str) -> None:
         print(text, file=self.stream, flush=True)
@@ -93,6 +103,26 @@ class PlainProgress:
             self._said.add(act.id)
             what = act.label.removeprefix("prefetch ")
             self.print(f"  building the environment of {what}" + (" (prefetch)" if act.kind == "prefetch" else ""))
+        if act.kind == "measure" and act.detail == "probe":
+            now = self.clock()
+            with self._lock:
+                self._probing[act.id] = (act, now, now)
+
+    def tick(self) -> None:
+        """Say how each probe under way stands, once every ``heartbeat_s`` seconds of it."""
+        now = self.clock()
+        with self._lock:
+            due = [(a, since) for a, since, last in self._probing.values() if now - last >= self.heartbeat_s]
+            for a, since in due:
+                self._probing[a.id] = (a, since, now)
+        for act, since in due:
+            cell = _CELL.search(act.detail or "")
+            where = f", cell {cell[1]} of {cell[2]}" if cell else ""
+            self.print(f"  probing {act.label}: {now - since:.0f} s{where}")
+
+    def _beat(self) -> None:
+        while not self._stop.wait(min(1.0, self.heartbeat_s / 4)):
+            self.tick()
 
     def closed(self, act: Activity) -> None:
         timer = self._timers.pop(act.id, None)
@@ -101,12 +131,16 @@ class PlainProgress:
         if act.kind == "clone" and act.id in self._said:
             self.print(f"  {act.label}: {'failed' if act.failed else 'done'} after {act.elapsed:.0f}s")
         self._said.discard(act.id)
+        with self._lock:
+            self._probing.pop(act.id, None)
 
     def __enter__(self) -> "PlainProgress":
+        self._stop.clear()
+        threading.Thread(target=self._beat, name="bisector-heartbeat", daemon=True).start()
         return self
 
     def __exit__(self, *exc) -> None:
-        pass
+        self._stop.set()
 
 
 def progress_for(stream: Optional[TextIO] = None):

@@ -1,13 +1,44 @@
-"""Terminal progress: one line per step (candidate, metric value, verdict, seconds)."""
+"""Terminal progress: one line per step (candidate, metric value, verdict, seconds), notes, and the
+wrapping every console line gets (the terminal's width; 100 columns in a log)."""
 from __future__ import annotations
 
+import shutil
 import sys
-from typing import Callable, Optional
+import textwrap
+from typing import Callable, Optional, TextIO
 
 from bisector.core.candidate import Candidate
 from bisector.core.result import Step
 from bisector.core.units import human_value
 from bisector.core.verdict import Verdict
+
+
+LOG_WIDTH = 100
+
+
+def console_width(stream: Optional[TextIO] = None) -> int:
+    """The terminal's columns when ``stream`` is one, else LOG_WIDTH (a log, a pipe)."""
+    stream = stream or sys.stderr
+    try:
+        tty = stream.isatty()
+    except (AttributeError, ValueError):
+        tty = False
+    return max(40, shutil.get_terminal_size((LOG_WIDTH, 24)).columns) if tty else LOG_WIDTH
+
+
+def wrapped(text: str, width: int) -> str:
+    """Every line of ``text`` wrapped to ``width`` columns, continuation lines indented two more than
+    the line's own indent; words (URLs) are never broken, and a line indented four spaces (a command
+    to copy) is left whole."""
+    out = []
+    for line in text.splitlines():
+        indent = " " * (len(line) - len(line.lstrip(" ")))
+        if len(indent) >= 4:
+            out.append(line)
+            continue
+        out += textwrap.wrap(line, width, subsequent_indent=indent + "  ", break_long_words=False,
+                             break_on_hyphens=False) or [line]
+    return "\n".join(out)
 
 
 class PrintHandler:
@@ -16,8 +47,10 @@ class PrintHandler:
     def __init__(self, stream=None, printer: Optional[Callable[[str], None]] = None):
         self.stream = stream or sys.stderr
         self.printer = printer   # a live display's printer (lines above its region), else the stream
+        self.width = console_width(self.stream)
 
     def _print(self, text: str) -> None:
+        text = wrapped(text, self.width)
         if self.printer is not None:
             self.printer(text)
         else:

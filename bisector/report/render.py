@@ -1,23 +1,27 @@
 """A bisect's report in each format, and the report files written next to the store.
 
-JSON report schema ``bisector.report/1`` (``bisector report --format json`` and
+JSON report schema ``bisector.report/2`` (``bisector report --format json`` and
 ``<store dir>/reports/<run>.json``): one object with
 
-* ``schema``: "bisector.report/1";
-* ``headline``: the one-line verdict (plain text);
-* ``explanation``: list of plain-text sentences saying which measurements moved between the
-  last good and the first bad (empty when not found or nothing to compare);
+* ``schema``: "bisector.report/2"; ``bisector``: the version that made the run (``made_by``) and
+  the one rendering it (``rendered_by``); ``probe_name`` / ``probe_version``;
+* ``headline``: the one-line verdict (plain text); ``story`` and ``explanation``: plain-text sentences
+  (the upstream report and contrast setting beside ours; what moved between last good and first bad);
 * every field of :class:`bisector.core.result.BisectResult`: ``run_id``, ``package``, ``mode``,
   ``status`` (found / no-regression / predates-range / undecided), ``reason``, ``criterion``,
-  ``metric`` (when the criterion reads one),
-  ``decision_rule``, ``first_bad`` / ``last_good`` (ref, kind, sha, date, subject, author, pr,
-  link, pr_link, value, metrics, details), ``ambiguous``, ``probes_run``,
-  ``measurements_reused``, ``steps`` (seq, phase, candidate, date, verdict, metric, value,
-  metrics, repeats, seconds, reason, reused), ``notes``, ``compare_link``, ``refine_command``,
-  ``widen_command``, ``command``, ``probe`` (with the ``schema_version`` of its results when
-  they name one), ``environment``, ``log``.
+  ``metric`` and ``threshold`` (when the criterion reads one), ``decision_rule``, ``first_bad`` /
+  ``last_good`` / ``good_end`` / ``bad_end`` (ref, kind, sha, date, subject, author, pr, link, pr_link,
+  value, metrics, env, pins), ``ambiguous``, ``probes_run``, ``measurements_reused``, ``steps`` (seq,
+  phase, candidate, date, verdict, metric, value, repeats, seconds, reason, reused), ``notes``,
+  ``compare_link``, ``repo_url``, ``refine_command``, ``widen_command``, ``command``, ``probe`` (with
+  the ``schema_version`` of its results), ``environment``, ``also_changed``, ``attribution``,
+  ``confirmation``, ``followed``, ``evidence``, ``repro`` (``bisector report --repro``), ``log``.
 
-Within ``/1`` fields are only ever added; renaming or removing one bumps the version.
+By default a point's ``metrics`` are its probe's headline metrics (all of them, up to 32, for a probe no
+explainer knows) and its ``details`` (per-cell peaks
+and allocation sites) and each step's ``metrics`` are left out, so a 16-step run stays well under
+50 KB; ``--full`` keeps every one (``full: true``). Within ``/2`` fields are only ever added; renaming
+or removing one bumps the version (``/1`` had every point's details and every step's metrics).
 Dates are ISO 8601, metric values raw floats in the probe's units (bytes, B/param, seconds).
 """
 from __future__ import annotations
@@ -26,33 +30,59 @@ import json
 from pathlib import Path
 from typing import Optional
 
-from bisector.core.result import BisectResult
+from bisector.core.result import BisectResult, made_by
 from bisector.errors import UsageError
 from bisector.report.culprit_lines import full_headline
-from bisector.report.common import explanation, story
+from bisector.report.common import explainer, explanation, result_metric, story
 from bisector.report.markdown import markdown
 from bisector.report.text import render_text
 from bisector.storage import RunKind, Store
 
-REPORT_SCHEMA = "bisector.report/1"
+REPORT_SCHEMA = "bisector.report/2"
+POINTS = ("first_bad", "last_good", "good_end", "bad_end")
+KEPT_METRICS = 32   # more metrics than this (from a probe no explainer knows): only the criterion's is kept
 
 
 def render_markdown(result: BisectResult) -> str:
-    """The markdown report (for an issue comment)."""
+    """The markdown report of a (stored) bisect, for an issue body or comment: the public entry point."""
     return markdown(result)
 
 
-def render_json(result: BisectResult) -> str:
-    """The versioned JSON report (``bisector.report/1``, see the module)."""
+def _compact(data: dict, result: BisectResult) -> dict:
+    """``data`` (a result's JSON) without per-cell details, per-step metrics and a point's metrics
+    other than its probe's headline ones (see the module)."""
+    metric = result_metric(result)
+    for step in data.get("steps") or []:
+        step.pop("metrics", None)
+    points = [data.get(k) for k in POINTS] + list((data.get("contrast") or {}).get("points") or [])
+    for point in (p for p in points if p):
+        point.pop("details", None)
+        metrics = point.get("metrics") or {}
+        named = explainer(result).headline(metrics, metric)   # a probe it knows names more than its criterion's
+        keep = named if len(named) > 1 or len(metrics) > KEPT_METRICS else metrics
+        point["metrics"] = {k: v for k, v in metrics.items() if k in keep}
+    if data.get("followed") and result.followed is not None:
+        data["followed"] = _compact(data["followed"], result.followed)
+    return data
+
+
+def render_json(result: BisectResult, full: bool = False) -> str:
+    """The versioned JSON report (``bisector.report/2``, see the module); ``full``: every detail."""
     told = story(result)
-    data = {"schema": REPORT_SCHEMA, "headline": full_headline(result), **({"story": told} if told else {}),
-            "explanation": explanation(result), **result.model_dump(mode="json")}
+    body = result.model_dump(mode="json")
+    probe = result.probe or {}
+    data = {"schema": REPORT_SCHEMA, "bisector": {"made_by": result.bisector_version, "rendered_by": made_by()},
+            "probe_name": probe.get("name") or probe.get("probe"), "probe_version": probe.get("version"),
+            "full": full, "headline": full_headline(result), **({"story": told} if told else {}),
+            "explanation": explanation(result), **(body if full else _compact(body, result))}
     return json.dumps(data, indent=2, ensure_ascii=False)
 
 
-def render(result: BisectResult, fmt: str) -> str:
-    """The report in ``fmt``: markdown, json or text."""
-    return {"markdown": render_markdown, "json": render_json, "text": render_text}[fmt](result)
+def render(result: BisectResult, fmt: str, full: bool = False) -> str:
+    """The report in ``fmt``: markdown, json (``full``: every detail) or text."""
+    if fmt == "json":
+        return render_json(result, full)
+    return {"markdown": render_markdown, "text": render_text}[fmt](result)
 
 
 def load_result(store: Store, run_id: Optional[str]) -> BisectResult:

@@ -1,41 +1,74 @@
 """The terminal report of a bisect and the git-bisect-style log of a stored run."""
 from __future__ import annotations
 
+from bisector.core.candidate import CandidateKind
 from bisector.core.result import BisectResult
 from bisector.core.units import human_value
 from bisector.redact import redact_text
 from bisector.report.culprit_lines import attributed, full_headline, headline_area
 from bisector.report.common import also_changed_sentence, explanation, headline, point_label, result_metric, story
+from bisector.report.sides import repro_commands, repro_said, shown, side_environments, table_rows
 from bisector.report.samples import evidence_lines
 from bisector.storage import RunKind, RunRow, Store
 
 
-def render_text(result: BisectResult) -> str:
-    """The terminal report: headline, criterion, the boundary, why, caution, hints, notes."""
-    lines = [full_headline(result), *headline_area(result), *(f"  {line}" for line in story(result)),
-             f"criterion: {result.criterion}"]
+def _points(result: BisectResult) -> list[str]:
+    """The table's rows as aligned lines: role, candidate, value, verdict (date, author, subject, links)."""
+    s = shown(result)
+    metric = result_metric(s)
+    rows = table_rows(result)
+    width = max((len(name) for name, _ in rows), default=0)
+    lines = []
+    for name, p in rows:
+        value = "-" if p.value is None else human_value(p.value, metric)
+        boundary = p in (s.last_good, s.first_bad)
+        when = f"  {p.date:%Y-%m-%d}" if p.date and p.kind is CandidateKind.COMMIT and boundary else ""
+        lines.append(f"{name + ':':<{width + 1}} {point_label(p, boundary)}  {value}{when}")
+        if boundary:
+            lines += [f"  {x}" for x in (p.author and f"author: {p.author}", p.link, p.pr_link) if x]
+    return lines
+
+
+def _reproduce(result: BisectResult) -> list[str]:
+    """What the attached script printed, or the commands (each on its own line, never wrapped)."""
+    said = repro_said(result, str)
+    if said:
+        return [f"reproduce: {said}"]
+    script, bisect = repro_commands(result)
+    lines = ["reproduce without bisector: a standalone script, checked in both environments:",
+             f"    {script}"] if script else []
+    return lines + (["reproduce the bisect:", f"    {bisect}"] if bisect else [])
+
+
+def render_text(result: BisectResult, notes_shown: bool = False) -> str:
+    """The terminal report: verdict, compare link, attribution and revert, the table's rows, each side's
+    environment, why, the context, the criterion, caution, hints, notes (``notes_shown``: already
+    printed while the run went, so not again), the followed bisect, the repro and the run."""
+    s = shown(result)
+    lines = [full_headline(result)]
+    if s.compare_link:
+        lines.append(f"compare: {s.compare_link}")
+    lines += [*headline_area(result), *_points(result)]
+    lines += [f"environment{f', {side}' if side else ''}: {line}" for side, line in side_environments(result, str, str)]
+    lines += evidence_lines(s)
+    lines += [f"why: {x}" for x in explanation(s)]
+    told = story(result)
+    lines += ["context:", *(f"  {line}" for line in told)] if told else []
+    lines.append(f"criterion: {result.criterion}")
     if result.decision_rule:
         lines.append(f"rule: {result.decision_rule}")
     lines.append(f"probes run: {result.probes_run}, measurements reused from the store: {result.measurements_reused}")
-    for p, name in ((result.last_good, "last good"), (result.first_bad, "first bad")):
-        if p is not None:
-            value = "-" if p.value is None else human_value(p.value, result_metric(result))
-            lines.append(f"{name}: {point_label(p)}  {value}" + (f"  {p.date:%Y-%m-%d}" if p.date else ""))
-            lines += [f"  {x}" for x in (p.author and f"author: {p.author}", p.link, p.pr_link) if x]
-    lines += evidence_lines(result)
-    lines += [f"why: {s}" for s in explanation(result)]
     caution = also_changed_sentence(result) if not attributed(result) else None
     if caution:
         lines.append(f"caution: {caution}")
     if result.ambiguous:
         lines.append("the first bad is one of: " + ", ".join(result.ambiguous))
-    if result.compare_link:
-        lines.append(f"compare: {result.compare_link}")
-    for cmd, text in ((result.refine_command, "refine to commits with"), (result.widen_command, "widen with")):
-        if cmd:
-            lines.append(f"{text}: {cmd}")
-    lines += [f"note: {n}" for n in result.notes]
+    if result.refine_command:
+        lines += ["refine to commits with:", f"    {result.refine_command}"]
+    if not notes_shown:
+        lines += [f"note: {n}" for n in result.notes]
     lines += _followed(result)
+    lines += _reproduce(result)
     lines.append(f"run: {result.run_id}  (bisector log {result.run_id} / bisector report {result.run_id})")
     return "\n".join(lines)
 

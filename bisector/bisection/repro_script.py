@@ -1,0 +1,283 @@
+"""The standalone repro script of a bisect (``bisector report --repro FILE``): what a maintainer runs
+without bisector, in a fresh environment per side.
+
+Its header names the step, both sides' pins, and each side's ``pip install`` and ``uv run --with``
+line (only torch, the package under test at that side's version or commit, and the companions its
+environment had). What follows depends on the probe:
+
+* ``ga_memory``: the probe's measured loop reduced to this run's setting (bisector/data/repro/
+  ga_memory_repro.py with only the run's loop and meter kept, and its effective configuration as
+  ``SETTINGS``): models from configs with random weights, the precision proved per cell, the CPU's
+  live-bytes meter inlined (on CUDA ``torch.cuda.max_memory_allocated``), the fits and the metric;
+* any other Python probe (built-in or a script): its source and its sibling modules embedded, run
+  with this run's arguments, the metric read from its result and printed;
+* an exit-code probe (``--probe-cmd``): a shell script running that command.
+
+Every script prints the metric (or the exit code's meaning) and exits 0 for GOOD and 1 for BAD by the
+run's criterion (an exit-code probe's own code), so ``git bisect run`` can use it too. Nothing in it
+imports bisector; when bisector runs it (to verify it), the metrics also go to ``$BISECTOR_RESULT``.
+"""
+from __future__ import annotations
+
+import pprint
+import re
+import shlex
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Optional
+
+from bisector.bisection.boundary import STACK
+from bisector.commandline import reproduce_command
+from bisector.config import JobConfig
+from bisector.core.candidate import CandidateKind
+from bisector.core.criterion import Compare, Direction
+from bisector.core.result import BisectResult, Point, made_by
+from bisector.core.units import human_value
+from bisector.data import repro_dir
+from bisector.errors import UsageError
+from bisector.measure.probe_spec import builtin_files
+from bisector.report.common import result_metric
+from bisector.report.culprit_lines import full_headline
+from bisector.report.sides import shown
+from bisector.sources import git
+
+NOT_PACKAGES = ("python", "meter", "cpu", "gpu", "cuda", "driver")
+GA_MEMORY_METRIC = re.compile(r"^(peak_bytes\.[a-z0-9]+\.ga\d+\.h\d+(\.t\d+)?|((fp32|bf16|fp16)_)?(ga_cost|ga_excess|"
+                              r"mixed_cost)_(bytes_per_param|fixed_bytes|bytes_per_token))$")
+SETTING_KEYS = ("loop", "arch", "sizes", "seq_lens", "layers", "heads", "vocab", "max_positions", "batch", "precisions",
+                "ga", "optimizer", "gradient_checkpointing", "use_reentrant", "use_cache", "attn", "shape",
+                "shape_hidden", "model_factory", "zero_grad_target", "zero_grad_policy", "max_grad_norm",
+                "lr_scheduler", "precision_via", "warmup_steps", "seed", "threads", "device")
+
+
+@dataclass(frozen=True)
+class ReproScript:
+    """The script's text and what verifying it compares: the metric, the threshold it judges by, the
+    direction, and whether it is a shell script (an exit-code probe's)."""
+
+    text: str
+    metric: Optional[str]
+    threshold: Optional[float]
+    direction: Direction
+    shell: bool = False
+
+
+def sides(result: BisectResult) -> tuple[BisectResult, Point, Point]:
+    """The result whose boundary is reproduced (the followed companion's when it found the step) and its
+    last good and first bad; UsageError when there is none, or it predates per-side environments."""
+    s = shown(result)
+    if s.last_good is None or s.first_bad is None:
+        raise UsageError(f"run {result.run_id} has no last good and first bad ({s.status}): nothing to reproduce")
+    if not s.last_good.env or not s.first_bad.env:
+        raise UsageError(f"run {result.run_id} was stored before reports kept each side's environment: rerun it "
+                         f"(bisector run --resume {result.run_id} reuses its measurements), then --repro")
+    return s, s.last_good, s.first_bad
+
+
+def requirement(package: str, p: Point, repo_url: Optional[str], repo: Optional[str]) -> str:
+    """How pip and uv name the package under test at point ``p``: a release pin, or the commit as a git
+    URL (unnamed: pip 23 refuses ``name @ git+file://...@sha``)."""
+    if p.kind is not CandidateKind.COMMIT:
+        return f"{package}=={p.ref}"
+    if repo_url:
+        source = f"git+{repo_url}.git"
+    elif repo and not git.is_url(repo):
+        source = f"git+{Path(repo).expanduser().resolve().as_uri()}"
+    else:
+        source = f"git+{repo}"
+    return f"{source}@{p.sha}"
+
+
+def installs(s: BisectResult, p: Point, repo: Optional[str]) -> list[str]:
+    """torch (its release, without the local build tag), the package under test and every companion."""
+    out = []
+    for name, version in p.env.items():
+        if name in NOT_PACKAGES:
+            continue
+        if name == s.package:
+            out.append(requirement(name, p, s.repo_url, repo))
+        else:
+            out.append(f"{name}=={version.split('+', 1)[0]}")
+    if s.package not in p.env:
+        out.append(requirement(s.package, p, s.repo_url, repo))
+    def rank(req: str) -> tuple[int, str]:   # torch, transformers, accelerate, then the rest
+        name = req.split("==", 1)[0] if "==" in req else s.package
+        return (STACK.index(name) if name in STACK else len(STACK), req)
+
+    return sorted(out, key=rank)
+
+
+def _wrap(prefix: str, words: list[str], width: int = 100) -> list[str]:
+    lines, line = [], prefix
+    for word in words:
+        if len(line) + len(word) + 1 > width and line.strip("# "):
+            lines.append(line.rstrip())
+            line = "#     "
+        line += word + " "
+    return lines + [line.rstrip()]
+
+
+def header(result: BisectResult, name: str, expect: str, repo: Optional[str], shell: bool) -> list[str]:
+    """The comment block: the step, each side's install and run lines, the pins, what to expect."""
+    s, good, bad = sides(result)
+    run = f"sh {name}" if shell else f"python {name}"
+    out = [f"# Reproduces bisector run {result.run_id} (made by bisector {result.bisector_version or made_by()}):",
+           *_wrap("#   ", full_headline(result).split()),
+           "# Needs no bisector. Run it once per side, each in a fresh environment:", "#"]
+    for label, p in (("last good", good), ("first bad", bad)):
+        reqs = [shlex.quote(r) for r in installs(s, p, repo)]
+        venv = "good" if label == "last good" else "bad"
+        activate = f". {venv}/bin/activate && {run}" if shell else f"{venv}/bin/{run}"
+        out += [f"# {label}: {s.package} {p.ref[:12]}",
+                *_wrap("#   ", ["python", "-m", "venv", venv, "&&", f"{venv}/bin/pip", "install", *reqs, "&&", activate]),
+                *_wrap("#   ", ["uv", "run", "--no-project", *(f"--with {r}" for r in reqs), run])]
+    pins = [[x for x in p.pins if not x.startswith(f"{s.package}==")] for p in (good, bad)]
+    same = sorted(set(pins[0]) & set(pins[1]))
+    moved = [f"{x} (last good)" for x in sorted(set(pins[0]) - set(same))] + [
+        f"{x} (first bad)" for x in sorted(set(pins[1]) - set(same))]
+    device = good.env.get("gpu") or good.env.get("cpu")
+    out += ["#", f"# The bisect ran Python {good.env.get('python', '?')}" + (f" on {device}" if device else "")
+            + (f"; besides {s.package}, its environments held exactly:" if same or moved else ".")]
+    out += (_wrap("#   both sides: ", same) if same else []) + (_wrap("#   differing: ", moved) if moved else [])
+    out += ["#", *_wrap("# Expected: ", expect.split())]
+    bisect = reproduce_command(result.command)
+    if bisect:
+        out += _wrap("# The bisect itself (needs bisector): ", bisect.split())
+    return out
+
+
+def _threshold(s: BisectResult, config: JobConfig) -> Optional[float]:
+    """What the script judges by: the run's (calibrated) threshold; in stats mode, midway between the
+    boundary's medians (one run of a script is one sample, not a test)."""
+    if config.criterion.compare is Compare.STATS:
+        if s.last_good.value is None or s.first_bad.value is None:
+            return None
+        return (s.last_good.value + s.first_bad.value) / 2
+    return s.threshold if s.threshold is not None else config.criterion.threshold
+
+
+def _expect(s: BisectResult, metric: Optional[str], threshold: Optional[float], direction: Direction) -> str:
+    if metric is None:
+        return "exit 0 (GOOD) at last good, another exit code from 1 to 127 except 125 (BAD) at first bad."
+    side = ">" if direction is Direction.INCREASE else "<"
+    values = [human_value(p.value, metric) if p.value is not None else "?" for p in (s.last_good, s.first_bad)]
+    return (f"{metric} {values[0]} at last good (GOOD), {values[1]} at first bad (BAD); BAD when {side} "
+            f"{human_value(threshold, metric)}. Exit 0 when GOOD, 1 when BAD.")
+
+
+def _sections(template: str, keep: dict[str, str]) -> str:
+    """The template without the ``# >>> key=value`` sections ``keep`` does not name (and without markers)."""
+    out, dropping = [], False
+    for line in template.splitlines():
+        marker = re.match(r"^# >>> (\w+)=(\w+)$", line)
+        if marker:
+            dropping = keep.get(marker[1]) != marker[2]
+            continue
+        if line == "# <<<":
+            dropping = False
+            continue
+        if not dropping:
+            out.append(line)
+    return "\n".join(out) + "\n"
+
+
+def _replace(text: str, name: str, lines: list[str]) -> str:
+    start, end = text.index(f"# >>> {name}\n"), None
+    end = text.index("# <<<\n", start) + len("# <<<\n")
+    return text[:start] + "\n".join(lines) + "\n" + text[end:]
+
+
+def ga_memory_script(result: BisectResult, head: list[str], metric: str, threshold: float,
+                     direction: Direction) -> str:
+    """The ga_memory loop in the run's setting (see the module)."""
+    config = (shown(result).probe or {}).get("config") or {}
+    missing = [k for k in SETTING_KEYS if k not in config]
+    if missing:
+        raise UsageError(f"the run's ga_memory results do not say {', '.join(missing)}: rerun it with this bisector")
+    if not GA_MEMORY_METRIC.match(metric):
+        raise UsageError(f"the ga_memory repro computes the step peaks and the GA and mixed-precision costs, not {metric}")
+    if config.get("fp16_init_scale") is not None:
+        raise UsageError("the ga_memory repro does not set the fp16 GradScaler's initial scale (--fp16-init-scale)")
+    settings = {k: config[k] for k in SETTING_KEYS}
+    text = (repro_dir() / "ga_memory_repro.py").read_text()
+    text = _replace(text, "header", head)
+    text = _replace(text, "settings", [f"SETTINGS = {pprint.pformat(settings, width=110, sort_dicts=False)}",
+                                       f"METRIC, THRESHOLD, DIRECTION = {metric!r}, {threshold!r}, {direction.value!r}"])
+    return _sections(text, {"loop": settings["loop"], "meter": "cuda" if settings["device"] == "cuda" else "cpu"})
+
+
+def _literal(source: str) -> str:
+    """A Python string literal of ``source``, readable when it can be (a raw triple-quoted string)."""
+    if "'''" not in source and not source.endswith("\\"):
+        return "r'''" + source + "'''"
+    return repr(source)
+
+
+def bundle_script(config: JobConfig, head: list[str], metric: Optional[str], threshold: Optional[float],
+                  direction: Direction, package: str) -> str:
+    """A Python probe with its sibling modules embedded, run with the run's arguments (see the module)."""
+    script = config.probe.script()
+    files = builtin_files(script) if config.probe.name else [script]
+    siblings = {f.stem: f.read_text() for f in files if f != script}
+    modules = "\n".join(f"    {name!r}: {_literal(src)}," for name, src in sorted(siblings.items()))
+    env = {"BISECTOR_PACKAGE": package, "BISECTOR_DEVICE": "cpu", "BISECTOR_CPUS": "1"}
+    return "\n".join([
+        "#!/usr/bin/env python3", *head,
+        f'"""Runs the probe {config.probe.label()} (embedded below) with this run\'s arguments and prints {metric}."""',
+        "import json", "import os", "import sys", "import tempfile", "import types", "",
+        f"ARGS = {config.probe.args!r}", f"METRIC, THRESHOLD, DIRECTION = {metric!r}, {threshold!r}, {direction.value!r}",
+        f"ENV = {env!r}   # what bisector told the probe (set only where the environment does not say)",
+        "MODULES = {   # the probe's own helper modules", modules, "}",
+        f"PROBE = {_literal(script.read_text())}", "", "",
+        "def main():",
+        "    for name, source in MODULES.items():",
+        "        module = types.ModuleType(name)",
+        "        exec(compile(source, f'{name}.py', 'exec'), module.__dict__)",
+        "        sys.modules[name] = module",
+        "    for key, value in ENV.items():",
+        "        os.environ.setdefault(key, value)",
+        "    with tempfile.TemporaryDirectory() as tmp:",
+        "        result = os.environ.setdefault('BISECTOR_RESULT', os.path.join(tmp, 'result.json'))",
+        f"        sys.argv = [{script.name!r}, *ARGS]",
+        "        try:",
+        f"            exec(compile(PROBE, {script.name!r}, 'exec'), {{'__name__': '__main__', "
+        f"'__file__': os.path.join(tmp, {script.name!r})}})",
+        "        except SystemExit as exc:",
+        "            if exc.code not in (None, 0):",
+        "                raise",
+        "        with open(result) as fh:",
+        "            found = json.load(fh)['metrics']",
+        "    value = found[METRIC]",
+        "    bad = value > THRESHOLD if DIRECTION == 'increase' else value < THRESHOLD",
+        "    side = '>' if DIRECTION == 'increase' else '<'",
+        "    print(f\"{METRIC} = {value:.6g}: {'BAD' if bad else 'GOOD'} (BAD when {side} {THRESHOLD:.6g})\")",
+        "    return 1 if bad and result.startswith(tmp) else 0   # run by bisector: it judges the result file",
+        "", "",
+        "if __name__ == '__main__':", "    sys.exit(main())", ""])
+
+
+def shell_script(config: JobConfig, head: list[str], package: str) -> str:
+    """The exit-code probe's command (see the module)."""
+    command = shlex.join(config.probe.argv(Path("python")))
+    return "\n".join(["#!/bin/sh", *head,
+                      "# Exit code (git bisect run's contract): 0 GOOD, 125 SKIP, other 1-127 BAD.",
+                      "# Run it from the directory the bisect ran in (the command's paths are its).",
+                      f"export BISECTOR_PACKAGE={shlex.quote(package)}", f"exec {command}", ""])
+
+
+def repro_script(result: BisectResult, config: JobConfig, name: str) -> ReproScript:
+    """The repro script of ``result`` (a stored bisect run with ``config``), to be saved as ``name``."""
+    s, _, _ = sides(result)
+    metric, direction = result_metric(s), config.criterion.direction
+    shell = config.probe.exit_code_mode
+    threshold = None if shell else _threshold(s, config)
+    if not shell and (metric is None or threshold is None):
+        raise UsageError(f"run {result.run_id} judges no metric against a threshold: nothing for a script to print")
+    head = header(result, name, _expect(s, None if shell else metric, threshold, direction), config.job.repo, shell)
+    if shell:
+        text = shell_script(config, head, s.package)
+    elif config.probe.name == "ga_memory":
+        text = ga_memory_script(result, head, metric, threshold, direction)
+    else:
+        text = bundle_script(config, head, metric, threshold, direction, s.package)
+    return ReproScript(text, None if shell else metric, threshold, direction, shell)
