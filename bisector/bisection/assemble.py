@@ -20,6 +20,7 @@ from bisector.core.measurement import Measurement, Status
 from bisector.core.result import BisectResult, Point, Step
 from bisector.core.search import Outcome
 from bisector.envs import TORCH, EnvSpec
+from bisector.envs.model.env_spec import NO_BASE
 from bisector.explain.registry import compact_details
 
 
@@ -120,4 +121,6 @@ def _probe_facts(config: JobConfig, phase: PhaseResult) -> dict:
 def _base_label(package: str, spec: EnvSpec) -> str:
     if canonicalize_name(package) == TORCH:
         return "torch==<candidate> (each torch release is its own base)"
+    if spec.base == NO_BASE:
+        return "none (--torch per-candidate: each environment resolves its own torch)"
     return spec.base

@@ -17,12 +17,13 @@ Side = tuple[dict, dict]   # (the probe's result details, the environment's name
 
 
 def environment_facts(details: dict, env: dict, package: str) -> dict:
-    """Python, torch, CUDA, GPU, driver (or CPU), meter and the rest of the ML stack, from the probe's
-    result ``details`` (preferred) and the environment's own record ``env`` (name -> version)."""
+    """Python, torch (its build, local label kept, and where it comes from), CUDA, GPU, driver (or CPU),
+    meter and the rest of the ML stack, from the probe's result ``details`` (preferred) and the
+    environment's own record ``env`` (name -> version)."""
     versions = {**{k: v for k, v in env.items() if k in ("python",) + STACK},
                 **{k: v for k, v in (details.get("versions") or {}).items() if v and v != "None"}}
     device = details.get("device") or {}
-    facts = {"python": versions.get("python"), "torch": versions.get("torch")}
+    facts = {"python": versions.get("python"), "torch": versions.get("torch"), "torch from": env.get("torch from")}
     if device.get("type") == "cuda":
         facts.update(cuda=device.get("cuda"), gpu=device.get("name"), driver=device.get("driver"))
     elif device:
@@ -55,7 +56,8 @@ def boundary_sides(phase: PhaseResult, fallback_details: dict) -> list[Side]:
         paths = [m.details.get("env_path") for m in ms if m.details.get("env_path")]
         info = next((i for p in paths for i in [read_info(Path(p))] if i is not None), None)
         env = {"python": info.python_version, **dict(r.split("==", 1) for r in info.resolved if "==" in r),
-               **info.provided} if info else {}
+               **info.provided, **({"torch": info.torch} if info.torch else {}),
+               "torch from": info.torch_from} if info else {}
         sides.append((details, env))
     return sides
 

@@ -36,7 +36,7 @@ from bisector.envs.check.project_url import repository_url
 from bisector.errors import BisectorError, UsageError
 from bisector.paths import default_cache_dir
 from bisector.sources import git
-from bisector.storage import RunKind, RunRow, RunState, StepRow, Store, now
+from bisector.storage import RunKind, RunRow, RunState, StepRow, Store, new_run_id, now
 
 TORCH_COMMITS = ("torch is bisected by release (each one becomes the shared base); building torch commits from "
                  "source takes hours: use --mode releases, or nightly wheels with --index-url and --pre")
@@ -65,8 +65,9 @@ class SilentHandler:
         pass
 
 
-def run_id_for(config: JobConfig) -> str:
-    """Identical jobs share a run id, so an identical command resumes the same run."""
+def config_hash(config: JobConfig) -> str:
+    """Identical jobs share a config hash (how to run them, ``[run]``, aside): ``--resume`` finds a job's
+    runs by it. Each run has its own id (storage.new_run_id); measurements are reused by their own keys."""
     return hashlib.sha256(config.model_dump_json(exclude={"run"}).encode()).hexdigest()[:12]
 
 
@@ -74,12 +75,14 @@ class Bisector:
     """Drives one bisect job: steps go to ``store`` and ``handler``, measuring goes through ``measurers``."""
 
     def __init__(self, config: JobConfig, store: Store, measurers: MeasurerFactory,
-                 handler: Optional[Handler] = None, command: Optional[list[str]] = None):
+                 handler: Optional[Handler] = None, command: Optional[list[str]] = None,
+                 run_id: Optional[str] = None):
         self.config, self.store, self.measurers = config, store, measurers
         self.handler = handler or SilentHandler()
         self.command = command or ["bisector", "run"]
         self.cache_dir = config.run.cache_dir or default_cache_dir()
-        self.run_id = run_id_for(config)
+        self.run_id = run_id or new_run_id()   # a resumed run keeps its id
+        self.config_hash = config_hash(config)
         self.steps: list[Step] = []
         self.notes: list[str] = []
         self._measurers: list[Measures] = []
@@ -169,7 +172,7 @@ class Bisector:
     def _save_run(self, status: str, result: Optional[dict] = None) -> None:
         self.store.put_run(RunRow(id=self.run_id, created=self._started, updated=now(), kind=RunKind.BISECT,
                                   command=self.command, config=self.config.model_dump(mode="json"),
-                                  status=status, result=result))
+                                  status=status, result=result, config_hash=self.config_hash))
 
     # -- phases -----------------------------------------------------------------------------
     def _phase(self, name: str, plan: Plan) -> PhaseResult:

@@ -20,9 +20,10 @@ from bisector.storage import Store
 
 
 def job_spec(config: JobConfig) -> EnvSpec:
-    """The job's environment spec (built-in name or path) with its ``--with`` pins laid over it."""
+    """The job's environment spec (built-in name or path) with its torch choice (``--torch``) and its
+    ``--with`` pins laid over it."""
     job = config.job
-    return apply_pins(load_env_spec(job.env, specs_dir()), job.pins, job.package, job.index_url)
+    return apply_pins(load_env_spec(job.env, specs_dir()), job.pins, job.package, job.index_url, config.env.torch)
 
 
 def job_measurers(config: JobConfig, store: Store) -> Measurers:
@@ -55,6 +56,6 @@ def preflight(config: JobConfig) -> None:
 
 
 def bisector_for(config: JobConfig, store: Store, handler: Optional[Handler] = None,
-                 command: Optional[list[str]] = None) -> Bisector:
-    """The Bisector of ``config`` measuring for real."""
-    return Bisector(config, store, job_measurers(config, store), handler=handler, command=command)
+                 command: Optional[list[str]] = None, run_id: Optional[str] = None) -> Bisector:
+    """The Bisector of ``config`` measuring for real (``run_id``: a stored run resumed under its id)."""
+    return Bisector(config, store, job_measurers(config, store), handler=handler, command=command, run_id=run_id)

@@ -8,6 +8,7 @@ from typing import Any, Optional
 
 from bisector.cli.followflags import add_followup_flags, followup_overrides
 from bisector.cli.examples import epilog
+from bisector.envs.build.torch_choice import valid_choice
 
 RUN, MATRIX = "run", "matrix"
 PROBE_ARG_HELP = ("one argument for the probe, added after the job's: --probe-arg=--loop=accelerate "
@@ -58,6 +59,22 @@ def add_env_and_probe_flags(p: argparse.ArgumentParser, g) -> None:
     g.add_argument("--timeout", type=float, help="seconds before a probe run is stopped (SKIP)")
 
 
+def torch_choice(text: str) -> str:
+    """--torch's value, checked (argparse's one-line error otherwise)."""
+    try:
+        return valid_choice(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def add_torch_flag(g) -> None:
+    """--torch: which torch the candidate environments run on."""
+    g.add_argument("--torch", type=torch_choice, metavar="VERSION|current|per-candidate",
+                   help="the torch under every candidate: current (bisector's interpreter's; the default when it "
+                        "has one), a version (one base venv, built once), or per-candidate (each environment "
+                        "resolves its own, as of its date)")
+
+
 def add_criterion_flags(p: argparse.ArgumentParser, command: str) -> None:
     """The verdicts group: every criterion flag ``command`` takes, with its help."""
     g = p.add_argument_group("verdicts")
@@ -71,7 +88,7 @@ def add_execution_flags(p: argparse.ArgumentParser, command: str):
     """The execution group; returns it for command-specific flags."""
     jobs_help, prefetch_help = EXECUTION_HELP[command]
     g = p.add_argument_group("execution")
-    g.add_argument("--jobs", type=int, help=jobs_help)
+    g.add_argument("-j", "--jobs", type=int, help=jobs_help)
     g.add_argument("--prefetch", action=argparse.BooleanOptionalAction, default=None, help=prefetch_help)
     g.add_argument("--store", type=Path, help="SQLite store (default: in the user cache dir)")
     g.add_argument("--cache-dir", type=Path, help="environment and repository cache")
@@ -79,7 +96,15 @@ def add_execution_flags(p: argparse.ArgumentParser, command: str):
                    help="how candidate environments are built (default: uv, virtualenv + pip where uv is unusable)")
     add_executor_flags(g)
     g.add_argument("--json", action="store_true", help="print the result as JSON")
+    add_output_flags(g)
     return g
+
+
+def add_output_flags(g) -> None:
+    """-q / -v: how much goes to stderr while it runs."""
+    g.add_argument("-q", "--quiet", action="store_true", help="no progress lines: only the result and errors")
+    g.add_argument("-v", "--verbose", action="store_true",
+                   help="also what happens underneath: environment builds, installer steps, torch bases")
 
 
 def add_executor_flags(g) -> None:
@@ -115,7 +140,7 @@ def run_overrides(args: argparse.Namespace) -> dict[str, Any]:
            "repo_url": args.repo_url, "pre": args.pre, "first_parent": args.first_parent, "find_fix": args.find_fix,
            "widen": args.widen, "env": args.env, "index_url": args.index_url, "pins": args.with_,
            "clone": args.clone, **followup_overrides(args)}
-    return {"job": job, **shared_overrides(args)}
+    return {"job": job, "env": {"torch": args.torch}, **shared_overrides(args)}
 
 
 def matrix_overrides(args: argparse.Namespace) -> dict[str, Any]:
@@ -176,12 +201,15 @@ def _run_parser(sub) -> None:
                    help="when good is already BAD, walk back through older releases until one is GOOD")
     g.add_argument("--with", dest="with_", action="append", metavar="PKG==VERSION",
                    help="pin a companion exactly over the env spec (torch==X sets the base); repeatable")
+    add_torch_flag(g)
     add_env_and_probe_flags(p, g)
     add_criterion_flags(p, RUN)
     add_followup_flags(p)
     g = add_execution_flags(p, RUN)
     g.add_argument("--resume", nargs="?", const="", metavar="RUN",
-                   help="resume a stored run (default: the latest) with its own configuration")
+                   help="resume a stored run with its own configuration and id: RUN is a run id or a config hash "
+                        "(a prefix will do); without RUN, the latest run of the job ./bisect.toml and the other "
+                        "flags give (by its config hash), or with neither the latest bisect run")
 
 
 def _matrix_parser(sub) -> None:
@@ -217,10 +245,12 @@ def _probe_parser(sub) -> None:
     p.add_argument("--timeout", type=float, help="seconds before the probe run is stopped")
     p.add_argument("--env", help="environment spec: a built-in name ('default': envs/default.toml) or a path to a .toml")
     p.add_argument("--index-url", help="package index (default: the installers' configuration)")
+    add_torch_flag(p)
     p.add_argument("--fresh", action="store_true", help="measure again (a new repeat; stored ones are kept)")
     p.add_argument("--explain", action="store_true", help="add where the bytes live (by phase and allocation site)")
     p.add_argument("--all", action="store_true", help="list every metric, not only the headline ones")
     p.add_argument("--json", action="store_true", help="print the whole measurement as JSON")
+    add_output_flags(p)
     p.add_argument("--store", type=Path, help="SQLite store (default: in the user cache dir)")
     p.add_argument("--cache-dir", type=Path, help="environment cache")
 
@@ -263,6 +293,7 @@ def _diff_parser(sub) -> None:
     g.add_argument("--env-backend", choices=["uv", "virtualenv"],
                    help="how environments are built (default: the env spec's, uv)")
     g.add_argument("--json", action="store_true", help="print the result as JSON")
+    add_output_flags(g)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -271,6 +302,8 @@ def build_parser() -> argparse.ArgumentParser:
                                      "training step use more memory, run slower, or break.",
                            epilog=epilog("bisector"), formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--debug", action="store_true", help="show tracebacks")
+    parser.add_argument("-V", "--version", action="store_true",
+                        help="print bisector's version and its built-in probes' versions")
     sub = parser.add_subparsers(dest="command")
     _run_parser(sub)
     _other_parsers(sub)
@@ -283,4 +316,9 @@ def build_parser() -> argparse.ArgumentParser:
     q.add_argument("--cache-dir", type=Path, help="environment cache (default: in the user cache dir)")
     q.add_argument("--keep-last", type=int, help="gc: keep the N most recently used environments")
     q.add_argument("--max-size", help="gc: remove the least recently used until under this size, e.g. 2G, 500M")
+    q.add_argument("--older-than", metavar="AGE",
+                   help="gc: remove environments and torch bases not used for this long, e.g. 14d, 12h, 2w")
+    q.add_argument("--bases-max-size", metavar="SIZE",
+                   help="gc: remove the least recently used torch bases (and their environments) until the bases "
+                        "take at most this much disk, e.g. 20G")
     return parser

@@ -20,7 +20,8 @@ from bisector.core.criterion import describe_against_baseline
 from bisector.core.measurement import Measurement
 from bisector.core.units import human_value
 from bisector.data import specs_dir
-from bisector.envs import EnvManager, EnvSpec, load_env_spec
+from bisector.envs import TORCH, EnvManager, EnvSpec, load_env_spec
+from bisector.envs.build.torch_choice import choose_torch
 from bisector.errors import BisectorError, UndecidedError, UsageError
 from bisector.matrix.cells import Cell, grid_id, plan_cells
 from bisector.matrix.compare import compare, match_baseline, still_bad, summarise
@@ -187,6 +188,8 @@ def run_matrix(config: MatrixConfig, store: Store, cache_dir: Path, baseline_id:
                command: list[str]) -> tuple[MatrixResult, CellRunner, list[Cell]]:
     """Plan, measure, compare and confirm one matrix run; the run is stored as it starts and ends."""
     spec = load_env_spec(config.matrix.env, specs_dir())
+    if TORCH not in {*config.matrix.packages, *config.matrix.pins}:   # else each cell's torch is its base
+        spec = choose_torch(spec, None, config.matrix.packages[0], config.matrix.index_url)
     baseline = load_baseline(store, grid_id(config), baseline_id)
     cells, dropped = _plan(config)
     result = _start(config, store, dropped, baseline)

@@ -17,6 +17,9 @@ def render_text(result: BisectResult) -> str:
     if result.decision_rule:
         lines.append(f"rule: {result.decision_rule}")
     lines.append(f"probes run: {result.probes_run}, measurements reused from the store: {result.measurements_reused}")
+    env = result.environment or {}
+    if env.get("torch"):
+        lines.append(f"torch: {env['torch']}" + (f" from {env['torch from']}" if env.get("torch from") else ""))
     for p, name in ((result.last_good, "last good"), (result.first_bad, "first bad")):
         if p is not None:
             value = "-" if p.value is None else human_value(p.value, result_metric(result))
