@@ -51,6 +51,8 @@ def torch_index(tmp_path_factory):
     # a companion released between torch releases: each torch release gets the one of its date
     idx.add(build_wheel(root / "w", "helperpkg", "1.0"), T0 - dt.timedelta(days=1))
     idx.add(build_wheel(root / "w", "helperpkg", "2.0"), T0 + dt.timedelta(days=25))
+    for major, day in (("1.0", 5), ("2.0", 26)):   # a package over torch, for --torch per-candidate
+        idx.add(build_wheel(root / "w", "tinyapp", major), T0 + dt.timedelta(days=day))
     with idx.serve() as url:
         yield url
 
@@ -193,3 +195,35 @@ def test_prefetch_builds_a_torch_base_in_the_background(torch_index, tmp_path):
     code = "import torch, os; print(torch.__version__, os.sep + 'bases' + os.sep in os.path.realpath(torch.__file__))"
     out = subprocess.run([str(env.python), "-c", code], env=env.run_env(), capture_output=True, text=True)
     assert out.stdout.split() == ["2.1.0+cu130", "True"], out.stderr
+
+
+def test_torch_per_candidate_resolves_each_environments_own_torch(torch_index, tmp_path):
+    """`--torch per-candidate`: no shared torch (this interpreter's is hidden); each environment resolves
+    the torch of its candidate's date, and the report says so."""
+    probe = tmp_path / "torch_probe.py"
+    probe.write_text(PROBE)
+    spec = tmp_path / "plain.toml"
+    spec.write_text('name = "plain"\nbase = "current"\ncompanions = {helperpkg = "as-of-candidate"}\n')
+    proc = cli("run", "--package", "tinyapp", "--good", "1.0", "--bad", "2.0", "--mode", "releases",
+               "--torch", "per-candidate", "--index-url", torch_index, "--probe", str(probe), "--metric",
+               "helper_major", "--threshold", "1.5", "--env", str(spec), "--store", str(tmp_path / "s.db"),
+               "--cache-dir", str(tmp_path / "cache"), "--json", "--no-prefetch")
+    assert proc.returncode == 0, proc.stderr
+    out = json.loads(proc.stdout)
+    assert out["status"] == "found" and out["first_bad"]["ref"] == "2.0"
+    releases = [s for s in out["steps"] if s["phase"] == "releases"]
+    assert releases and all(s["metrics"]["torch_from_a_base"] == 0.0 for s in releases), out["steps"]   # its own
+    env = out["environment"]
+    assert env["env base"].startswith("none (--torch per-candidate")
+    assert env["torch"] == "2.0.0+cu130 (last good) / 2.2.0+cu130 (first bad)", env  # as of each date
+    assert env["torch from"] == "the candidate's own environment (resolved as of its date)"
+    assert not list((tmp_path / "cache" / "bases").glob("torch-*"))                  # no base venv built
+
+
+def test_torch_chosen_twice_or_for_a_torch_bisect_is_one_line(job, tmp_path):
+    proc = cli(*job, "--torch", "2.1.0")
+    assert proc.returncode == 2 and "bisecting torch, each torch release is its own base" in proc.stderr
+    proc = cli("run", "--good", "0.27", "--bad", "0.28", "--torch", "2.1.0", "--with", "torch==2.2.0",
+               "--store", str(tmp_path / "s.db"))
+    assert proc.returncode == 2 and proc.stderr.count("\n") == 1 and "torch is chosen twice" in proc.stderr
+    assert not (tmp_path / "s.db").exists()
