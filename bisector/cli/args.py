@@ -8,7 +8,7 @@ from typing import Any, Optional
 
 from bisector.cli.followflags import add_followup_flags, followup_overrides
 from bisector.cli.examples import epilog
-from bisector.envs.build.torch_choice import valid_choice
+from bisector.cli.runflags import add_output_flags, add_torch_flag
 
 RUN, MATRIX = "run", "matrix"
 PROBE_ARG_HELP = ("one argument for the probe, added after the job's: --probe-arg=--loop=accelerate "
@@ -59,22 +59,6 @@ def add_env_and_probe_flags(p: argparse.ArgumentParser, g) -> None:
     g.add_argument("--timeout", type=float, help="seconds before a probe run is stopped (SKIP)")
 
 
-def torch_choice(text: str) -> str:
-    """--torch's value, checked (argparse's one-line error otherwise)."""
-    try:
-        return valid_choice(text)
-    except ValueError as exc:
-        raise argparse.ArgumentTypeError(str(exc)) from None
-
-
-def add_torch_flag(g) -> None:
-    """--torch: which torch the candidate environments run on."""
-    g.add_argument("--torch", type=torch_choice, metavar="VERSION|current|per-candidate",
-                   help="the torch under every candidate: current (bisector's interpreter's; the default when it "
-                        "has one), a version (one base venv, built once), or per-candidate (each environment "
-                        "resolves its own, as of its date)")
-
-
 def add_criterion_flags(p: argparse.ArgumentParser, command: str) -> None:
     """The verdicts group: every criterion flag ``command`` takes, with its help."""
     g = p.add_argument_group("verdicts")
@@ -98,13 +82,6 @@ def add_execution_flags(p: argparse.ArgumentParser, command: str):
     g.add_argument("--json", action="store_true", help="print the result as JSON")
     add_output_flags(g)
     return g
-
-
-def add_output_flags(g) -> None:
-    """-q / -v: how much goes to stderr while it runs."""
-    g.add_argument("-q", "--quiet", action="store_true", help="no progress lines: only the result and errors")
-    g.add_argument("-v", "--verbose", action="store_true",
-                   help="also what happens underneath: environment builds, installer steps, torch bases")
 
 
 def add_executor_flags(g) -> None:

@@ -1,7 +1,7 @@
 """What a torch costs before it is installed: the packages ``torch==X`` resolves to for an interpreter
 (uv resolves them, reading only the wheels' metadata) and the sizes the package index gives for their
-files, or the local files pip's ``find-links`` holds (no download). Said before a build, never guessed:
-what the index does not say is counted as unknown."""
+files, or the local files pip's configuration offers (``find-links`` directories, ``file://`` indexes:
+no download). Said before a build, never guessed: what the index does not say is counted as unknown."""
 from __future__ import annotations
 
 import re
@@ -103,14 +103,31 @@ def run_with_input(args: list[str], text: str) -> str:
                    timeout=300).stdout
 
 
-def _local_size(name: str, version: str, find_links: list[str], ranked: dict[tags.Tag, int]) -> Optional[int]:
-    files = []
-    for link in find_links:
-        folder = Path(link.removeprefix("file://"))
-        if folder.is_dir():
-            files += [(p.name, p.stat().st_size) for p in folder.glob("*.whl")
-                      if canonicalize_name(p.name.split("-")[0]) == name]
-    return _best_file(files, version, ranked)
+_HREF = re.compile(r'href="([^"#]+)')
+
+
+def local_sources() -> tuple[list[Path], list[Path]]:
+    """Where pip finds wheels without downloading: its ``find-links`` directories and its ``file://``
+    indexes (a PEP 503 tree of ``<name>/index.html`` pages)."""
+    pip = pip_settings()
+    links = [Path(u.removeprefix("file://")) for u in pip.find_links if "://" not in u or u.startswith("file://")]
+    indexes = [Path(u.removeprefix("file://")) for u in [pip.index_url or "", *pip.extra_index_urls]
+               if u.startswith("file://")]
+    return [d for d in links if d.is_dir()], [d for d in indexes if d.is_dir()]
+
+
+def _local_files(name: str, sources: tuple[list[Path], list[Path]]) -> list[tuple[str, int]]:
+    """(filename, size) of every local wheel of ``name`` those sources hold."""
+    links, indexes = sources
+    files = [p for d in links for p in d.glob("*.whl") if canonicalize_name(p.name.split("-")[0]) == name]
+    for root in indexes:
+        page = root / name / "index.html"
+        try:
+            hrefs = _HREF.findall(page.read_text(errors="replace"))
+        except OSError:
+            continue
+        files += [(page.parent / h).resolve() for h in hrefs if h.endswith(".whl")]
+    return [(p.name, p.stat().st_size) for p in files if p.is_file()]
 
 
 def _python_version(python: Path) -> str:
@@ -121,17 +138,17 @@ def _python_version(python: Path) -> str:
 def estimate(version: str, python: Path, python_version: Optional[str] = None,
              index_url: Optional[str] = None) -> TorchDownload:
     """What installing ``torch==version`` for ``python`` (of ``python_version``, asked when None) fetches,
-    as pip would install it (pip's find-links are looked in first). BisectorError when it cannot be
-    resolved at all."""
+    as pip would install it: files pip's configuration has locally (find-links, file:// indexes) are
+    counted as local, the rest at the size the index gives. BisectorError when it cannot be resolved."""
     python_version = python_version or _python_version(python)
-    find_links = pip_settings().find_links
+    sources = local_sources()
     url = resolve_index_url(index_url)
-    pins = [(n, v) for n, v in resolve(version, python, url, find_links) if HEAVY.match(n)]
+    pins = [(n, v) for n, v in resolve(version, python, url, [str(d) for d in sources[0]]) if HEAVY.match(n)]
     ranked = {t: i for i, t in enumerate(_compatible_tags(python_version))}
 
     def size(pin: tuple[str, str]) -> tuple[str, Optional[int], bool]:
         name, found = pin
-        local = _local_size(name, found, find_links, ranked)
+        local = _best_file(_local_files(name, sources), found, ranked)
         if local is not None:
             return name, local, True
         try:
