@@ -6,7 +6,10 @@ Runs, one after the other in one run:
   --probe-arg=--loop=accelerate --with accelerate==1.10.0`` with an empty environment cache and an
   empty store: each torch release the search measures becomes a base venv built by pip (CUDA wheels:
   about 2.5 GB each; prefetch builds the next midpoints' bases while a probe runs);
-* warm: the same command again over the same cache and store (everything reused);
+* cold with ``--prefetch``: the same in a cache of its own, the next midpoints' torch bases built
+  while a probe runs (the default builds a base only when its candidate is measured: each one is
+  GBs that the search may never need);
+* warm: the first command again over the same cache and store (everything reused);
 * every release: ``bisector matrix`` over a grid of every torch release in the range (accelerate pinned
   the same), over the same cache: each release measured, the bases the bisect built reused.
 
@@ -63,11 +66,11 @@ def received() -> int:
     return total
 
 
-def run(args: list[str], work: Path) -> tuple[float, int, dict, str]:
+def run(args: list[str], work: Path, cache: str = "cache") -> tuple[float, int, dict, str]:
     """(seconds, bytes received meanwhile, the JSON it printed, its stderr)."""
     env = {**os.environ, "PYTHONPATH": str(Path(__file__).parents[1])}
-    cmd = [sys.executable, "-m", "bisector", *args, "--cache-dir", str(work / "cache"), "--store",
-           str(work / "store.sqlite"), "--json"]
+    cmd = [sys.executable, "-m", "bisector", *args, "--cache-dir", str(work / cache), "--store",
+           str(work / f"{cache}.sqlite"), "--json"]
     before, start = received(), time.perf_counter()
     proc = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=work)
     seconds, got = time.perf_counter() - start, received() - before
@@ -112,6 +115,10 @@ def main() -> int:
            "--probe-arg=--loop=accelerate", "--with", "accelerate==1.10.0"]
     try:
         cold_s, cold_rx, cold, log = run(job, work)
+        cold_bases = len(torch_bases(CacheLayout(work / "cache")))
+        ahead_s, ahead_rx, ahead, _ = run([*job, "--prefetch"], work, cache="cache-prefetch")
+        ahead_bases = len(torch_bases(CacheLayout(work / "cache-prefetch")))
+        shutil.rmtree(work / "cache-prefetch", ignore_errors=True)
         warm_s, warm_rx, warm, _ = run(job, work)
         versions = releases_between(opts.good, opts.bad)
         (work / "matrix.toml").write_text(MATRIX.format(versions=json.dumps(versions)))
@@ -136,8 +143,11 @@ def main() -> int:
                   "status": c["status"], "value": c["metrics"].get("ga_excess_bytes_per_param"),
                   "reason": c.get("reason")} for c in grid["cells"]]
         report = {"command": "bisector " + " ".join(job), "cold_seconds": round(cold_s, 1),
+                  "prefetch_seconds": round(ahead_s, 1), "prefetch_bases_built": ahead_bases,
+                  "bases_built": cold_bases,
                   "warm_seconds": round(warm_s, 1), "matrix_seconds": round(grid_s, 1), "status": cold["status"],
-                  "received_bytes": {"cold": cold_rx, "warm": warm_rx, "matrix": grid_rx}, "cells": cells,
+                  "received_bytes": {"cold": cold_rx, "prefetch": ahead_rx, "warm": warm_rx, "matrix": grid_rx},
+                  "cells": cells,
                   "first_bad": (cold.get("first_bad") or {}).get("ref"),
                   "last_good": (cold.get("last_good") or {}).get("ref"),
                   "steps": [(s["phase"], s["candidate"], s["verdict"], s.get("value")) for s in cold["steps"]],
@@ -146,13 +156,15 @@ def main() -> int:
         (work / "torch_axis.json").write_text(json.dumps(report, indent=1))
         print(json.dumps(report, indent=1))
         print()
-        print(f"| run | seconds | probes | received | answer |\n|---|---:|---:|---:|---|\n"
-              f"| bisect, cold (empty caches) | {cold_s:.1f} | {cold['probes_run']} | {human_bytes(cold_rx)} | "
-              f"{cold['status']} {report['first_bad'] or ''} |\n"
-              f"| bisect, warm (same cache and store) | {warm_s:.1f} | {warm['probes_run']} | {human_bytes(warm_rx)} | "
+        print(f"| run | seconds | probes | torch bases built | received | answer |\n|---|---:|---:|---:|---:|---|\n"
+              f"| bisect, cold (empty caches) | {cold_s:.1f} | {cold['probes_run']} | {report['bases_built']} | "
+              f"{human_bytes(cold_rx)} | {cold['status']} {report['first_bad'] or ''} |\n"
+              f"| bisect, cold, `--prefetch` | {ahead_s:.1f} | {ahead['probes_run']} | {ahead_bases} | "
+              f"{human_bytes(ahead_rx)} | {ahead['status']} |\n"
+              f"| bisect, warm (same cache and store) | {warm_s:.1f} | {warm['probes_run']} | 0 | {human_bytes(warm_rx)} | "
               f"{warm['status']} |\n"
               f"| matrix, every release (same cache) | {grid_s:.1f} | {grid.get('probes_run', '?')} | "
-              f"{human_bytes(grid_rx)} | {len(cells)} cells |")
+              f"{len(bases) - report['bases_built']} | {human_bytes(grid_rx)} | {len(cells)} cells |")
         print("\n| torch | build | status | GA excess B/param |\n|---|---|---|---:|")
         for c in cells:
             value = f"{c['value']:.3f}" if c["value"] is not None else "-"

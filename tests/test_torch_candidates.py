@@ -185,9 +185,14 @@ def test_probe_with_a_torch_pin_measures_over_that_torch(torch_index, tmp_path):
 
 
 def test_prefetch_builds_a_torch_base_in_the_background(torch_index, tmp_path):
-    """While a probe runs, the next torch candidates' bases (the slow part) are built ahead."""
-    manager, spec = EnvManager(tmp_path / "cache"), EnvSpec(name="plain")
+    """With --prefetch, while a probe runs, the next torch candidates' bases (the slow part) are built
+    ahead; without it, none is (each is a download of GBs the search may never need)."""
+    spec = EnvSpec(name="plain")
     target = InstallTarget(package="torch", version="2.1.0", index_url=torch_index, as_of=T0 + dt.timedelta(days=11))
+    unasked = EnvManager(tmp_path / "cache")                   # a base is GBs: prefetched only on request
+    unasked.prefetch(spec, [target])
+    assert unasked.wait_prefetch(timeout=300) and not unasked.recipe_is_cheap(spec, target)
+    manager = EnvManager(tmp_path / "cache", prefetch_bases=True)   # --prefetch
     assert not manager.recipe_is_cheap(spec, target)
     manager.prefetch(spec, [target])
     assert manager.wait_prefetch(timeout=300) and manager.recipe_is_cheap(spec, target)   # the base is there

@@ -30,7 +30,8 @@ def job_measurers(config: JobConfig, store: Store) -> Measurers:
     """Measurers over the job's spec and probe, the cache dir's environments and this machine's GPUs,
     taking measurements through the run's executor (local threads, or Ray tasks)."""
     run = config.run
-    envs = EnvManager(run.cache_dir or default_cache_dir(), backend=run.env_backend, defer_health=True)
+    envs = EnvManager(run.cache_dir or default_cache_dir(), backend=run.env_backend, defer_health=True,
+                      prefetch_bases=run.prefetch is True)   # torch bases ahead only with an explicit --prefetch
     gpus = detect_gpus()
     pool = GpuPool(gpus)
     executor = make_executor(run.executor, envs, pool, run.ray_address, run.cache_dir)

@@ -193,7 +193,8 @@ def run_matrix(config: MatrixConfig, store: Store, cache_dir: Path, baseline_id:
     baseline = load_baseline(store, grid_id(config), baseline_id)
     cells, dropped = _plan(config)
     result = _start(config, store, dropped, baseline)
-    envs = EnvManager(cache_dir, backend=config.run.env_backend, defer_health=True)
+    envs = EnvManager(cache_dir, backend=config.run.env_backend, defer_health=True,
+                      prefetch_bases=config.run.prefetch is True)
     prefetch = config.run.prefetch if config.run.prefetch is not None else True
     gpus = GpuPool(detect_gpus())
     executor = make_executor(config.run.executor, envs, gpus, config.run.ray_address, config.run.cache_dir)
