@@ -89,12 +89,12 @@ def resolve(version: str, python: Path, index_url: Optional[str], find_links: li
     args += ["--default-index", index_url] if index_url else []
     for link in find_links:
         args += ["--find-links", link]
-    done = run_with_input(args, f"torch=={version}\n")
+    done = _uv_output(args, f"torch=={version}\n")
     pins = [line.split("==", 1) for line in done.splitlines() if "==" in line and not line.startswith("#")]
     return [(canonicalize_name(n.strip()), v.strip()) for n, v in pins]
 
 
-def run_with_input(args: list[str], text: str) -> str:
+def _uv_output(args: list[str], text: str) -> str:
     """uv's stdout for ``args`` reading ``text`` (through a file: run() takes no stdin)."""
     with tempfile.TemporaryDirectory(prefix="bisector-torch-size-") as tmp:
         req = Path(tmp) / "requirements.in"
