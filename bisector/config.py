@@ -11,6 +11,7 @@ from packaging.utils import canonicalize_name
 from pydantic import BaseModel, ConfigDict, ValidationError, field_validator, model_validator
 
 from bisector.core.criterion import Compare, Criterion
+from bisector.envs.build.torch_choice import valid_choice
 from bisector.envs.model.env_spec import parse_pin
 from bisector.errors import UsageError
 from bisector.measure.executors import ExecutorKind
@@ -129,6 +130,20 @@ class ReferenceSection(BaseModel):
         return canonicalize_name(value)
 
 
+class EnvSection(BaseModel):
+    """``[env]``: what the candidate environments stand on. ``torch``: "current" (bisector's own
+    interpreter's), a version (one base venv with it), or "per-candidate" (each environment its own)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    torch: Optional[str] = None
+
+    @field_validator("torch")
+    @classmethod
+    def _choice(cls, value: Optional[str]) -> Optional[str]:
+        return None if value is None else valid_choice(value)
+
+
 class ContrastSection(BaseModel):
     """``[contrast]``: another setting of the same probe (its ``args`` are added after the job's, so
     it differs only in what they name) measured at the range's endpoints, to show how a different
@@ -149,6 +164,7 @@ class JobConfig(BaseModel):
     probe: ProbeSpec = ProbeSpec(name="ga_memory")
     criterion: Criterion = Criterion()
     run: RunSection = RunSection()
+    env: EnvSection = EnvSection()
     contrast: Optional[ContrastSection] = None
     reference: Optional[ReferenceSection] = None
 

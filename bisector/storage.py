@@ -9,6 +9,7 @@ import enum
 import json
 import sqlite3
 import threading
+import uuid
 from pathlib import Path
 from typing import Any, Optional
 
@@ -29,7 +30,7 @@ CREATE TABLE IF NOT EXISTS measurements (
 );
 CREATE TABLE IF NOT EXISTS runs (
     id TEXT PRIMARY KEY, created TEXT NOT NULL, updated TEXT NOT NULL, kind TEXT NOT NULL,
-    command TEXT NOT NULL, config TEXT NOT NULL, status TEXT NOT NULL, result TEXT
+    command TEXT NOT NULL, config TEXT NOT NULL, status TEXT NOT NULL, result TEXT, config_hash TEXT
 );
 CREATE TABLE IF NOT EXISTS steps (
     run_id TEXT NOT NULL, seq INTEGER NOT NULL, candidate TEXT NOT NULL, verdict TEXT NOT NULL,
@@ -38,6 +39,14 @@ CREATE TABLE IF NOT EXISTS steps (
 );
 """
 STORE_VERSION = "1"
+
+
+RUN_COLUMNS = "id, created, updated, kind, command, config, status, result, config_hash"
+
+
+def new_run_id() -> str:
+    """A fresh run id: every run is its own (two identical runs started at once are two runs)."""
+    return uuid.uuid4().hex[:12]
 
 
 def now() -> str:
@@ -77,6 +86,7 @@ class RunRow(BaseModel):
     config: dict[str, Any]
     status: str
     result: Optional[dict[str, Any]] = None
+    config_hash: Optional[str] = None   # identical jobs share it: what --resume and reuse look up
 
 
 class StepRow(BaseModel):
@@ -113,6 +123,7 @@ class Store:
                 self._db.execute("PRAGMA journal_mode = WAL")
                 self._db.executescript(SCHEMA)
                 self._check_version()
+                self._add_config_hash()
         except sqlite3.DatabaseError as exc:
             raise self._unusable(exc) from None
         except Timeout:
@@ -159,6 +170,18 @@ class Store:
             elif row[0] != STORE_VERSION:
                 raise sqlite3.DatabaseError(f"store version {row[0]}, expected {STORE_VERSION}")
 
+    def _add_config_hash(self) -> None:
+        """Stores made before runs had their own ids: add the column; their bisect ids were config hashes."""
+        columns = {row[1] for row in self._db.execute("PRAGMA table_info(runs)")}
+        if "config_hash" not in columns:
+            with self._tx() as db:
+                db.execute("ALTER TABLE runs ADD COLUMN config_hash TEXT")
+                db.execute("UPDATE runs SET config_hash = id WHERE kind != 'matrix'")
+
+    def _run_columns(self) -> str:
+        columns = {row[1] for row in self._query("PRAGMA table_info(runs)")}
+        return RUN_COLUMNS if "config_hash" in columns else RUN_COLUMNS.replace("config_hash", "id")
+
     def _tx(self):
         return _Transaction(self._db, self._lock)
 
@@ -192,24 +215,35 @@ class Store:
     # runs and steps -----------------------------------------------------------------------
     def put_run(self, run: RunRow) -> None:
         with self._tx() as db:
-            db.execute("INSERT OR REPLACE INTO runs VALUES (?,?,?,?,?,?,?,?)",
+            db.execute(f"INSERT OR REPLACE INTO runs ({RUN_COLUMNS}) VALUES (?,?,?,?,?,?,?,?,?)",
                        (run.id, run.created, run.updated, run.kind, json.dumps(run.command),
                         json.dumps(run.config), run.status,
-                        json.dumps(run.result) if run.result is not None else None))
+                        json.dumps(run.result) if run.result is not None else None, run.config_hash))
 
     def get_run(self, run_id: Optional[str] = None) -> Optional[RunRow]:
+        """The run with this id (or unique id prefix), the latest without one; None when there is none."""
+        cols = self._run_columns()
         if run_id is None:
-            rows = self._query("SELECT * FROM runs ORDER BY updated DESC, rowid DESC LIMIT 1")
+            rows = self._query(f"SELECT {cols} FROM runs ORDER BY updated DESC, rowid DESC LIMIT 1")
             row = rows[0] if rows else None
         else:
-            rows = self._query("SELECT * FROM runs WHERE id=?", (run_id,))
+            rows = self._query(f"SELECT {cols} FROM runs WHERE id=?", (run_id,))
             if not rows:
-                rows = self._query("SELECT * FROM runs WHERE id LIKE ?", (run_id + "%",))
+                rows = self._query(f"SELECT {cols} FROM runs WHERE id LIKE ?", (run_id + "%",))
             row = rows[0] if len(rows) == 1 else None
         return _run(row) if row else None
 
+    def runs_with_hash(self, config_hash: str, kind: Optional[str] = None) -> list[RunRow]:
+        """The runs of one job (its config hash, or a prefix of it), latest first."""
+        cols = self._run_columns()
+        key = "config_hash" if "config_hash" in cols else "id"
+        sql, args = f"SELECT {cols} FROM runs WHERE {key} LIKE ?", [config_hash + "%"]
+        if kind:
+            sql, args = sql + " AND kind=?", args + [kind]
+        return [_run(r) for r in self._query(sql + " ORDER BY updated DESC, rowid DESC", args)]
+
     def list_runs(self) -> list[RunRow]:
-        return [_run(r) for r in self._query("SELECT * FROM runs ORDER BY created")]
+        return [_run(r) for r in self._query(f"SELECT {self._run_columns()} FROM runs ORDER BY created, rowid")]
 
     def add_step(self, step: StepRow) -> None:
         step = step.model_copy(update={"created": step.created or now()})
@@ -259,4 +293,5 @@ def _measurement(row: tuple) -> Measurement:
 
 def _run(row: tuple) -> RunRow:
     return RunRow(id=row[0], created=row[1], updated=row[2], kind=row[3], command=json.loads(row[4]),
-                  config=json.loads(row[5]), status=row[6], result=json.loads(row[7]) if row[7] else None)
+                  config=json.loads(row[5]), status=row[6], result=json.loads(row[7]) if row[7] else None,
+                  config_hash=row[8])

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from bisector.bisection.driver import Bisector
+from bisector.bisection.driver import Bisector, config_hash
 from bisector.config import JobConfig
 from bisector.core.measurement import Status
 from bisector.core.result import made_by
@@ -102,13 +102,33 @@ def test_releases_found_assembles_the_result_and_stores_the_run(tmp_path, index_
     assert [r.candidate for r in rows] == [f"releases {s.candidate}" for s in result.steps]
 
 
-def test_an_identical_run_reuses_every_measurement(tmp_path, index_url, store):
+def test_an_identical_run_is_its_own_run_and_reuses_every_measurement(tmp_path, index_url, store):
     measurers = FakeMeasurers(STEP)
     first, _ = bisect(job(tmp_path, index_url), store, measurers)
     again, _ = bisect(job(tmp_path, index_url), store, measurers)
-    assert again.run_id == first.run_id and again.probes_run == 0
+    assert again.run_id != first.run_id and again.probes_run == 0
     assert again.measurements_reused == first.probes_run and all(s.reused for s in again.steps)
-    assert len(store.steps(again.run_id)) == len(again.steps)   # the log is the latest run's, not both
+    assert len(store.steps(again.run_id)) == len(store.steps(first.run_id)) == len(again.steps)   # both logs kept
+    rows = [store.get_run(first.run_id), store.get_run(again.run_id)]
+    assert rows[0].config_hash == rows[1].config_hash == config_hash(job(tmp_path, index_url))
+    assert [r.id for r in store.runs_with_hash(rows[0].config_hash)] == [again.run_id, first.run_id]
+    resumed = Bisector(job(tmp_path, index_url), store, measurers, run_id=first.run_id).run()   # --resume RUN
+    assert resumed.run_id == first.run_id and len(store.list_runs()) == 2
+
+
+def test_identical_runs_started_at_once_are_two_runs(tmp_path, index_url, store):
+    """Two processes' worth of the same job at the same moment (threads over one store here): two runs."""
+    import threading
+
+    results = []
+    threads = [threading.Thread(target=lambda: results.append(bisect(job(tmp_path, index_url), store,
+                                                                      FakeMeasurers(STEP))[0])) for _ in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert len({r.run_id for r in results}) == 2 and len(store.list_runs()) == 2
+    assert all(r.first_bad.ref == results[0].first_bad.ref for r in results)
 
 
 def test_auto_mode_without_a_repository_says_how_to_refine(tmp_path, index_url, store):

@@ -192,17 +192,24 @@ def test_kway_search_gives_the_same_answer(repo30, tmp_path, env_cache, plain_sp
     assert answers == [shas[17], shas[17]]
 
 
+def env_rows(listing: str) -> list[str]:
+    """`envs list`'s rows: between its header and its total."""
+    lines = listing.splitlines()
+    assert lines[0].split()[:2] == ["environment", "package"] and "environment(s)," in lines[-1], listing
+    return lines[1:-1]
+
+
 def test_envs_list_and_gc_commands(repo30, tmp_path, plain_spec):
     repo, shas = repo30
     cache = tmp_path / "own-cache"
     args = _commit_args(repo, shas[15:19], tmp_path, cache, plain_spec, "--probe-cmd",
                         f"sh {PROBES / 'tiny_exitcode.sh'}")
     assert cli(*args).returncode == 0
-    listed = cli("envs", "list", "--cache-dir", str(cache)).stdout.splitlines()
+    listed = env_rows(cli("envs", "list", "--cache-dir", str(cache)).stdout)
     assert len(listed) >= 3 and all("tinypkg==0.1." in line and " @" in line for line in listed)
     gc = cli("envs", "gc", "--keep-last", "1", "--cache-dir", str(cache))
     assert gc.returncode == 0 and f"removed {len(listed) - 1} environment(s)" in gc.stdout
-    assert len(cli("envs", "list", "--cache-dir", str(cache)).stdout.splitlines()) == 1
+    assert len(env_rows(cli("envs", "list", "--cache-dir", str(cache)).stdout)) == 1
 
 
 
@@ -221,12 +228,12 @@ def test_envs_gc_keeps_the_environment_a_running_probe_uses(repo30, tmp_path, pl
         while not started.exists():
             assert run.poll() is None and time.monotonic() < deadline, run.communicate()
             time.sleep(0.05)
-        busy = [line.split()[0] for line in cli("envs", "list", "--cache-dir", str(cache)).stdout.splitlines()
+        busy = [line.split()[0] for line in env_rows(cli("envs", "list", "--cache-dir", str(cache)).stdout)
                 if line.endswith("in use")]
         assert len(busy) == 1
         gc = cli("envs", "gc", "--keep-last", "0", "--cache-dir", str(cache))  # prefetched ones may go
         assert gc.returncode == 0 and "; kept 1 in use by a running probe" in gc.stdout, gc.stdout
-        assert cli("envs", "list", "--cache-dir", str(cache)).stdout.startswith(busy[0])
+        assert env_rows(cli("envs", "list", "--cache-dir", str(cache)).stdout)[0].startswith(busy[0])
         go.touch()
         out, err = run.communicate(timeout=300)
     finally:
@@ -236,7 +243,7 @@ def test_envs_gc_keeps_the_environment_a_running_probe_uses(repo30, tmp_path, pl
     assert all(s["verdict"] in ("good", "bad") for s in json.loads(out)["steps"])
     gc = cli("envs", "gc", "--keep-last", "0", "--cache-dir", str(cache))
     assert gc.stdout.startswith("removed ") and "in use" not in gc.stdout
-    assert cli("envs", "list", "--cache-dir", str(cache)).stdout == ""
+    assert env_rows(cli("envs", "list", "--cache-dir", str(cache)).stdout) == []
 
 def test_one_probe_per_gpu(repo30, tmp_path, env_cache, plain_spec):
     """With GPUs visible, each probe of a k-way search gets exactly one of them."""

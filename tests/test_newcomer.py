@@ -83,8 +83,51 @@ def test_rejected_runs_are_not_listed_or_resumed(tmp_path, index_url, capsys, en
     assert _run(["run", *JOB, "--good", "1.2", "--bad", "1.0", "--index-url", index_url, "--store", store],
                 capsys)[0] == 2
     assert main(["runs", "--store", store]) == 0
-    listed = capsys.readouterr().out.splitlines()
+    listed = capsys.readouterr().out.splitlines()[1:-1]      # between the header and the total
     assert len(listed) == 1 and "no-regression" in listed[0]
+
+
+def test_bare_bisector_prints_usage_and_version_names_the_probes(capsys):
+    assert main([]) == 0                                     # no default job started: usage, exit 0
+    out = capsys.readouterr().out
+    assert out.startswith("usage: bisector") and "start with: bisector run" in out and "  runs " in out
+    for flag in ("--version", "-V"):
+        assert main([flag]) == 0
+        assert capsys.readouterr().out.startswith("bisector 0.1.0 (probes: ga_memory ")
+    assert main(["--debug", "--version"]) == 0 and "step_time 1.1" in capsys.readouterr().out
+
+
+def test_short_flags_users_expect():
+    parser = build_parser()
+    args = parser.parse_args(["run", "-j", "3", "-q"])
+    assert (args.jobs, args.quiet, args.verbose) == (3, True, False)
+    assert parser.parse_args(["probe", "--with", "a==1", "-v"]).verbose
+    assert parser.parse_args(["matrix", "-j", "2"]).jobs == 2
+
+
+@pytest.mark.slow
+def test_identical_runs_at_once_are_two_runs_and_resume_picks_by_config_hash(tmp_path, index_url, env_cache,
+                                                                              plain_spec):
+    store = str(tmp_path / "s.db")
+    argv = [sys.executable, "-m", "bisector", "run", *JOB, "--good", "1.0", "--bad", "1.2", "--index-url", index_url,
+            "--env", str(plain_spec), "--cache-dir", str(env_cache), "--store", store, "--json", "-q"]
+    procs = [subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for _ in range(2)]
+    outs = [p.communicate(timeout=600) for p in procs]
+    assert [p.returncode for p in procs] == [0, 0], outs
+    assert all(err == "" for _, err in outs)                  # -q: no progress lines
+    ids = {json.loads(out)["run_id"] for out, _ in outs}
+    assert len(ids) == 2                                      # two runs, not one overwritten
+    listing = subprocess.run([sys.executable, "-m", "bisector", "runs", "--store", store], capture_output=True,
+                             text=True).stdout.splitlines()
+    rows = [line.split() for line in listing[1:-1]]
+    assert {r[0] for r in rows} == ids and len({r[1] for r in rows}) == 1 and listing[-1] == "2 run(s): 2 bisect"
+    digest = rows[0][1]
+    resumed = subprocess.run([*argv, "--resume"], capture_output=True, text=True, timeout=600)   # this job's latest
+    assert resumed.returncode == 0 and json.loads(resumed.stdout)["run_id"] in ids, resumed.stderr
+    by_hash = subprocess.run([*argv, "--resume", digest[:6]], capture_output=True, text=True, timeout=600)
+    assert by_hash.returncode == 0 and json.loads(by_hash.stdout)["run_id"] in ids
+    other = subprocess.run([*argv[:-2], "--bad", "1.1", "--json", "--resume"], capture_output=True, text=True)
+    assert other.returncode == 2 and "no bisect run of this job (config hash" in other.stderr
 
 
 def test_probe_arg_takes_a_value_that_starts_with_a_dash():

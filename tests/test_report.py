@@ -427,7 +427,10 @@ def stored(tmp_path):
 def test_report_log_and_runs_commands(stored, capsys):
     assert main(["runs", "--store", stored]) == 0
     listing = capsys.readouterr().out.splitlines()
-    assert [line.split()[0] for line in listing] == ["a1b2c3d4e5f6", "777777777777"]
+    assert listing[0].split() == ["run", "config", "updated", "kind", "status", "what"]     # a header,
+    assert [line.split()[0] for line in listing[1:-1]] == ["a1b2c3d4e5f6", "777777777777"]
+    assert len({line.index("bisect") for line in listing[1:-1]}) == 1                       # aligned columns,
+    assert listing[-1] == "2 run(s): 2 bisect"                                              # a total
     assert main(["log", "a1b2", "--store", stored]) == 0
     log = capsys.readouterr().out
     assert f"skip commits {SHA[5][:10]} (7.5s) # crashed: probe exited 1" in log

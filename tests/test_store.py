@@ -99,3 +99,27 @@ def test_processes_creating_one_store_at_the_same_moment_all_succeed(tmp_path):
         for p in procs:
             p.join(timeout=60)
         assert outcomes == ["ok"] * 4, outcomes
+
+
+def test_a_store_from_before_run_ids_keeps_its_runs_findable_by_config_hash(tmp_path):
+    """Stores written when a bisect's run id was its config hash: read-only they list as before; opened
+    for writing they gain the column, the old ids as the hashes, and new runs get their own ids."""
+    path = tmp_path / "old.db"
+    db = sqlite3.connect(path)
+    db.executescript("""
+        CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+        INSERT INTO meta VALUES ('version', '1');
+        CREATE TABLE runs (id TEXT PRIMARY KEY, created TEXT NOT NULL, updated TEXT NOT NULL, kind TEXT NOT NULL,
+                           command TEXT NOT NULL, config TEXT NOT NULL, status TEXT NOT NULL, result TEXT);
+        INSERT INTO runs VALUES ('abcdef123456', '2025-01-01', '2025-01-01', 'bisect', '["bisector"]', '{}', 'found', NULL);
+    """)
+    db.commit()
+    db.close()
+    ro = Store(path, read_only=True)
+    assert [(r.id, r.config_hash) for r in ro.list_runs()] == [("abcdef123456", "abcdef123456")]
+    assert [r.id for r in ro.runs_with_hash("abcdef")] == ["abcdef123456"]
+    ro.close()
+    s = Store(path)
+    s.put_run(RunRow(id="0123456789ab", created=now(), updated=now(), kind="bisect", command=["bisector"],
+                     config={}, status="found", config_hash="abcdef123456"))
+    assert [r.id for r in s.runs_with_hash("abcdef123456", "bisect")] == ["0123456789ab", "abcdef123456"]

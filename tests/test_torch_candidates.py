@@ -9,10 +9,11 @@ import json
 import os
 import subprocess
 import sys
+import time
 
 import pytest
 
-from bisector.envs import EnvManager, EnvSpec, InstallTarget
+from bisector.envs import EnvCache, EnvManager, EnvSpec, InstallTarget
 from tests.support.pkgindex import LocalIndex, build_wheel
 
 pytestmark = pytest.mark.slow
@@ -38,11 +39,20 @@ def torch_index(tmp_path_factory):
     idx = LocalIndex(root / "idx")
     for i, version in enumerate(TORCH_VERSIONS):
         kib = 400 if version >= "2.3.0" else 100
-        idx.add(build_wheel(root / "w", "torch", version, module_source=f"BUFFER_KIB = {kib}\n"),
+        # like torch's own wheels: the metadata says 2.2.0, the module 2.2.0+cu130 (a label, the same torch);
+        # a CUDA library that 2.0.0..2.2.0 share (one version of it) and 2.3.0 moves on from
+        lib = "2.0" if version >= "2.3.0" else "1.0"
+        idx.add(build_wheel(root / "w", "torch", version, dependencies=[f"cuda-fakelib=={lib}"],
+                            module_source=f'__version__ = "{version}+cu130"\nBUFFER_KIB = {kib}\n'),
                 T0 + dt.timedelta(days=10 * i))
+    for lib in ("1.0", "2.0"):
+        idx.add(build_wheel(root / "w", "cuda-fakelib", lib, module_source=f'PAYLOAD = "{"x" * 50000}"\n'),
+                T0 - dt.timedelta(days=2))
     # a companion released between torch releases: each torch release gets the one of its date
     idx.add(build_wheel(root / "w", "helperpkg", "1.0"), T0 - dt.timedelta(days=1))
     idx.add(build_wheel(root / "w", "helperpkg", "2.0"), T0 + dt.timedelta(days=25))
+    for major, day in (("1.0", 5), ("2.0", 26)):   # a package over torch, for --torch per-candidate
+        idx.add(build_wheel(root / "w", "tinyapp", major), T0 + dt.timedelta(days=day))
     with idx.serve() as url:
         yield url
 
@@ -68,7 +78,11 @@ def test_torch_release_bisect_builds_one_base_per_release(job, tmp_path):
     assert any("torch stops at releases" in note for note in out["notes"])
     assert out["also_changed"] == {"helperpkg": ["1.0", "2.0"]}                # the companion moved too
     assert out["environment"]["env base"].startswith("torch==<candidate>")
+    env = out["environment"]                                                   # which torch, from where
+    assert env["torch"] == "2.2.0+cu130 (last good) / 2.3.0+cu130 (first bad)", env
+    assert "a base venv with torch==2.2.0" in env["torch from"] and "torch==2.3.0" in env["torch from"]
     releases = [s for s in out["steps"] if s["phase"] == "releases"]
+    assert all(s["verdict"] in ("good", "bad") for s in releases)            # the +cu130 label is no SKIP
     for step in releases:
         assert step["metrics"]["torch_from_a_base"] == 1.0                    # torch came from its base
         assert step["metrics"]["helper_major"] == (2.0 if step["candidate"] >= "2.3.0" else 1.0)
@@ -78,6 +92,12 @@ def test_torch_release_bisect_builds_one_base_per_release(job, tmp_path):
     measured = {s["candidate"] for s in releases}
     bases = sorted(p.name.split("-")[1] for p in (tmp_path / "cache" / "bases").glob("torch-*"))
     assert bases == sorted(measured)                                           # one base per measured release
+    # the bases of 2.0.0 and 2.2.0 need the same cuda-fakelib 1.0: its files are stored once (hard links)
+    lib = {p.name.split("-")[1]: next(p.glob("lib/python*/site-packages/cuda_fakelib/__init__.py"))
+           for p in (tmp_path / "cache" / "bases").glob("torch-*")}
+    assert os.path.samefile(lib["2.0.0"], lib["2.2.0"]) and not os.path.samefile(lib["2.0.0"], lib["2.3.0"])
+    markers = [json.loads(m.read_text()) for m in (tmp_path / "cache" / "bases").glob("torch-*/bisector-base.json")]
+    assert sum(m["shared_bytes"] for m in markers) > 50000
 
     again = json.loads(cli(*job).stdout)                                       # rerun: nothing rebuilt or probed
     assert again["probes_run"] == 0 and again["first_bad"]["ref"] == "2.3.0"
@@ -89,17 +109,27 @@ def test_torch_release_bisect_builds_one_base_per_release(job, tmp_path):
     assert {s["metrics"]["helper_major"] for s in ruled_out["steps"]} == {1.0}
 
     cache = ["--cache-dir", str(tmp_path / "cache")]
-    listed = cli("envs", "list", *cache).stdout.splitlines()
+    listed = cli("envs", "list", *cache).stdout.splitlines()[1:-1]                 # between header and total
     base_lines = [line for line in listed if line.startswith("base ")]
     assert len(base_lines) == len(bases) and all("used by 2 environment(s)" in line for line in base_lines)
-    assert cli("envs", "gc", "--keep-last", "0", *cache).stdout.strip() == f"removed {len(listed) - len(bases)} environment(s)"
-    prefixes = list((tmp_path / "cache" / "bases").glob("torch-*"))
-    assert len(prefixes) == len(bases)                                          # used minutes ago: kept
-    for prefix in prefixes:                                                    # now an hour and more ago
-        os.utime(prefix / "bisector-base.json", (0, os.stat(prefix).st_mtime - 7200))
-    gc = cli("envs", "gc", "--keep-last", "0", *cache).stdout.strip()
-    assert gc == f"removed 0 environment(s) and {len(bases)} unused torch base(s)"
-    assert not list((tmp_path / "cache" / "bases").glob("torch-*"))
+    assert any("shared with other bases" in line for line in base_lines)
+    root = tmp_path / "cache" / "bases"
+    old = root.glob("torch-2.0.0-*/bisector-base.json").__next__()              # not used for two days:
+    os.utime(old, (0, time.time() - 2 * 86400))                                 # it goes, with its environments
+    assert cli("envs", "gc", "--older-than", "1d", *cache).stdout.strip() == "removed 2 environment(s) and 1 torch base(s)"
+    assert not list(root.glob("torch-2.0.0-*")) and os.path.exists(lib["2.2.0"])   # the shared files stay whole
+    assert cli("envs", "gc", "--keep-last", "0", *cache).stdout.strip() == f"removed {len(listed) - len(bases) - 2} environment(s)"
+    prefixes = sorted(root.glob("torch-*"), key=lambda p: p.name)
+    assert len(prefixes) == len(bases) - 1                                      # used minutes ago: kept
+    for age, prefix in enumerate(prefixes):                                     # the last one, most recently used
+        os.utime(prefix / "bisector-base.json", (0, time.time() - 100 * (len(prefixes) - age)))
+    newest = max(EnvCache(tmp_path / "cache").bases(), key=lambda b: b.last_used)
+    gc = cli("envs", "gc", "--bases-max-size", str(newest.size_bytes), *cache).stdout.strip()
+    assert gc == f"removed 0 environment(s) and {len(prefixes) - 1} torch base(s)"   # the newest fits the budget
+    assert list(root.glob("torch-*")) == [newest.prefix]
+    os.utime(newest.prefix / "bisector-base.json", (0, time.time() - 7200))         # unused for an hour and more
+    assert cli("envs", "gc", "--keep-last", "0", *cache).stdout.strip() == "removed 0 environment(s) and 1 torch base(s)"
+    assert not list(root.glob("torch-*"))
 
 
 def test_torch_commits_are_refused_in_one_line(job, tmp_path):
@@ -155,13 +185,50 @@ def test_probe_with_a_torch_pin_measures_over_that_torch(torch_index, tmp_path):
 
 
 def test_prefetch_builds_a_torch_base_in_the_background(torch_index, tmp_path):
-    """While a probe runs, the next torch candidates' bases (the slow part) are built ahead."""
-    manager, spec = EnvManager(tmp_path / "cache"), EnvSpec(name="plain")
+    """With --prefetch, while a probe runs, the next torch candidates' bases (the slow part) are built
+    ahead; without it, none is (each is a download of GBs the search may never need)."""
+    spec = EnvSpec(name="plain")
     target = InstallTarget(package="torch", version="2.1.0", index_url=torch_index, as_of=T0 + dt.timedelta(days=11))
+    unasked = EnvManager(tmp_path / "cache")                   # a base is GBs: prefetched only on request
+    unasked.prefetch(spec, [target])
+    assert unasked.wait_prefetch(timeout=300) and not unasked.recipe_is_cheap(spec, target)
+    manager = EnvManager(tmp_path / "cache", prefetch_bases=True)   # --prefetch
     assert not manager.recipe_is_cheap(spec, target)
     manager.prefetch(spec, [target])
     assert manager.wait_prefetch(timeout=300) and manager.recipe_is_cheap(spec, target)   # the base is there
     env = manager.ensure(spec, target)
     code = "import torch, os; print(torch.__version__, os.sep + 'bases' + os.sep in os.path.realpath(torch.__file__))"
     out = subprocess.run([str(env.python), "-c", code], env=env.run_env(), capture_output=True, text=True)
-    assert out.stdout.split() == ["2.1.0", "True"], out.stderr
+    assert out.stdout.split() == ["2.1.0+cu130", "True"], out.stderr
+
+
+def test_torch_per_candidate_resolves_each_environments_own_torch(torch_index, tmp_path):
+    """`--torch per-candidate`: no shared torch (this interpreter's is hidden); each environment resolves
+    the torch of its candidate's date, and the report says so."""
+    probe = tmp_path / "torch_probe.py"
+    probe.write_text(PROBE)
+    spec = tmp_path / "plain.toml"
+    spec.write_text('name = "plain"\nbase = "current"\ncompanions = {helperpkg = "as-of-candidate"}\n')
+    proc = cli("run", "--package", "tinyapp", "--good", "1.0", "--bad", "2.0", "--mode", "releases",
+               "--torch", "per-candidate", "--index-url", torch_index, "--probe", str(probe), "--metric",
+               "helper_major", "--threshold", "1.5", "--env", str(spec), "--store", str(tmp_path / "s.db"),
+               "--cache-dir", str(tmp_path / "cache"), "--json", "--no-prefetch")
+    assert proc.returncode == 0, proc.stderr
+    out = json.loads(proc.stdout)
+    assert out["status"] == "found" and out["first_bad"]["ref"] == "2.0"
+    releases = [s for s in out["steps"] if s["phase"] == "releases"]
+    assert releases and all(s["metrics"]["torch_from_a_base"] == 0.0 for s in releases), out["steps"]   # its own
+    env = out["environment"]
+    assert env["env base"].startswith("none (--torch per-candidate")
+    assert env["torch"] == "2.0.0+cu130 (last good) / 2.2.0+cu130 (first bad)", env  # as of each date
+    assert env["torch from"] == "the candidate's own environment (resolved as of its date)"
+    assert not list((tmp_path / "cache" / "bases").glob("torch-*"))                  # no base venv built
+
+
+def test_torch_chosen_twice_or_for_a_torch_bisect_is_one_line(job, tmp_path):
+    proc = cli(*job, "--torch", "2.1.0")
+    assert proc.returncode == 2 and "bisecting torch, each torch release is its own base" in proc.stderr
+    proc = cli("run", "--good", "0.27", "--bad", "0.28", "--torch", "2.1.0", "--with", "torch==2.2.0",
+               "--store", str(tmp_path / "s.db"))
+    assert proc.returncode == 2 and proc.stderr.count("\n") == 1 and "torch is chosen twice" in proc.stderr
+    assert not (tmp_path / "s.db").exists()

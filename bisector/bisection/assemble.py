@@ -24,6 +24,7 @@ from bisector.core.result import BisectResult, Point, made_by
 from bisector.core.search import Outcome
 from bisector.envs import TORCH, EnvSpec
 from bisector.envs.check.project_url import repository_url
+from bisector.envs.model.env_spec import NO_BASE
 from bisector.explain.registry import compact_details
 from bisector.sources import git
 
@@ -166,4 +167,6 @@ def _probe_facts(config: JobConfig, phase: PhaseResult) -> dict:
 def _base_label(package: str, spec: EnvSpec) -> str:
     if canonicalize_name(package) == TORCH:
         return "torch==<candidate> (each torch release is its own base)"
+    if spec.base == NO_BASE:
+        return "none (--torch per-candidate: each environment resolves its own torch)"
     return spec.base

@@ -19,14 +19,14 @@ Side = tuple[dict, dict]   # (the probe's result details, the environment's name
 
 def environment_facts(details: dict, env: dict, package: str, companions: Iterable[str] = (),
                       own: bool = False) -> dict:
-    """Python, torch, CUDA, GPU, driver (or CPU), meter and the rest of the ML stack (with ``own``
-    the package under test too, and ``companions``), from the probe's result ``details`` (preferred)
-    and the environment's own record ``env`` (name -> version)."""
+    """Python, torch (its build, local label kept, and where it comes from), CUDA, GPU, driver (or CPU),
+    meter and the rest of the ML stack (with ``own`` the package under test too, and ``companions``),
+    from the probe's result ``details`` (preferred) and the environment's own record ``env``."""
     names = dict.fromkeys([*STACK, *(canonicalize_name(c) for c in companions)])
     versions = {**{k: v for k, v in env.items() if k == "python" or k in names},
                 **{k: v for k, v in (details.get("versions") or {}).items() if v and v != "None"}}
     device = details.get("device") or {}
-    facts = {"python": versions.get("python"), "torch": versions.get("torch")}
+    facts = {"python": versions.get("python"), "torch": versions.get("torch"), "torch from": env.get("torch from")}
     if device.get("type") == "cuda":
         facts.update(cuda=device.get("cuda"), gpu=gpu_label(device), driver=device.get("driver"))
     elif device:
@@ -63,7 +63,8 @@ def judged_side(phase: PhaseResult, index: int, fallback_details: dict) -> Side:
     paths = [m.details.get("env_path") for m in ms if m.details.get("env_path")]
     info = next((i for p in paths for i in [read_info(Path(p))] if i is not None), None)
     env = {"python": info.python_version, **dict(r.split("==", 1) for r in info.resolved if "==" in r),
-           **info.provided} if info else {}
+           **info.provided, **({"torch": info.torch} if info.torch else {}),
+           "torch from": info.torch_from} if info else {}
     return details, env
 
 

@@ -15,7 +15,7 @@ from bisector.bisection.judge import judge
 from bisector.bisection.phase import PhaseResult
 from bisector.bisection.plan import (TORCH_COMMITS, TORCH_STOPS, Plan, commit_plan, older_releases,
                                      release_plan)
-from bisector.bisection.recorder import Handler, RunRecorder, SilentHandler, run_id_for
+from bisector.bisection.recorder import Handler, RunRecorder, SilentHandler
 from bisector.bisection.refine import refinement
 from bisector.bisection.search_phase import search_phase
 from bisector.bisection.seam import MeasurerFactory
@@ -27,20 +27,21 @@ from bisector.core.search import Outcome
 from bisector.envs import TORCH
 from bisector.errors import UsageError
 from bisector.paths import default_cache_dir
-from bisector.storage import Store
+from bisector.storage import Store, new_run_id
 
 __all__ = ["Bisector", "Handler", "SilentHandler"]
 
 
 class Bisector:
     """Drives one bisect job: steps go to ``store`` and ``handler``, measuring goes through ``measurers``;
-    ``releases``: the release plan preflight resolved already (else it is resolved here)."""
+    ``releases``: the release plan preflight resolved already (else it is resolved here); ``run_id``: a
+    stored run resumed under its id (else each run has its own)."""
 
     def __init__(self, config: JobConfig, store: Store, measurers: MeasurerFactory,
                  handler: Optional[Handler] = None, command: Optional[list[str]] = None,
-                 releases: Optional[Plan] = None):
+                 releases: Optional[Plan] = None, run_id: Optional[str] = None):
         self.config, self.store, self.measurers, self.releases = config, store, measurers, releases
-        self.run_id = run_id_for(config)
+        self.run_id = run_id or new_run_id()   # a resumed run keeps its id
         self.recorder = RunRecorder(config, store, self.run_id, command or ["bisector", "run"], handler)
         self.cache_dir = config.run.cache_dir or default_cache_dir()
         self._final: Optional[tuple[Plan, PhaseResult]] = None   # the phase the answer comes from

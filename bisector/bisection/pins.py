@@ -1,7 +1,7 @@
 """``--with PKG==VERSION`` pins: exact companion versions laid over an environment spec.
 
 A pin of torch sets the base (``torch==X``: every environment over that torch), since torch is
-never a companion; any other pin replaces the spec's companion entry of that name.
+never a companion, as ``--torch X`` does; any other pin replaces the spec's companion entry of that name.
 """
 from __future__ import annotations
 
@@ -9,16 +9,18 @@ from typing import Optional
 
 from packaging.utils import canonicalize_name
 
-from bisector.envs import EnvSpec
+from bisector.envs import TORCH, EnvSpec
+from bisector.envs.build.torch_choice import choose_torch
 from bisector.envs.model.env_spec import parse_pin
 from bisector.errors import UsageError
 
 
-def apply_pins(spec: EnvSpec, pins: list[str], package: str, index_url: Optional[str]) -> EnvSpec:
-    """``spec`` with ``pins`` as exact companions (a torch pin as the base); UsageError on a pin of
-    ``package``, the package under test."""
-    if not pins:
-        return spec
+def apply_pins(spec: EnvSpec, pins: list[str], package: str, index_url: Optional[str],
+               torch: Optional[str] = None) -> EnvSpec:
+    """``spec`` with the ``torch`` choice (``--torch``, see bisector.envs.build.torch_choice) and then
+    ``pins`` as exact companions (a torch pin as the base); UsageError on a pin of ``package``, the
+    package under test, on torch chosen twice, and when nothing decides the torch and bisector's
+    interpreter has none."""
     exact = {}
     for text in pins:
         try:
@@ -28,4 +30,8 @@ def apply_pins(spec: EnvSpec, pins: list[str], package: str, index_url: Optional
         if canonicalize_name(name) == canonicalize_name(package):
             raise UsageError(f"--with {text!r} pins {package}, the package under test")
         exact[name] = f"=={version}"
-    return spec.over(exact, index_url)
+    pinned_torch = any(canonicalize_name(name) == TORCH for name in exact)
+    if torch is not None and pinned_torch:
+        raise UsageError("torch is chosen twice (--torch and --with torch==...): give one")
+    spec = spec if pinned_torch else choose_torch(spec, torch, package, index_url)
+    return spec.over(exact, index_url) if exact else spec

@@ -43,8 +43,9 @@ class SilentHandler:
         pass
 
 
-def run_id_for(config: JobConfig) -> str:
-    """Identical jobs share a run id, so an identical command resumes the same run."""
+def config_hash(config: JobConfig) -> str:
+    """Identical jobs share a config hash (how to run them, ``[run]``, aside): ``--resume`` finds a job's
+    runs by it. Each run has its own id (storage.new_run_id); measurements are reused by their own keys."""
     return hashlib.sha256(config.model_dump_json(exclude={"run"}).encode()).hexdigest()[:12]
 
 
@@ -71,7 +72,7 @@ class RunRecorder:
     def save(self, status: str, result: Optional[dict] = None) -> None:
         self.store.put_run(RunRow(id=self.run_id, created=self._started, updated=now(), kind=RunKind.BISECT,
                                   command=self.command, config=self.config.model_dump(mode="json"),
-                                  status=status, result=result))
+                                  status=status, result=result, config_hash=config_hash(self.config)))
 
     def forget(self) -> None:
         """A run rejected before its first step leaves no run to list or resume."""

@@ -18,9 +18,10 @@ from bisector.storage import Store
 
 
 def job_spec(config: JobConfig) -> EnvSpec:
-    """The job's environment spec (built-in name or path) with its ``--with`` pins laid over it."""
+    """The job's environment spec (built-in name or path) with its torch choice (``--torch``) and its
+    ``--with`` pins laid over it."""
     job = config.job
-    return apply_pins(load_env_spec(job.env, specs_dir()), job.pins, job.package, job.index_url)
+    return apply_pins(load_env_spec(job.env, specs_dir()), job.pins, job.package, job.index_url, config.env.torch)
 
 
 def preflight(config: JobConfig) -> JobPlan:
@@ -42,9 +43,11 @@ def preflight(config: JobConfig) -> JobPlan:
 
 def bisector_for(config: JobConfig, store: Store, handler: Optional[Handler] = None,
                  command: Optional[list[str]] = None, engine: Optional[Engine] = None,
-                 resolved: Optional[JobPlan] = None) -> Bisector:
-    """The Bisector of ``config`` measuring for real, on ``engine`` (a diff's, a matrix's) or its own."""
+                 resolved: Optional[JobPlan] = None, run_id: Optional[str] = None) -> Bisector:
+    """The Bisector of ``config`` measuring for real, on ``engine`` (a diff's, a matrix's) or its own
+    (``run_id``: a stored run resumed under its id)."""
     resolved = resolved or JobPlan(spec=job_spec(config))
     engine = engine or build_engine(config.run, store)
     measurers = engine.measurers(resolved.spec, config.probe, config.job.index_url)
-    return Bisector(config, store, measurers, handler=handler, command=command, releases=resolved.releases)
+    return Bisector(config, store, measurers, handler=handler, command=command, releases=resolved.releases,
+                    run_id=run_id)

@@ -8,6 +8,7 @@ from typing import Any, Optional
 
 from bisector.cli.followflags import add_followup_flags, followup_overrides
 from bisector.cli.examples import epilog
+from bisector.cli.runflags import add_output_flags, add_torch_flag
 from bisector.storage import RunKind
 
 RUN, MATRIX = "run", "matrix"
@@ -73,7 +74,7 @@ def add_execution_flags(p: argparse.ArgumentParser, command: str):
     """The execution group; returns it for command-specific flags."""
     jobs_help, prefetch_help = EXECUTION_HELP[command]
     g = p.add_argument_group("execution")
-    g.add_argument("--jobs", type=int, help=jobs_help)
+    g.add_argument("-j", "--jobs", type=int, help=jobs_help)
     g.add_argument("--prefetch", action=argparse.BooleanOptionalAction, default=None, help=prefetch_help)
     g.add_argument("--store", type=Path, help="SQLite store (default: in the user cache dir)")
     g.add_argument("--cache-dir", type=Path, help="environment and repository cache")
@@ -81,6 +82,7 @@ def add_execution_flags(p: argparse.ArgumentParser, command: str):
                    help="how candidate environments are built (default: uv, virtualenv + pip where uv is unusable)")
     add_executor_flags(g)
     g.add_argument("--json", action="store_true", help="print the result as JSON")
+    add_output_flags(g)
     return g
 
 
@@ -117,7 +119,7 @@ def run_overrides(args: argparse.Namespace) -> dict[str, Any]:
            "repo_url": args.repo_url, "pre": args.pre, "first_parent": args.first_parent, "find_fix": args.find_fix,
            "widen": args.widen, "env": args.env, "index_url": args.index_url, "pins": args.with_,
            "clone": args.clone, **followup_overrides(args)}
-    return {"job": job, **shared_overrides(args)}
+    return {"job": job, "env": {"torch": args.torch}, **shared_overrides(args)}
 
 
 def matrix_overrides(args: argparse.Namespace) -> dict[str, Any]:
@@ -178,6 +180,7 @@ def _run_parser(sub) -> None:
                    help="when good is already BAD, walk back through older releases until one is GOOD")
     g.add_argument("--with", dest="with_", action="append", metavar="PKG==VERSION",
                    help="pin a companion exactly over the env spec (torch==X sets the base); repeatable")
+    add_torch_flag(g)
     add_env_and_probe_flags(p, g)
     add_criterion_flags(p, RUN)
     add_followup_flags(p)
@@ -185,7 +188,9 @@ def _run_parser(sub) -> None:
     g.add_argument("--full", action="store_true", help="with --json: every point's probe details and every "
                                                        "step's metrics (by default only the headline ones)")
     g.add_argument("--resume", nargs="?", const="", metavar="RUN",
-                   help="resume a stored run (default: the latest) with its own configuration")
+                   help="resume a stored run with its own configuration and id: RUN is a run id or a config hash "
+                        "(a prefix will do); without RUN, the latest run of the job ./bisect.toml and the other "
+                        "flags give (by its config hash), or with neither the latest bisect run")
 
 
 def _matrix_parser(sub) -> None:
@@ -225,10 +230,12 @@ def _probe_parser(sub) -> None:
     p.add_argument("--timeout", type=float, help="seconds before the probe run is stopped")
     p.add_argument("--env", help="environment spec: a built-in name ('default': envs/default.toml) or a path to a .toml")
     p.add_argument("--index-url", help="package index (default: the installers' configuration)")
+    add_torch_flag(p)
     p.add_argument("--fresh", action="store_true", help="measure again (a new repeat; stored ones are kept)")
     p.add_argument("--explain", action="store_true", help="add where the bytes live (by phase and allocation site)")
     p.add_argument("--all", action="store_true", help="list every metric, not only the headline ones")
     p.add_argument("--json", action="store_true", help="print the whole measurement as JSON")
+    add_output_flags(p)
     p.add_argument("--store", type=Path, help="SQLite store (default: in the user cache dir)")
     p.add_argument("--cache-dir", type=Path, help="environment cache")
 
@@ -280,6 +287,7 @@ def _diff_parser(sub) -> None:
     g.add_argument("--env-backend", choices=["uv", "virtualenv"],
                    help="how environments are built (default: the env spec's, uv)")
     g.add_argument("--json", action="store_true", help="print the result as JSON")
+    add_output_flags(g)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -288,6 +296,8 @@ def build_parser() -> argparse.ArgumentParser:
                                      "training step use more memory, run slower, or break.",
                            epilog=epilog("bisector"), formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--debug", action="store_true", help="show tracebacks")
+    parser.add_argument("-V", "--version", action="store_true",
+                        help="print bisector's version and its built-in probes' versions")
     sub = parser.add_subparsers(dest="command")
     _run_parser(sub)
     _other_parsers(sub)
@@ -301,4 +311,9 @@ def build_parser() -> argparse.ArgumentParser:
     q.add_argument("--cache-dir", type=Path, help="environment cache (default: in the user cache dir)")
     q.add_argument("--keep-last", type=int, help="gc: keep the N most recently used environments")
     q.add_argument("--max-size", help="gc: remove the least recently used until under this size, e.g. 2G, 500M")
+    q.add_argument("--older-than", metavar="AGE",
+                   help="gc: remove environments and torch bases not used for this long, e.g. 14d, 12h, 2w")
+    q.add_argument("--bases-max-size", metavar="SIZE",
+                   help="gc: remove the least recently used torch bases (and their environments) until the bases "
+                        "take at most this much disk, e.g. 20G")
     return parser

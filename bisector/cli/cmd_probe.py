@@ -84,7 +84,8 @@ def probe_command(args) -> int:
         name, version = parse_pin(args.with_[0])
     except ValueError as exc:
         raise UsageError(f"--with {exc}") from None
-    spec = apply_pins(load_env_spec(args.env or "default", specs_dir()), args.with_[1:], name, args.index_url)
+    spec = apply_pins(load_env_spec(args.env or "default", specs_dir()), args.with_[1:], name, args.index_url,
+                      args.torch)
     release = find_release(list_releases(resolve_index_url(args.index_url), name), version)
     probe, metric = _job_probe(args)
     probe.script()  # an unknown probe is one line before anything is created

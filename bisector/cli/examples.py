@@ -16,6 +16,9 @@ EXAMPLES = {
         ("your own probe script and metric, releases only",
          "bisector run --package transformers --good 4.38 --bad 4.40 --mode releases --probe my_probe.py "
          "--metric step_seconds --max-increase 20%"),
+        ("torch itself: every torch release its own base (CUDA wheels are GBs each; the size is said first)",
+         "bisector run --package torch --good 2.11 --bad 2.13 --probe-arg=--loop=accelerate --with accelerate==1.10.0"),
+        ("without a torch next to bisector: choose one for every candidate", "bisector run --torch 2.13.0"),
         ("an exit-code repro, commits of a local clone",
          "bisector run --package accelerate --mode commits --repo ~/src/accelerate --good v0.27.2 --bad v0.28.0 "
          "--probe-cmd 'python repro.py'"),
@@ -43,7 +46,9 @@ EXAMPLES = {
                ("a repro script to attach, checked in both environments", "bisector report --repro repro.py")],
     "runs": [("every stored run", "bisector runs"), ("in another store", "bisector runs --store ci.sqlite")],
     "envs": [("the cached environments", "bisector envs list"),
-             ("keep the 10 newest and at most 20 GB", "bisector envs gc --keep-last 10 --max-size 20G")],
+             ("keep the 10 newest and at most 20 GB", "bisector envs gc --keep-last 10 --max-size 20G"),
+             ("torch bases: none unused for two weeks, at most 30 GB of them",
+              "bisector envs gc --older-than 14d --bases-max-size 30G")],
 }
 
 

@@ -5,11 +5,16 @@
 """
 from __future__ import annotations
 
+import logging
+import os
 import signal
 import sys
+from collections import Counter
 from pathlib import Path
 from typing import Optional
 
+from bisector import __version__
+from bisector.bisection.recorder import config_hash
 from bisector.bisection.repro_check import record, verify
 from bisector.bisection.repro_script import repro_script
 from bisector.bisection.wiring import bisector_for, preflight
@@ -21,6 +26,7 @@ from bisector.cli.cmd_probe import probe_command
 from bisector.cli.run_kinds import log_text, pick_run, report_text
 from bisector.config import JobConfig
 from bisector.jobfile import load_config
+from bisector.measure.probe_spec import builtin_names, builtin_version
 from bisector.errors import BisectorError, UsageError
 from bisector.paths import default_store_path
 from bisector.procs import SHUTDOWN, Interrupted, request_shutdown, stop_all
@@ -54,22 +60,27 @@ def _reading(path: Optional[Path]) -> Optional[Store]:
     return Store(path or default_store_path(), read_only=True)
 
 
+def progress(args):
+    """The progress display: live on a terminal, plain lines otherwise, nothing with -q."""
+    return progress_for(open(os.devnull, "w") if getattr(args, "quiet", False) else None)
+
+
 def cmd_run(args) -> int:
     """Bisect; print the report (text, or JSON with --json); exit 0 with an answer, 3 without."""
     config_path = args.config
     if config_path is None and Path("bisect.toml").is_file():
         config_path = Path("bisect.toml")
-    command = ["bisector", *sys.argv[1:]]
+    command, run_id = ["bisector", *sys.argv[1:]], None
     if args.resume is not None:
-        config, command = _resumed(args)
+        config, command, run_id = _resumed(args, config_path)
     else:
         config = load_config(config_path, run_overrides(args))
     with pages_read_once():
         resolved = preflight(config)  # bad input is one line and exit 2 before anything is created or stored
         store = _store(config.run.store)
-        with showing(progress_for()) as say:
+        with showing(progress(args)) as say:
             result = bisector_for(config, store, handler=PrintHandler(printer=say), command=command,
-                                  resolved=resolved).run()
+                                  resolved=resolved, run_id=run_id).run()
     write_reports(store, result)
     if args.json:
         print(render_json(result, full=args.full))
@@ -78,16 +89,35 @@ def cmd_run(args) -> int:
     return result.exit_code
 
 
-def _resumed(args):
-    """The configuration and command of a stored run, for --resume [RUN]."""
+def _given(table) -> bool:
+    """Whether a flags table sets anything (None and empty lists are 'not given')."""
+    if isinstance(table, dict):
+        return any(_given(v) for v in table.values())
+    return table is not None and table != []
+
+
+def _resumed(args, config_path: Optional[Path]):
+    """The configuration, command and id of a stored run, for ``--resume [RUN]``: RUN is a run id or a
+    config hash (or a prefix of one); without it, the latest run of the job that ./bisect.toml and the
+    other flags give (by its config hash), or with neither, the latest bisect run."""
     store = _reading(args.store)
-    run = store.get_run(args.resume or None) if store else None
     if store is None:
         raise UsageError("no stored runs to resume (nothing has been measured yet)")
+    overrides = {k: v for k, v in run_overrides(args).items() if k != "run"}   # how to run it is no part of the job
+    if args.resume:
+        found = store.get_run(args.resume)
+        runs = [found] if found else store.runs_with_hash(args.resume, RunKind.BISECT)
+        what = f"run or config hash {args.resume!r}"
+    elif config_path is not None or _given(overrides):
+        wanted = config_hash(load_config(config_path, run_overrides(args)))
+        runs, what = store.runs_with_hash(wanted, RunKind.BISECT), f"run of this job (config hash {wanted})"
+    else:
+        runs, what = [r for r in store.list_runs()[::-1] if r.kind is RunKind.BISECT][:1], "bisect run"
+    run = runs[0] if runs else None
     if run is None or run.kind is not RunKind.BISECT:
-        raise UsageError(f"no bisect run {args.resume!r} to resume in {store.path}")
-    print(f"resuming run {run.id}: {' '.join(run.command)}", file=sys.stderr)
-    return JobConfig.model_validate(run.config), run.command
+        raise UsageError(f"no bisect {what} to resume in {store.path}")
+    print(f"resuming run {run.id} (config {run.config_hash}): {' '.join(run.command)}", file=sys.stderr)
+    return JobConfig.model_validate(run.config), run.command, run.id
 
 
 def cmd_log(args) -> int:
@@ -100,21 +130,31 @@ def cmd_log(args) -> int:
     return 0
 
 
+def _what(run) -> str:
+    job = run.config.get("job") or {}
+    if run.kind is RunKind.BISECT:
+        return f"{job.get('package')} {job.get('good')}..{job.get('bad')}"
+    if run.kind is RunKind.DIFF:
+        return f"{run.config.get('package')} {run.config.get('version')}: A vs B"
+    if run.kind is RunKind.PROBE:
+        return f"{run.config.get('package')} {run.config.get('version')}"
+    return ", ".join((run.config.get("matrix") or {}).get("grid", {}) or []) or "-"
+
+
 def cmd_runs(args) -> int:
-    """The stored runs, oldest first."""
+    """The stored runs, oldest first: a header, aligned columns, a total."""
     store = _reading(args.store)
     if store is None:
         print(f"no runs yet (no store at {default_store_path()})", file=sys.stderr)
         return 0
-    for run in store.list_runs():
-        if args.kind and run.kind != args.kind:
-            continue
-        job = run.config.get("job") or {}
-        what = (f"{job.get('package')} {job.get('good')}..{job.get('bad')}" if run.kind is RunKind.BISECT
-                else f"{run.config.get('package')} {run.config.get('version')}: A vs B" if run.kind is RunKind.DIFF
-                else f"{run.config.get('package')} {run.config.get('version')}" if run.kind is RunKind.PROBE
-                else ", ".join((run.config.get("matrix") or {}).get("grid", {}) or []) or "-")
-        print(f"{run.id}  {run.updated}  {run.kind:7s} {run.status:15s} {what}")
+    runs = [r for r in store.list_runs() if not args.kind or r.kind == args.kind]
+    rows = [("run", "config", "updated", "kind", "status", "what")]
+    rows += [(r.id, r.config_hash or "-", r.updated, str(r.kind), r.status, _what(r)) for r in runs]
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]) - 1)]
+    for row in rows:
+        print("  ".join(cell.ljust(w) for cell, w in zip(row, widths)) + "  " + row[-1])
+    kinds = Counter(str(r.kind) for r in runs)
+    print(f"{len(runs)} run(s)" + (": " + ", ".join(f"{n} {k}" for k, n in sorted(kinds.items())) if runs else ""))
     return 0
 
 
@@ -162,19 +202,57 @@ COMMANDS = {"matrix": matrix_command, "run": cmd_run, "log": cmd_log, "runs": cm
             "envs": envs_command, "probe": probe_command, "diff": diff_command}
 
 
+def version_text() -> str:
+    """``bisector --version``: bisector's version and each built-in probe's."""
+    probes = ", ".join(f"{name} {builtin_version(name) or '?'}" for name in builtin_names())
+    return f"bisector {__version__} (probes: {probes}; Python {sys.version.split()[0]})"
+
+
+def usage_text(parser) -> str:
+    """What a bare ``bisector`` prints: the commands and where to start."""
+    commands = next(a for a in parser._actions if a.dest == "command")
+    lines = [parser.format_usage().strip(), "", parser.description, "", "commands:"]
+    lines += [f"  {c.dest:<8} {c.help}" for c in commands._choices_actions]
+    lines += ["", "start with: bisector run   (the built-in default job: the seed report's range)",
+              "more: bisector COMMAND --help"]
+    return "\n".join(lines)
+
+
 def _parse(argv: list[str]):
-    """The parsed arguments (``run`` when no command is named), or the exit code argparse ended with."""
+    """The parsed arguments (``run`` when only flags are given), or the exit code it ended with."""
     parser = build_parser()
     argv = glue_dash_values(argv)
-    if not argv or argv[0].startswith("-") and argv[0] not in ("-h", "--help", "--debug"):
+    if not argv:
+        print(usage_text(parser))
+        return 0
+    if argv[0] in ("-V", "--version"):
+        print(version_text())
+        return 0
+    if argv[0].startswith("-") and argv[0] not in ("-h", "--help", "--debug"):
         argv = ["run", *argv]
     if argv == ["--debug"]:
         argv = ["--debug", "run"]
     try:
         args = parser.parse_args(argv)
+        if args.version:
+            print(version_text())
+            return 0
         return parser.parse_args([*argv, "run"]) if args.command is None else args
     except SystemExit as exc:  # --help, or a usage error already printed as one line
         return int(exc.code or 0)
+
+
+def _logging(args) -> None:
+    """-v: bisector's INFO lines (builds, installer steps) on stderr; -q: errors only."""
+    logger = logging.getLogger("bisector")
+    if getattr(args, "verbose", False):
+        if not logger.handlers:
+            handler = logging.StreamHandler(sys.stderr)
+            handler.setFormatter(logging.Formatter("bisector: %(message)s"))
+            logger.addHandler(handler)
+        logger.setLevel(logging.INFO)
+    elif getattr(args, "quiet", False):
+        logger.setLevel(logging.ERROR)
 
 
 def main(argv: Optional[list[str]] = None) -> int:
@@ -182,6 +260,7 @@ def main(argv: Optional[list[str]] = None) -> int:
     args = _parse(list(sys.argv[1:] if argv is None else argv))
     if isinstance(args, int):
         return args
+    _logging(args)
     signal.signal(signal.SIGTERM, _on_signal)
     signal.signal(signal.SIGINT, _on_signal)
     try:

@@ -28,7 +28,7 @@ from bisector.difference.setups import changes_between, trial_label, trial_setup
 from bisector.envs import EnvSpec
 from bisector.measure.assembly import Engine
 from bisector.measure.measurer import Measurer
-from bisector.storage import RunKind, RunRow, RunState, StepRow, now
+from bisector.storage import RunKind, RunRow, RunState, StepRow, new_run_id, now
 
 
 class Differ:
@@ -39,7 +39,7 @@ class Differ:
                  handler=None, command: Optional[list[str]] = None):
         self.job, self.candidate, self.spec, self.engine, self.store = job, candidate, spec, engine, engine.store
         self.handler, self.command = handler, command or ["bisector", "diff"]
-        self.run_id = job.run_id
+        self.run_id = new_run_id()   # every diff its own run; identical ones share job.config_hash
         self.trials: list[Trial] = []
         self.steps: list[Step] = []
         self.notes: list[str] = []
@@ -122,7 +122,7 @@ class Differ:
     def _save(self, status: str, result: Optional[dict] = None) -> None:
         self.store.put_run(RunRow(id=self.run_id, created=self._started, updated=now(), kind=RunKind.DIFF,
                                   command=self.command, config=self.job.model_dump(mode="json"), status=status,
-                                  result=result))
+                                  result=result, config_hash=self.job.config_hash))
 
 
 def knobs_of(j: Judgement) -> Optional[dict]:

@@ -19,6 +19,7 @@ from bisector.data import specs_dir
 from bisector.difference.diff_model import DiffJob, Setup
 from bisector.difference.setups import changes_between, package_under_test, parse_pins, side_packages
 from bisector.envs import TORCH, EnvSpec, load_env_spec
+from bisector.envs.build.torch_choice import choose_torch
 from bisector.envs.build.base_info import HEAVY
 from bisector.errors import UsageError
 from bisector.measure.probe_spec import ProbeSpec
@@ -116,6 +117,8 @@ def check(given: DiffInput) -> CheckedDiff:
     probe.script()  # an unknown probe is a usage error before any work
     criterion = _criterion(given.criterion, probe)
     spec = load_env_spec(given.env or "default", specs_dir())
+    if TORCH not in {*a.packages, *b.packages}:   # a side's torch pin is its base
+        spec = choose_torch(spec, None, name, given.index_url)
     url = resolve_index_url(given.index_url)
     candidate = _exists(url, name, version)
     for change in changes_between(a, b):

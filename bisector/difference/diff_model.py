@@ -44,8 +44,8 @@ class DiffJob(BaseModel):
     follow_repo: Optional[str] = None
 
     @property
-    def run_id(self) -> str:
-        """Identical diffs share a run id, so an identical command resumes it."""
+    def config_hash(self) -> str:
+        """Identical diffs share it (each run has its own id); their measurements are reused by their keys."""
         return hashlib.sha256(("diff\0" + self.model_dump_json()).encode()).hexdigest()[:12]
 
 

@@ -37,10 +37,12 @@ class EnvManager:
     manager falls back to virtualenv + pip and logs a warning saying so.
     """
 
-    def __init__(self, cache_dir: Path, backend: Optional[str] = None, defer_health: bool = False):
+    def __init__(self, cache_dir: Path, backend: Optional[str] = None, defer_health: bool = False,
+                 prefetch_bases: bool = False):
         if backend not in (None, "uv", "virtualenv"):
             raise ValueError(f"unknown backend {backend!r}")
         self.defer_health = defer_health   # new envs checked from disk; their probes prove the import
+        self.prefetch_bases = prefetch_bases   # torch bases (GBs of download each) only when asked (--prefetch)
         self.layout = CacheLayout(Path(cache_dir).expanduser().resolve()).create()
         self.cache_dir = self.layout.root
         self.backend_override = backend
@@ -82,15 +84,17 @@ class EnvManager:
                  recipe: Optional[Callable[[InstallTarget], Recipe]] = None) -> None:
         """Build these envs in a background thread, one at a time, replacing earlier requests.
 
-        For targets whose torch base is not built yet (torch candidates), the base is built
-        in the background instead; their environments follow at the next call. ``recipe`` gives a
+        For targets whose torch base is not built yet (torch candidates), the base is built in the
+        background instead when ``prefetch_bases`` (a base is a download of GBs that the search may
+        never need: only on request); their environments follow at the next call. ``recipe`` gives a
         target's recipe (default: :meth:`recipe` under ``spec``; a measurer passes the ones it holds)."""
         recipe = recipe or (lambda target: self.recipe(spec, target))
         cheap = [self.recipe_is_cheap(spec, t) for t in targets]
         recipes = [recipe(t) for t, ok in zip(targets, cheap) if ok]
         todo = [r for r in recipes if quick_check(self.env_dir(r), r.fingerprint)[0] is not State.READY]
         self._prefetcher.submit(todo)
-        self._base_prefetcher.submit([spec_for_target(spec, t) for t, ok in zip(targets, cheap) if not ok])
+        if self.prefetch_bases:
+            self._base_prefetcher.submit([spec_for_target(spec, t) for t, ok in zip(targets, cheap) if not ok])
 
     def wait_prefetch(self, timeout: Optional[float] = None) -> bool:
         """Block until background builds are done (True) or ``timeout`` passes (False)."""

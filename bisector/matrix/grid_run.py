@@ -20,7 +20,8 @@ from bisector.core.criterion import describe_against_baseline
 from bisector.core.measurement import Measurement, oom_cells
 from bisector.core.units import human_value
 from bisector.data import specs_dir
-from bisector.envs import EnvSpec, load_env_spec
+from bisector.envs import TORCH, EnvSpec, load_env_spec
+from bisector.envs.build.torch_choice import choose_torch
 from bisector.errors import BisectorError, UndecidedError, UsageError
 from bisector.matrix.cells import Cell, Plan, grid_id, plan_cells
 from bisector.matrix.compare import compare, match_baseline, still_bad, summarise
@@ -191,6 +192,8 @@ def run_matrix(config: MatrixConfig, store: Store, cache_dir: Path, baseline_id:
                command: list[str]) -> tuple[MatrixResult, CellRunner, list[Cell]]:
     """Plan, measure, compare and confirm one matrix run; the run is stored as it starts and ends."""
     spec = load_env_spec(config.matrix.env, specs_dir())
+    if TORCH not in {*config.matrix.packages, *config.matrix.pins}:   # else each cell's torch is its base
+        spec = choose_torch(spec, None, config.matrix.packages[0], config.matrix.index_url)
     baseline = load_baseline(store, grid_id(config), baseline_id)
     plan = _plan(config, cache_dir)
     cells = plan.cells

@@ -31,6 +31,7 @@ class EngineSettings(Protocol):
     """What the engine is built from: a run's ``[run]`` table (bisector.config.RunSection)."""
 
     jobs: int
+    prefetch: Optional[bool]
     cache_dir: Optional[Path]
     env_backend: Optional[str]
     executor: ExecutorKind
@@ -89,7 +90,9 @@ def build_engine(run: EngineSettings, store: Store, max_gpus: Optional[int] = No
     """The engine of a run: its cache dir's environments, this machine's GPUs (``max_gpus`` of them:
     ``bisector probe`` runs one probe on exactly one), and the run's executor."""
     check_executor(run.executor)
-    envs = EnvManager(run.cache_dir or default_cache_dir(), backend=run.env_backend, defer_health=True)
+    # torch bases are built ahead only with an explicit --prefetch (each is gigabytes)
+    envs = EnvManager(run.cache_dir or default_cache_dir(), backend=run.env_backend, defer_health=True,
+                      prefetch_bases=run.prefetch is True)
     gpus = detect_gpus()
     pool = GpuPool(gpus[:max_gpus] if max_gpus is not None else gpus)
     executor = make_executor(run.executor, envs, pool, run.ray_address, run.cache_dir)

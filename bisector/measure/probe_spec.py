@@ -1,6 +1,7 @@
 """Which probe a bisect runs, how to launch it inside a candidate environment, and its fingerprint."""
 from __future__ import annotations
 
+import ast
 import hashlib
 import json
 import shlex
@@ -32,6 +33,22 @@ def builtin_names() -> list[str]:
     files = [p.stem for p in root.glob("[!_]*.py")]
     packages = [p.name for p in root.iterdir() if (p / "__main__.py").is_file()] if root.is_dir() else []
     return sorted(files + packages)
+
+
+def builtin_version(name: str) -> Optional[str]:
+    """A built-in probe's version as its script declares it (``PROBE_VERSION`` or ``VERSION``), read
+    with ``ast``: probes import torch, which bisector never imports."""
+    tree = ast.parse(builtin_script(name).read_text())
+    for node in tree.body:
+        if not isinstance(node, ast.Assign):
+            continue
+        for target in node.targets:
+            names = [target] if isinstance(target, ast.Name) else getattr(target, "elts", [])
+            values = [node.value] if isinstance(target, ast.Name) else getattr(node.value, "elts", [])
+            for n, v in zip(names, values):
+                if isinstance(n, ast.Name) and n.id in ("PROBE_VERSION", "VERSION") and isinstance(v, ast.Constant):
+                    return str(v.value)
+    return None
 
 
 def builtin_files(script: Path) -> list[Path]:

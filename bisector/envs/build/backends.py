@@ -21,6 +21,7 @@ from pydantic import BaseModel
 
 from bisector.envs.build.tool_runs import clean_env, run
 from bisector.errors import EnvironmentFailure
+from bisector.sources.installer_config import uv_binary
 
 FAR_FUTURE = "2999-01-01T00:00:00Z"
 
@@ -84,16 +85,6 @@ class Backend:
 
 
 @functools.lru_cache(maxsize=None)
-def _uv_binary() -> Optional[str]:
-    try:
-        import uv  # the PyPI package ships the binary
-
-        return uv.find_uv_bin()
-    except (ImportError, FileNotFoundError):
-        return shutil.which("uv")
-
-
-@functools.lru_cache(maxsize=None)
 def _uv_problem(binary: Optional[str]) -> Optional[str]:
     if binary is None:
         return "uv not found"
@@ -124,7 +115,7 @@ class UvBackend(Backend):
     name = "uv"
 
     def __init__(self, binary: Optional[str] = None):
-        self.binary = binary or _uv_binary()
+        self.binary = binary or uv_binary()
 
     def unusable(self) -> Optional[str]:
         return _uv_problem(self.binary)

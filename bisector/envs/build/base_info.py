@@ -28,7 +28,7 @@ from bisector.envs.build import _pyinfo
 from bisector.envs.model.info import InterpreterStamp, write_atomic
 from bisector.envs.model.layout import CacheLayout
 from bisector.envs.build.tool_runs import clean_env, run
-from bisector.envs.model.env_spec import TORCH, EnvSpec
+from bisector.envs.model.env_spec import CURRENT, NO_BASE, TORCH, EnvSpec
 from bisector.errors import UsageError
 
 ROOT = TORCH
@@ -57,6 +57,7 @@ class BaseInfo(BaseModel):
     constraints: dict[str, str]
     stamp: dict[str, object]
     fingerprint: str
+    torch_build: Optional[str] = None   # torch's own __version__, local label kept (2.11.0+cu130)
 
     @property
     def torch_version(self) -> Optional[str]:
@@ -65,7 +66,9 @@ class BaseInfo(BaseModel):
 
 
 def same_version(installed: str, wanted: str) -> bool:
-    """PEP 440 ``==``: equal versions; a local label (``+cpu``) counts only when ``wanted`` has one."""
+    """PEP 440 ``==``: equal versions; a local label (``+cpu``, ``+cu130``) counts only when ``wanted``
+    has one. torch's wheels say ``2.11.0`` in their metadata and ``2.11.0+cu130`` in ``__version__``:
+    one torch, whose label is a fact about its build (reported, never part of its identity)."""
     try:
         have, want = Version(installed), Version(wanted)
     except InvalidVersion:
@@ -144,10 +147,28 @@ def _fingerprint(data: dict) -> str:
     return hashlib.sha256(json.dumps(data, sort_keys=True, default=str).encode()).hexdigest()[:16]
 
 
+_VERSION_LINE = re.compile(r"""^__version__\s*(?::\s*str\s*)?=\s*['"]([^'"]+)['"]""", re.M)
+
+
+def module_version(site_dirs: list[str], name: str = ROOT) -> Optional[str]:
+    """A package's ``__version__`` as its files state it (``torch/version.py``, else its ``__init__``),
+    read from disk: the build's own version, local label included, without importing it."""
+    for site in site_dirs:
+        for rel in (f"{name}/version.py", f"{name}/__init__.py"):
+            try:
+                found = _VERSION_LINE.findall(Path(site, rel).read_text(errors="replace"))
+            except OSError:
+                continue
+            if found:
+                return found[-1]
+    return None
+
+
 def describe_base(spec_base: str, python: Path) -> BaseInfo:
-    """Inspect the base interpreter and compute its closure (the slow path, cached by callers)."""
+    """Inspect the base interpreter and compute its closure (the slow path, cached by callers). The
+    base "none" shows candidates nothing: each environment resolves its own torch."""
     desc = describe_interpreter(python)
-    members, constraints = closure(desc["site_dirs"], desc["markers"])
+    members, constraints = closure(desc["site_dirs"], desc["markers"]) if spec_base != NO_BASE else ([], {})
     provided = {d.name: d.version for d in members if HEAVY.match(d.name)}
     constraints = {n: s for n, s in constraints.items() if n not in provided}
     fp = _fingerprint({
@@ -158,7 +179,22 @@ def describe_base(spec_base: str, python: Path) -> BaseInfo:
         spec=spec_base, python=str(python), python_version=desc["version"],
         site_dirs=desc["site_dirs"], markers=desc["markers"], closure=members, provided=provided,
         constraints=constraints, stamp=_stamp(python, desc["site_dirs"]), fingerprint=fp,
+        torch_build=module_version([d.site_dir for d in members if d.name == ROOT]) if ROOT in provided else None,
     )
+
+
+def torch_source(base: BaseInfo, spec_base: str, site: Path) -> tuple[Optional[str], Optional[str]]:
+    """(torch's build version, where it comes from) for an environment over ``base`` whose own
+    site-packages is ``site``: the facts a report's environment line tells."""
+    if base.torch_version:
+        build = base.torch_build or base.torch_version
+        if spec_base == CURRENT:
+            return build, f"bisector's interpreter ({base.python})"
+        if spec_base.startswith("torch=="):
+            return build, f"a base venv with {spec_base}, installed by pip ({Path(base.python).parent.parent})"
+        return build, f"the base {spec_base} ({base.python})"
+    build = module_version([str(site)])
+    return build, ("the candidate's own environment (resolved as of its date)" if build else None)
 
 
 def cached_base(spec_base: str, python: Path, layout: CacheLayout) -> BaseInfo:

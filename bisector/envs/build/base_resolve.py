@@ -1,5 +1,5 @@
-"""The base a spec names, described and ready: this interpreter ("current"), a prefix path, or a
-``torch==X.Y.Z`` venv built on demand."""
+"""The base a spec names, described and ready: this interpreter ("current"), a prefix path, a
+``torch==X.Y.Z`` venv built on demand, or "none" (an interpreter that shows candidates nothing)."""
 from __future__ import annotations
 
 import os
@@ -9,7 +9,7 @@ from pathlib import Path
 from bisector.envs.build import torch_venv
 from bisector.envs.build.base_info import BaseInfo, cached_base, check_python, venv_python
 from bisector.envs.model.layout import CacheLayout
-from bisector.envs.model.env_spec import EnvSpec
+from bisector.envs.model.env_spec import CURRENT, NO_BASE, EnvSpec
 from bisector.errors import UsageError
 
 
@@ -21,9 +21,11 @@ def torch_base_ready(spec: EnvSpec, layout: CacheLayout) -> bool:
 
 
 def resolve_base(spec: EnvSpec, layout: CacheLayout) -> BaseInfo:
-    """The described base of ``spec`` ("current", a path, or "torch==X.Y.Z" built on demand)."""
-    if spec.base == "current":
-        info = cached_base("current", Path(sys.executable), layout)
+    """The described base of ``spec`` ("current", "none", a path, or "torch==X.Y.Z" built on demand)."""
+    if spec.base == CURRENT:
+        info = cached_base(CURRENT, Path(sys.executable), layout)
+    elif spec.base == NO_BASE:
+        info = cached_base(NO_BASE, torch_venv.resolve_interpreter(spec.python), layout)
     elif spec.torch_base_version:
         python = torch_venv.resolve_interpreter(spec.python)
         prefix = torch_venv.ensure_torch_base(

@@ -16,7 +16,7 @@ from typing import Optional
 from packaging.specifiers import SpecifierSet
 
 from bisector.envs.build.backends import Backend, PipBackend, env_python, site_packages
-from bisector.envs.build.base_info import installed_dists
+from bisector.envs.build.base_info import installed_dists, torch_source
 from bisector.envs.build.commit_wheels import commit_wheel
 from bisector.envs.model.environment import Environment, venv_run_env
 from bisector.envs.check.health import HealthReport, probe, problems, provided_conflicts
@@ -106,13 +106,14 @@ def _info(recipe: Recipe, env_dir: Path, report: HealthReport, lifted: list[str]
     where = (lambda p: p) if recipe.target_in_base else (lambda p: os.path.relpath(p, env_dir))  # noqa: E731
     paths = [where(m["file"]) for m in report.modules.values() if m.get("file")]
     extra, apparent = disk_usage(env_dir)
+    torch, torch_from = torch_source(recipe.base, recipe.spec.base, site)
     return EnvInfo(
         fingerprint=recipe.fingerprint, dir_name=recipe.dir_name, spec_name=recipe.spec.name,
         target=recipe.target, installed_version=report.version, installed_revision=report.revision,
         import_paths=paths, dist_info=where(str(target[2])),
         resolved=[f"{n}=={d.version}" for n, (d, _, _) in sorted(dists.items())],
         lifted=lifted, base=recipe.spec.base, base_fingerprint=recipe.base.fingerprint,
-        overlay=str(overlay) if overlay else None, provided=recipe.base.provided,
+        overlay=str(overlay) if overlay else None, provided=recipe.base.provided, torch=torch, torch_from=torch_from,
         python_version=recipe.base.python_version, interpreter=InterpreterStamp.of(env_python(env_dir)),
         backend=backend, created=now, last_used=now, build_seconds=round(time.monotonic() - timing[0], 3),
         health_seconds=round(timing[1], 3), health=health, import_names=sorted(report.modules),

@@ -1,7 +1,9 @@
 """Base venvs for ``base = "torch==X.Y.Z"``: built once with pip, cached, shared by all candidates.
 
 pip (not uv) installs torch here on purpose: pip reads the machine's pip configuration
-(find-links, local wheel dirs, constraints), which is where a pre-downloaded torch lives.
+(find-links, local wheel dirs, constraints), which is where a pre-downloaded torch lives. The venv
+is made by virtualenv (a dependency of bisector), which brings its own pip: bisector's interpreter
+needs neither pip nor ensurepip.
 """
 from __future__ import annotations
 
@@ -9,13 +11,15 @@ import hashlib
 import os
 import shutil
 import sys
-import time
 from pathlib import Path
 from typing import Optional
 
 from filelock import FileLock, Timeout
+from pydantic import BaseModel
 
 from bisector.envs.build.backends import pip_index_args
+from bisector.envs.build.base_share import share_libraries
+from bisector.envs.build.torch_size import describe_or_unknown
 from bisector.envs.cache.fsops import discard
 from bisector.envs.model.info import utcnow, write_atomic
 from bisector.envs.model.layout import CacheLayout
@@ -60,9 +64,28 @@ def _lock_key(prefix: Path) -> str:
     return "base-" + prefix.name.rsplit("-", 1)[-1]
 
 
+class BaseMarker(BaseModel):
+    """``bisector-base.json``: a built torch base, what it cost and what it shares."""
+
+    torch: str
+    created: str
+    shared_bytes: int = 0       # CUDA library bytes hard-linked to other bases (bisector.envs.build.base_share)
+    shared_with: list[str] = []
+
+
+def read_marker(prefix: Path) -> Optional[BaseMarker]:
+    """The base's marker, or None when it is not a built base."""
+    try:
+        return BaseMarker.model_validate_json((prefix / MARKER).read_bytes())
+    except (OSError, ValueError):
+        return None
+
+
 def ensure_torch_base(version: str, python: Path, layout: CacheLayout, index_url: Optional[str] = None,
                       extra_index_urls: Optional[list[str]] = None) -> Path:
-    """The prefix of a venv holding ``torch==version`` for ``python``; built once under a lock."""
+    """The prefix of a venv holding ``torch==version`` for ``python``; built once under a lock. Before
+    a build, what it downloads is said (bisector.envs.build.torch_size); after it, the CUDA libraries it
+    has in common with the bases already built are hard-linked to theirs."""
     extra = list(extra_index_urls or [])
     dest = torch_base_prefix(version, python, layout, index_url, extra)
     if (dest / MARKER).exists():
@@ -70,12 +93,17 @@ def ensure_torch_base(version: str, python: Path, layout: CacheLayout, index_url
         return dest
 
     def build(staging: Path) -> None:
-        log.warning("building base venv with torch==%s (once; cached in %s)", version, dest)
-        run([python, "-m", "venv", staging], "creating the torch base venv", env=clean_env())
+        cost = describe_or_unknown(version, python, None, index_url)
+        log.warning("building the torch base torch==%s (once; cached in %s): %s", version, dest, cost)
+        run([sys.executable, "-m", "virtualenv", "--quiet", "--no-setuptools", "--no-periodic-update",
+             "--python", python, staging], "creating the torch base venv", env=clean_env())
         run([staging / "bin" / "python", "-m", "pip", "install", "--disable-pip-version-check",
              "--no-input", f"torch=={version}", *pip_index_args(index_url, extra)],
             f"installing torch=={version} into the base", env=clean_env(), timeout=3600)
-        write_atomic(staging / MARKER, f'{{"torch": "{version}", "created": "{utcnow().isoformat()}"}}\n')
+        shared = share_libraries(staging, [b for b in torch_bases(layout) if (b / MARKER).exists()])
+        marker = BaseMarker(torch=version, created=utcnow().isoformat(), shared_bytes=shared.bytes,
+                            shared_with=shared.with_bases)
+        write_atomic(staging / MARKER, marker.model_dump_json() + "\n")
 
     return build_once(layout, _lock_key(dest), dest, lambda: dest if (dest / MARKER).exists() else None, build)
 
@@ -94,19 +122,17 @@ def torch_bases(layout: CacheLayout) -> list[Path]:
     return sorted(p for p in root.glob("torch-*") if p.is_dir()) if root.is_dir() else []
 
 
-def remove_unused_bases(layout: CacheLayout, used: set[Path], grace_s: float) -> list[Path]:
-    """Remove the torch bases no environment in ``used`` (prefixes) refers to and none used for
-    ``grace_s`` seconds, skipping one being built; return the removed prefixes."""
-    removed = []
-    for prefix in torch_bases(layout):
-        marker = prefix / MARKER
-        last = marker.stat().st_mtime if marker.exists() else prefix.stat().st_mtime
-        if prefix in used or time.time() - last < grace_s:
-            continue
-        try:
-            with FileLock(str(layout.lock(_lock_key(prefix))), timeout=0):
-                discard(prefix, layout.trash)
-                removed.append(prefix)
-        except Timeout:
-            continue
-    return removed
+def last_used(prefix: Path) -> float:
+    """When a base was last used (its marker's mtime; ensure_torch_base touches it)."""
+    marker = prefix / MARKER
+    return marker.stat().st_mtime if marker.exists() else prefix.stat().st_mtime
+
+
+def remove_base(layout: CacheLayout, prefix: Path) -> bool:
+    """Remove one base unless it is being built (its build lock is held); whether it went."""
+    try:
+        with FileLock(str(layout.lock(_lock_key(prefix))), timeout=0):
+            discard(prefix, layout.trash)
+            return True
+    except Timeout:
+        return False

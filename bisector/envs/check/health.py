@@ -101,7 +101,9 @@ def problems(report: HealthReport, target: InstallTarget, site: Path, base: Base
             found.append(f"asked for {pkg} {target.version}, {name}.__version__ is {version}")
     if base.torch_version:
         torch = report.torch or {}
-        if torch.get("version") != base.torch_version or not _under(torch.get("file"), base.site_dirs):
+        # as versions: the base's metadata says 2.11.0, the module 2.11.0+cu130 (a label, not another torch)
+        if not same_version(torch.get("version") or "", base.torch_version) \
+                or not _under(torch.get("file"), base.site_dirs):
             found.append(f"torch is {torch.get('version')} from {torch.get('file')}, "
                          f"not the base's {base.torch_version}")
     return found

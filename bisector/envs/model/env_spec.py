@@ -18,6 +18,7 @@ from pydantic import AfterValidator, BaseModel, ConfigDict, ValidationError, fie
 from bisector.errors import UsageError
 
 AS_OF_CANDIDATE = "as-of-candidate"
+CURRENT, NO_BASE = "current", "none"   # bisector's interpreter's torch; no shared torch (each env its own)
 TORCH = "torch"   # never a companion: a torch version is the base (``torch==X``)
 _NAME_RE = re.compile(r"^([A-Z0-9]|[A-Z0-9][A-Z0-9._-]*[A-Z0-9])$", re.IGNORECASE)
 _SHA_RE = re.compile(r"^[0-9a-f]{40}$")
@@ -113,9 +114,10 @@ class EnvSpec(BaseModel):
     """How candidate environments are made: base, companions, extra requirements, index.
 
     Loaded from ``<name>.toml`` by :func:`load_env_spec`. ``base`` is "current" (this
-    interpreter's torch), a path to an existing env/prefix, or "torch==X.Y.Z" (a base venv
-    with that torch, built once with pip and cached). Everything the base provides beyond
-    torch's own dependency closure stays invisible to candidates.
+    interpreter's torch), a path to an existing env/prefix, "torch==X.Y.Z" (a base venv
+    with that torch, built once with pip and cached), or "none" (no shared torch: each
+    environment resolves its own, as of its candidate's date). Everything the base provides
+    beyond torch's own dependency closure stays invisible to candidates.
     """
 
     model_config = ConfigDict(extra="forbid", frozen=True)
@@ -292,7 +294,7 @@ def load_env_spec(name_or_path: str, search_dir: Path) -> EnvSpec:
         raise UsageError(f"{path}: not valid TOML: {exc}") from None
     data.setdefault("name", path.stem)
     base = data.get("base")
-    if isinstance(base, str) and base != "current" and not re.match(r"^torch\s*==", base):
+    if isinstance(base, str) and base not in (CURRENT, NO_BASE) and not re.match(r"^torch\s*==", base):
         data["base"] = str((path.parent / os.path.expanduser(base)).resolve())
     try:
         return EnvSpec.model_validate(data)

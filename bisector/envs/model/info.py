@@ -61,6 +61,8 @@ class EnvInfo(BaseModel):
     base_fingerprint: str
     overlay: Optional[str] = None       # overlay dir the env's .pth points at
     provided: dict[str, str] = {}       # name -> version taken from the base
+    torch: Optional[str] = None         # torch's build version (local label kept: 2.11.0+cu130)
+    torch_from: Optional[str] = None    # where that torch comes from (the interpreter, a base venv, the env)
     python_version: str
     interpreter: InterpreterStamp
     backend: str
