@@ -9,7 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from bisector.bisection.driver import Bisector, config_hash
+from bisector.bisection.driver import Bisector
+from bisector.bisection.recorder import config_hash
 from bisector.config import JobConfig
 from bisector.core.measurement import Status
 from bisector.core.result import made_by
