@@ -7,6 +7,7 @@ from __future__ import annotations
 import datetime as dt
 import enum
 import json
+import os
 import sqlite3
 import threading
 from pathlib import Path
@@ -18,6 +19,7 @@ from pydantic import BaseModel
 from bisector.core.measurement import Measurement
 from bisector.core.verdict import Verdict
 from bisector.errors import BisectorError, UsageError
+from bisector.redact import redact_text
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -179,8 +181,8 @@ class Store:
             db.execute(
                 "INSERT OR REPLACE INTO measurements VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
                 (m.key, m.package, m.candidate, m.env_fingerprint, m.probe_fingerprint, m.repeat,
-                 m.status, json.dumps(m.metrics), m.exit_code, m.reason, m.seconds, m.created,
-                 json.dumps(m.details), m.run_id))
+                 m.status, json.dumps(m.metrics), m.exit_code, _clean(m.reason), m.seconds, m.created,
+                 _clean(json.dumps(m.details)), m.run_id))
 
     def measurements_for(self, package: str, probe_fingerprint: Optional[str] = None) -> list[Measurement]:
         sql, args = "SELECT * FROM measurements WHERE package=?", [package]
@@ -192,9 +194,9 @@ class Store:
     def put_run(self, run: RunRow) -> None:
         with self._tx() as db:
             db.execute("INSERT OR REPLACE INTO runs VALUES (?,?,?,?,?,?,?,?)",
-                       (run.id, run.created, run.updated, run.kind, json.dumps(run.command),
-                        json.dumps(run.config), run.status,
-                        json.dumps(run.result) if run.result is not None else None))
+                       (run.id, run.created, run.updated, run.kind, _clean(json.dumps(run.command)),
+                        _clean(json.dumps(run.config)), run.status,
+                        _clean(json.dumps(run.result)) if run.result is not None else None))
 
     def get_run(self, run_id: Optional[str] = None) -> Optional[RunRow]:
         if run_id is None:
@@ -214,8 +216,8 @@ class Store:
         step = step.model_copy(update={"created": step.created or now()})
         with self._tx() as db:
             db.execute("INSERT OR REPLACE INTO steps VALUES (?,?,?,?,?,?,?,?,?)",
-                       (step.run_id, step.seq, step.candidate, step.verdict, step.value, step.reason,
-                        step.seconds, json.dumps(step.measurements), step.created))
+                       (step.run_id, step.seq, _clean(step.candidate), step.verdict, step.value,
+                        _clean(step.reason), step.seconds, json.dumps(step.measurements), step.created))
 
     def steps(self, run_id: str) -> list[StepRow]:
         rows = self._query("SELECT * FROM steps WHERE run_id=? ORDER BY seq", (run_id,))
@@ -249,11 +251,19 @@ class _Transaction:
             self.lock.release()
 
 
+def _clean(text: Optional[str]) -> Optional[str]:
+    """What is stored: every column that can hold free text goes through the redaction pass."""
+    return None if text is None else redact_text(text)
+
+
 def _measurement(row: tuple) -> Measurement:
+    details = json.loads(row[12])
+    if isinstance(details.get("env_path"), str):   # stored with the home directory as ~ (redacted)
+        details["env_path"] = os.path.expanduser(details["env_path"])
     return Measurement(key=row[0], package=row[1], candidate=row[2], env_fingerprint=row[3],
                        probe_fingerprint=row[4], repeat=row[5], status=row[6], metrics=json.loads(row[7]),
                        exit_code=row[8], reason=row[9], seconds=row[10], created=row[11],
-                       details=json.loads(row[12]), run_id=row[13])
+                       details=details, run_id=row[13])
 
 
 def _run(row: tuple) -> RunRow:

@@ -21,7 +21,7 @@ from bisector.jobfile import load_config
 from bisector.errors import BisectorError, UsageError
 from bisector.paths import default_store_path
 from bisector.procs import SHUTDOWN, Interrupted, request_shutdown, stop_all
-from bisector.redact import redact_text
+from bisector.redact import RedactingStream
 from bisector.report.live import progress_for, showing
 from bisector.report.progress import PrintHandler
 from bisector.report.render import load_result, render, render_json, write_reports
@@ -145,8 +145,18 @@ def _parse(argv: list[str]):
 
 
 def main(argv: Optional[list[str]] = None) -> int:
-    """Parse ``argv`` (default: sys.argv), run the command, and return its exit code."""
-    args = _parse(list(sys.argv[1:] if argv is None else argv))
+    """Parse ``argv`` (default: sys.argv), run the command, and return its exit code; everything it
+    prints goes through the redaction pass (bisector.redact)."""
+    streams = sys.stdout, sys.stderr
+    sys.stdout, sys.stderr = RedactingStream(sys.stdout), RedactingStream(sys.stderr)
+    try:
+        return _main(list(sys.argv[1:] if argv is None else argv))
+    finally:
+        sys.stdout, sys.stderr = streams
+
+
+def _main(argv: list[str]) -> int:
+    args = _parse(argv)
     if isinstance(args, int):
         return args
     signal.signal(signal.SIGTERM, _on_signal)
@@ -164,12 +174,12 @@ def main(argv: Optional[list[str]] = None) -> int:
     except BisectorError as exc:
         if args.debug:
             raise
-        print(f"bisector: error: {redact_text(str(exc))}", file=sys.stderr)
+        print(f"bisector: error: {exc}", file=sys.stderr)
         return exc.exit_code
     except Exception as exc:  # noqa: BLE001 - last resort: one line, not a traceback
         if args.debug:
             raise
-        print(f"bisector: internal error: {type(exc).__name__}: {redact_text(str(exc))} "
+        print(f"bisector: internal error: {type(exc).__name__}: {exc} "
               "(rerun with --debug for the traceback)", file=sys.stderr)
         return 1
 

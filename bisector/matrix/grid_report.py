@@ -13,6 +13,7 @@ from bisector.core.measurement import Status
 from bisector.core.units import human_value
 from bisector.matrix.grid_result import CellResult, CellVerdict, MatrixResult
 from bisector.matrix.report_trend import findings, markdown_sections, text_lines
+from bisector.redact import write_redacted
 from bisector.report.common import md_escape
 
 MARKDOWN_FILE, JSON_FILE = "matrix.md", "matrix.json"
@@ -183,11 +184,11 @@ def write_reports(result: MatrixResult, out: Path) -> dict[str, Path]:
     """Write the plots, ``matrix.md`` and ``matrix.json`` into ``out``; return their paths."""
     out.mkdir(parents=True, exist_ok=True)
     plots = write_plots(result, out)
-    (out / MARKDOWN_FILE).write_text(markdown(result, plots))
+    write_redacted(out / MARKDOWN_FILE, markdown(result, plots))
     data = {**result.model_dump(mode="json"), "exit_code": result.exit_code,
             "regressions": len(result.regressions), "confirmed_regressions": len(result.confirmed),
             "plots": plots}
-    (out / JSON_FILE).write_text(json.dumps(data, indent=2) + "\n")
+    write_redacted(out / JSON_FILE, json.dumps(data, indent=2) + "\n")
     return {"markdown": out / MARKDOWN_FILE, "json": out / JSON_FILE,
             **{f"plot {m}": out / name for m, name in plots.items()}}
 

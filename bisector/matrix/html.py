@@ -15,6 +15,7 @@ from bisector.core.units import human_value
 from bisector.matrix.grid_result import HistoryLine, MatrixResult
 from bisector.matrix.grid_report import MARKDOWN_FILE, headline
 from bisector.matrix.steps import grid_lines
+from bisector.redact import write_redacted
 
 PAGE = "index.html"
 W, H, LEFT, RIGHT, TOP, BOTTOM = 680, 260, 78, 16, 30, 58
@@ -136,7 +137,7 @@ def _links(result: MatrixResult, out: Path) -> list[str]:
     rows = [f'<li><a class="report" href="{_esc(MARKDOWN_FILE)}">{_esc(MARKDOWN_FILE)}</a>: the run\'s report</li>']
     for b in result.bisects:
         if b.report_file and re.fullmatch(r"[\w.+-]+\.md", b.report_file):
-            (out / b.report_file).write_text(b.markdown)
+            write_redacted(out / b.report_file, b.markdown)
             first = f", first bad {_esc(b.first_bad)}" if b.first_bad else ""
             rows.append(f'<li><a class="bisect-report" href="{_esc(b.report_file)}">bisect {_esc(b.package)} '
                         f'{_esc(b.good)} → {_esc(b.bad)}</a>: {_esc(b.status)}{first}</li>')
@@ -163,7 +164,5 @@ def write_html(result: MatrixResult, out: Path, report_dir: Path) -> Path:
     out.mkdir(parents=True, exist_ok=True)
     report = report_dir / MARKDOWN_FILE
     if report.is_file() and report.resolve() != (out / MARKDOWN_FILE).resolve():
-        (out / MARKDOWN_FILE).write_text(report.read_text())
-    target = out / PAGE
-    target.write_text(page(result, _links(result, out)))
-    return target
+        write_redacted(out / MARKDOWN_FILE, report.read_text())
+    return write_redacted(out / PAGE, page(result, _links(result, out)))

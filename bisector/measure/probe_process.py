@@ -16,7 +16,6 @@ from bisector.procs import Completed, run_bounded
 
 _OOM = re.compile(r"OutOfMemoryError|CUDA out of memory|out of memory|Cannot allocate memory|MemoryError")
 _IMPORT = re.compile(r"^(ModuleNotFoundError|ImportError)\b", re.M)
-Wrap = Callable[[list[str]], list[str]]  # turns the probe's command into the one launched (a Ray node's guard)
 
 
 class ProbeOutcome:
@@ -91,16 +90,20 @@ def _read_result(path: Path, done: Completed) -> ProbeOutcome:
 
 
 def run_probe(spec: ProbeSpec, python: Path, env: dict[str, str], workdir: Optional[Path] = None,
-              on_line: Optional[Callable[[str], None]] = None, wrap: Optional[Wrap] = None) -> ProbeOutcome:
-    """Run the probe with ``python`` (the candidate env's interpreter) and the env's variables;
-    ``on_line`` sees its stderr lines as they come (live progress); ``wrap`` launches its command
-    through another one."""
+              on_line: Optional[Callable[[str], None]] = None) -> ProbeOutcome:
+    """Run the probe with ``python`` (the candidate env's interpreter) and the env's variables, under the
+    launcher (nothing it starts outlives it, nor bisector); ``on_line`` sees its stderr lines as they come
+    (live progress). A command that is not in the environment or on its PATH is an environment failure."""
     with tempfile.TemporaryDirectory(prefix="bisector-probe-") as tmp:
         result_path = Path(tmp) / "result.json"
         run_env = {**env, RESULT_ENV: str(result_path)}
         argv = spec.argv(python)
-        done = run_bounded(wrap(argv) if wrap else argv, run_env, cwd=workdir or Path(tmp), timeout=spec.timeout,
-                           on_line=on_line)
+        try:
+            done = run_bounded(argv, run_env, cwd=workdir or Path(tmp), timeout=spec.timeout, on_line=on_line,
+                               supervise=True)
+        except FileNotFoundError:
+            return ProbeOutcome(Status.ENV_FAILED, 0.0, reason=f"the probe command {argv[0]!r} is neither in the "
+                                "environment's bin nor on PATH")
         if spec.exit_code_mode and not done.timed_out:
             return ProbeOutcome(Status.EXIT_CODE, done.seconds, exit_code=done.returncode,
                                 reason=_last_line(done.stderr_tail) or None, stderr_tail=done.stderr_tail)
