@@ -10,16 +10,17 @@ import json
 import os
 import sqlite3
 import threading
+import weakref
 from pathlib import Path
 from typing import Any, Optional
 
-from filelock import FileLock, Timeout
 from pydantic import BaseModel
 
 from bisector.core.measurement import Measurement
 from bisector.core.verdict import Verdict
-from bisector.errors import BisectorError, UsageError
+from bisector.errors import UsageError
 from bisector.redact import redact_text
+from bisector.store_health import OpenMark, check_store_path, damaged, integrity_problems
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -98,37 +99,48 @@ class Store:
     """The measurement store at ``path`` (created on first use)."""
 
     def __init__(self, path: Path, read_only: bool = False):
-        self.path = Path(path)
+        self.path = Path(path).expanduser()
         self._lock = threading.RLock()  # one connection shared by the k-way worker threads
+        self._db: Optional[sqlite3.Connection] = None
         if read_only:
             self._open_read_only()
+            self._closer = weakref.finalize(self, self._db.close)
             return
-        self._create_parent()
-        try:
-            # Switching to WAL needs the database to itself and SQLite does not wait for that,
-            # so processes opening one store at the same moment take turns at setting it up.
-            with FileLock(str(self.path) + ".init.lock", timeout=120):
-                self._db = sqlite3.connect(str(self.path), timeout=60, isolation_level=None,
-                                           check_same_thread=False)
-                self._db.execute("PRAGMA busy_timeout = 60000")
-                self._db.execute("PRAGMA journal_mode = WAL")
-                self._db.executescript(SCHEMA)
-                self._check_version()
-        except sqlite3.DatabaseError as exc:
-            raise self._unusable(exc) from None
-        except Timeout:
-            raise BisectorError(f"store {self.path} stayed locked by another process for 120 s "
-                                f"(lock file {self.path}.init.lock)") from None
-        except OSError as exc:
-            raise UsageError(f"store {self.path} cannot be opened: {exc.strerror or exc}") from None
-
-    def _create_parent(self) -> None:
+        check_store_path(self.path)
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
+            mark = OpenMark(self.path)
         except OSError as exc:
-            raise UsageError(f"store {self.path}: cannot create {self.path.parent}: {exc.strerror or exc}") from None
+            raise UsageError(f"store {self.path} cannot be opened: {exc.strerror or exc}") from None
+        try:
+            mark.enter()   # the first one in sets the store up and checks it when it was not closed cleanly
+            self._db = sqlite3.connect(str(self.path), timeout=60, isolation_level=None, check_same_thread=False)
+            self._db.execute("PRAGMA busy_timeout = 60000")
+            if mark.first:
+                self._set_up(check=not mark.closed_cleanly())
+            self._check_version()
+            mark.opened()
+        except BaseException as exc:
+            mark.leave(self._db, clean=False)
+            if isinstance(exc, sqlite3.DatabaseError):
+                raise self._unusable(exc) from None
+            if isinstance(exc, OSError):
+                raise UsageError(f"store {self.path} cannot be opened: {exc.strerror or exc}") from None
+            raise
+        self._closer = weakref.finalize(self, mark.leave, self._db)   # at close(), or when the process exits
+
+    def _set_up(self, check: bool) -> None:
+        """WAL mode and the tables; ``check``: refuse the store when ``PRAGMA integrity_check`` finds damage."""
+        if check and self.path.stat().st_size > 0:
+            problems = integrity_problems(self._db)
+            if problems:
+                raise damaged(self.path, problems[0])
+        self._db.execute("PRAGMA journal_mode = WAL")
+        self._db.executescript(SCHEMA)
 
     def _unusable(self, exc: Exception) -> UsageError:
+        if _is_damage(exc):
+            return damaged(self.path, str(exc))
         return UsageError(f"store {self.path} is not a usable bisector store ({exc}); "
                           "move it away or pass --store to use another file")
 
@@ -137,14 +149,28 @@ class Store:
         nothing is created (no file, no directory, no WAL switch)."""
         if not self.path.is_file():
             raise UsageError(f"no store at {self.path} (nothing has been measured with it yet; --store names another)")
+        if not os.access(self.path, os.R_OK):
+            raise UsageError(f"store {self.path} is not readable by this user")
         try:
-            self._db = sqlite3.connect(f"{self.path.resolve().as_uri()}?mode=ro", uri=True, timeout=60,
-                                       isolation_level=None, check_same_thread=False)
-            row = self._db.execute("SELECT value FROM meta WHERE key='version'").fetchone()
+            row = self._connect_read_only("mode=ro")
+        except sqlite3.OperationalError:
+            # a WAL store in a directory this user cannot write: SQLite cannot make its -shm file, so read
+            # the file as it is (what a finished run left is in it: the last one out checkpoints)
+            try:
+                row = self._connect_read_only("immutable=1")
+            except sqlite3.DatabaseError as exc:
+                raise self._unusable(exc) from None
         except sqlite3.DatabaseError as exc:
             raise self._unusable(exc) from None
         if row is None or row[0] != STORE_VERSION:
             raise self._unusable(f"store version {row[0] if row else 'missing'}, expected {STORE_VERSION}")
+
+    def _connect_read_only(self, how: str) -> Optional[tuple]:
+        if self._db is not None:
+            self._db.close()
+        self._db = sqlite3.connect(f"{self.path.resolve().as_uri()}?{how}", uri=True, timeout=60,
+                                   isolation_level=None, check_same_thread=False)
+        return self._db.execute("SELECT value FROM meta WHERE key='version'").fetchone()
 
     def delete_run(self, run_id: str) -> None:
         """Forget a run that was rejected before it measured anything (its steps too)."""
@@ -161,14 +187,19 @@ class Store:
                 raise sqlite3.DatabaseError(f"store version {row[0]}, expected {STORE_VERSION}")
 
     def _tx(self):
-        return _Transaction(self._db, self._lock)
+        return _Transaction(self._db, self._lock, self.path)
 
     def _query(self, sql: str, args=()) -> list[tuple]:
         with self._lock:
-            return self._db.execute(sql, args).fetchall()
+            try:
+                return self._db.execute(sql, args).fetchall()
+            except sqlite3.DatabaseError as exc:
+                if _is_damage(exc):
+                    raise damaged(self.path, str(exc)) from None
+                raise
 
     def close(self) -> None:
-        self._db.close()
+        self._closer()
 
     # measurements -------------------------------------------------------------------------
     def get_measurement(self, key: str) -> Optional[Measurement]:
@@ -204,8 +235,8 @@ class Store:
             row = rows[0] if rows else None
         else:
             rows = self._query("SELECT * FROM runs WHERE id=?", (run_id,))
-            if not rows:
-                rows = self._query("SELECT * FROM runs WHERE id LIKE ?", (run_id + "%",))
+            if not rows:   # a unique prefix, matched literally (no LIKE: '%' and '_' are characters here)
+                rows = self._query("SELECT * FROM runs WHERE substr(id, 1, ?) = ? LIMIT 2", (len(run_id), run_id))
             row = rows[0] if len(rows) == 1 else None
         return _run(row) if row else None
 
@@ -232,8 +263,8 @@ class Store:
 class _Transaction:
     """BEGIN IMMEDIATE ... COMMIT, rolled back on any exception (a kill never leaves a half row)."""
 
-    def __init__(self, db: sqlite3.Connection, lock: threading.RLock):
-        self.db, self.lock = db, lock
+    def __init__(self, db: sqlite3.Connection, lock: threading.RLock, path: Path):
+        self.db, self.lock, self.path = db, lock, path
 
     def __enter__(self) -> sqlite3.Connection:
         self.lock.acquire()
@@ -249,6 +280,15 @@ class _Transaction:
             self.db.execute("ROLLBACK" if exc_type else "COMMIT")
         finally:
             self.lock.release()
+        if isinstance(exc, sqlite3.DatabaseError) and _is_damage(exc):
+            raise damaged(self.path, str(exc)) from None
+
+
+def _is_damage(exc: Exception) -> bool:
+    """An SQLite error that says the file itself is damaged (not busy, not locked)."""
+    text = str(exc).lower()
+    return isinstance(exc, sqlite3.DatabaseError) and any(
+        word in text for word in ("malformed", "corrupt", "disk i/o error"))
 
 
 def _clean(text: Optional[str]) -> Optional[str]:

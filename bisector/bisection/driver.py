@@ -33,7 +33,7 @@ from bisector.core.result import BisectResult, Step
 from bisector.core.search import Outcome
 from bisector.envs import TORCH
 from bisector.envs.check.project_url import repository_url
-from bisector.errors import BisectorError, UsageError
+from bisector.errors import BisectorError, UndecidedError, UsageError
 from bisector.paths import default_cache_dir
 from bisector.sources import git
 from bisector.storage import RunKind, RunRow, RunState, StepRow, Store, now
@@ -102,6 +102,9 @@ class Bisector:
                 self.store.delete_run(self.run_id)
             else:
                 self._save_run(RunState.FAILED)
+            raise
+        except BisectorError as exc:   # an answer of one line (cannot measure either endpoint), or a failure
+            self._save_run(Outcome.UNDECIDED if isinstance(exc, UndecidedError) else RunState.FAILED)
             raise
         except BaseException:
             self._save_run(RunState.INTERRUPTED)

@@ -1,22 +1,29 @@
 """A bisect job wired to the real engine: its environment spec, environment cache, GPUs and measurers."""
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Optional
+
+from packaging.utils import canonicalize_name
 
 from bisector.bisection.driver import Bisector, Handler
 from bisector.bisection.pins import apply_pins
-from bisector.bisection.plan import release_plan
-from bisector.config import JobConfig, Mode
+from bisector.bisection.plan import commit_plan, release_plan
+from bisector.config import JobConfig, JobSection, Mode
 from bisector.data import specs_dir
-from bisector.envs import EnvManager, EnvSpec, load_env_spec
+from bisector.envs import TORCH, EnvManager, EnvSpec, load_env_spec
+from bisector.envs.model.env_spec import parse_pin
 from bisector.measure.assembly import check_executor, make_executor
+from bisector.measure.executors import ExecutorKind
 from bisector.measure.gpus import GpuPool, detect_gpus, probe_cpus
 from bisector.measure.measurer import Measurers
 from bisector.errors import UsageError
-from bisector.paths import default_cache_dir
+from bisector.paths import default_cache_dir, default_store_path
 from bisector.sources import git
+from bisector.sources.index import find_release, list_releases
+from bisector.sources.installer_config import resolve_index_url
+from bisector.sources.repo_checks import check_builds_package, check_git_environment, local_repository
 from bisector.storage import Store
+from bisector.store_health import check_directory, check_store_path
 
 
 def job_spec(config: JobConfig) -> EnvSpec:
@@ -39,19 +46,50 @@ def job_measurers(config: JobConfig, store: Store) -> Measurers:
 
 
 def preflight(config: JobConfig) -> None:
-    """Bad input as one line (UsageError) before anything is created or stored: the probe, the env
-    spec and its pins, the repository of a commit bisect, and for releases the package and range."""
-    check_executor(config.run.executor)  # --executor ray without Ray
-    config.probe.script()
-    job_spec(config)
+    """Bad input as one line (UsageError) before anything is created or stored: the executor (and its
+    cluster), the store and the cache directory, the probe (and a built-in probe's own check of its
+    arguments), the env spec and its pins on the index, the repository (git's environment, the refs,
+    the package it builds), and for releases the package and range."""
+    run, job = config.run, config.job
+    check_executor(run.executor, run.ray_address)
+    check_store_path(run.store or default_store_path())
+    check_directory(run.cache_dir or default_cache_dir(), "cache directory")
+    # a cluster's nodes are not this machine: a built-in probe checks its arguments there, not its memory
+    config.probe.check("cuda" if run.executor is ExecutorKind.RAY else GpuPool(detect_gpus()).device)
+    check_pins(job, job_spec(config))
+    if job.mode is Mode.COMMITS or job.repo:
+        _check_repository(config)
+    if job.mode is not Mode.COMMITS:
+        release_plan(job)
+
+
+def check_pins(job: JobSection, spec: EnvSpec) -> None:
+    """Every ``--with`` pin names a release on its index (torch's, the base's, included)."""
+    for text in job.pins:
+        name, version = parse_pin(text)
+        index_url = resolve_index_url(spec.index_url if canonicalize_name(name) == TORCH else job.index_url)
+        try:
+            find_release(list_releases(index_url, name), version)
+        except UsageError as exc:
+            raise UsageError(f"--with {text}: {exc}") from None
+
+
+def _check_repository(config: JobConfig) -> None:
+    """The repository of a commit bisect (or of auto mode's refinement): git left alone by the
+    environment, a local repository that is one, refs that resolve in order, the package it builds."""
     job = config.job
-    if job.mode is Mode.COMMITS:
-        if not job.repo:
-            raise UsageError("--mode commits needs --repo (a local path or a git URL)")
-        if not git.is_url(job.repo) and not Path(job.repo).expanduser().exists():
-            raise UsageError(f"repository {job.repo} not found (no such directory)")
+    if job.mode is Mode.COMMITS and not job.repo:
+        raise UsageError("--mode commits needs --repo (a local path or a git URL)")
+    check_git_environment()
+    if git.is_url(job.repo):   # cloned into the cache by the run: only what needs no network here
+        if job.mode is Mode.COMMITS:
+            git.validate_ref(job.good), git.validate_ref(job.bad)
         return
-    release_plan(job)
+    path = local_repository(job.repo)
+    ref = "HEAD"
+    if job.mode is Mode.COMMITS:
+        ref = commit_plan(job, job.repo, config.run.cache_dir or default_cache_dir()).candidates[-1].ref
+    check_builds_package(path, ref, job.package, job.repo)
 
 
 def bisector_for(config: JobConfig, store: Store, handler: Optional[Handler] = None,

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import re
+import sys
 
 from bisector.core.units import human_bytes
 from bisector.envs import EnvCache
@@ -22,8 +23,20 @@ def parse_size(text: str) -> int:
 
 
 def envs_command(args) -> int:
-    """``envs list`` (environments and torch bases) or ``envs gc`` (what no run uses)."""
-    manager = EnvCache(args.cache_dir or default_cache_dir())
+    """``envs list`` (environments and torch bases) or ``envs gc`` (what no run uses); a cache directory
+    that does not exist is an empty cache (and is not created)."""
+    if args.action == "gc" and args.keep_last is None and args.max_size is None:
+        raise UsageError("envs gc needs --keep-last N and/or --max-size SIZE")
+    if args.keep_last is not None and args.keep_last < 0:
+        raise UsageError("--keep-last must be >= 0")
+    max_size = parse_size(args.max_size) if args.max_size else None
+    root = (args.cache_dir or default_cache_dir()).expanduser()
+    if root.exists() and not root.is_dir():
+        raise UsageError(f"cache directory {root} is not a directory")
+    if not root.is_dir():
+        print(f"no environments (no cache directory at {root})", file=sys.stderr)
+        return 0
+    manager = EnvCache(root)
     if args.action == "list":
         for info in manager.list():
             rev = f" @{info.installed_revision[:12]}" if info.installed_revision else ""
@@ -36,11 +49,7 @@ def envs_command(args) -> int:
             print(f"{'base':<16}  {'torch==' + version:<44} {human_bytes(disk_usage(prefix)[0]):>10}  "
                   f"used by {users} environment(s)  {prefix}")
         return 0
-    if args.keep_last is None and args.max_size is None:
-        raise UsageError("envs gc needs --keep-last N and/or --max-size SIZE")
-    if args.keep_last is not None and args.keep_last < 0:
-        raise UsageError("--keep-last must be >= 0")
-    removed = manager.gc(keep_last=args.keep_last, max_size=parse_size(args.max_size) if args.max_size else None)
+    removed = manager.gc(keep_last=args.keep_last, max_size=max_size)
     bases = manager.gc_bases()
     busy = sum(manager.in_use(info.fingerprint) for info in manager.list())
     kept = f"; kept {busy} in use by a running probe" if busy else ""

@@ -27,6 +27,7 @@ from bisector.report.live import progress_for, showing
 from bisector.sources.index import find_release, list_releases, release_candidate
 from bisector.sources.installer_config import resolve_index_url
 from bisector.storage import Store
+from bisector.store_health import check_directory, check_store_path
 
 SHOWN = 8   # metrics listed without --all
 
@@ -77,9 +78,11 @@ def probe_command(args) -> int:
     spec = apply_pins(load_env_spec(args.env or "default", specs_dir()), args.with_[1:], name, args.index_url)
     release = find_release(list_releases(resolve_index_url(args.index_url), name), version)
     probe, metric = _job_probe(args)
-    probe.script()  # an unknown probe is one line before anything is created
-    store = Store(args.store or default_store_path())
     gpus = detect_gpus()[:1]  # one probe: exactly one GPU, by UUID, when there are any
+    probe.check(GpuPool(gpus).device)  # a bad probe, store or cache is one line before anything is created
+    check_store_path(args.store or default_store_path())
+    check_directory(args.cache_dir or default_cache_dir(), "cache directory")
+    store = Store(args.store or default_store_path())
     measurer = Measurer(store, EnvManager(args.cache_dir or default_cache_dir(), defer_health=True), spec, probe,
                         index_url=args.index_url, gpus=GpuPool(gpus), cpus=probe_cpus(1, gpus))
     cand = release_candidate(name, release)

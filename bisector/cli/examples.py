@@ -41,6 +41,8 @@ EXAMPLES = {
     "report": [("the latest run as markdown for an issue", "bisector report"),
                ("one run as JSON", "bisector report 1d17df1b72b4 --format json")],
     "runs": [("every stored run", "bisector runs"), ("in another store", "bisector runs --store ci.sqlite")],
+    "store": [("is the store sound (PRAGMA integrity_check)", "bisector store check"),
+              ("a new store from every readable row of a damaged one", "bisector store recover --store ci.sqlite")],
     "envs": [("the cached environments", "bisector envs list"),
              ("keep the 10 newest and at most 20 GB", "bisector envs gc --keep-last 10 --max-size 20G")],
 }

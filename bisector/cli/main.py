@@ -16,7 +16,8 @@ from bisector.cli.cmd_diff import diff_command, report_diff
 from bisector.cli.cmd_envs import envs_command
 from bisector.cli.cmd_matrix import matrix_command
 from bisector.cli.cmd_probe import probe_command
-from bisector.config import JobConfig
+from bisector.cli.cmd_store import store_command
+from bisector.config import JobConfig, validated
 from bisector.jobfile import load_config
 from bisector.errors import BisectorError, UsageError
 from bisector.paths import default_store_path
@@ -74,15 +75,30 @@ def cmd_run(args) -> int:
 
 
 def _resumed(args):
-    """The configuration and command of a stored run, for --resume [RUN]."""
+    """The configuration and command of a stored run, for --resume [RUN]: its own job, probe and criterion
+    (a flag that would change them is refused, not ignored); [run] flags (how to run it) apply."""
+    overrides = run_overrides(args)
+    changing = [key for table in ("job", "probe", "criterion") for key, value in overrides[table].items()
+                if value is not None] + (["config"] if args.config is not None else [])
+    if changing:
+        flags = ", ".join(f"--{key.replace('_', '-')}" for key in changing)
+        raise UsageError(f"--resume reruns a stored run with its own configuration; {flags} would change it "
+                         "(start a new run without --resume)")
     store = _reading(args.store)
     run = store.get_run(args.resume or None) if store else None
     if store is None:
         raise UsageError("no stored runs to resume (nothing has been measured yet)")
     if run is None or run.kind is not RunKind.BISECT:
-        raise UsageError(f"no bisect run {args.resume!r} to resume in {store.path}")
+        raise UsageError(f"no bisect run {_shown(args.resume)} to resume in {store.path}")
     print(f"resuming run {run.id}: {' '.join(run.command)}", file=sys.stderr)
-    return JobConfig.model_validate(run.config), run.command
+    data = run.config
+    data["run"] = {**(data.get("run") or {}), **{k: v for k, v in overrides["run"].items() if v is not None}}
+    return validated(JobConfig, data, f"run {run.id}"), run.command
+
+
+def _shown(run_id: Optional[str]) -> str:
+    """A run id as an error message quotes it (a pasted novel is cut)."""
+    return repr(run_id if run_id is None or len(run_id) <= 40 else run_id[:40] + "...")
 
 
 def cmd_log(args) -> int:
@@ -91,7 +107,7 @@ def cmd_log(args) -> int:
     run = store.get_run(args.run) if store else None
     if run is None:
         where = store.path if store else default_store_path()
-        raise UsageError(f"no run {args.run!r} in {where}" if args.run else f"no runs in {where}")
+        raise UsageError(f"no run {_shown(args.run)} in {where}" if args.run else f"no runs in {where}")
     print(render_log(store, run))
     return 0
 
@@ -126,7 +142,7 @@ def cmd_report(args) -> int:
 
 
 COMMANDS = {"matrix": matrix_command, "run": cmd_run, "log": cmd_log, "runs": cmd_runs, "report": cmd_report,
-            "envs": envs_command, "probe": probe_command, "diff": diff_command}
+            "envs": envs_command, "probe": probe_command, "diff": diff_command, "store": store_command}
 
 
 def _parse(argv: list[str]):

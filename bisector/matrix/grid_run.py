@@ -174,7 +174,8 @@ def _start(config: MatrixConfig, store: Store, cells_excluded: int, baseline: Op
                         history=len(grid_history(store, gid)))
 
 
-def _plan(config: MatrixConfig) -> tuple[list[Cell], int]:
+def matrix_cells(config: MatrixConfig) -> tuple[list[Cell], int]:
+    """The grid's cells (and how many the excludes dropped); an index that cannot be read is nothing measured."""
     try:
         return plan_cells(config)
     except UsageError:
@@ -188,7 +189,7 @@ def run_matrix(config: MatrixConfig, store: Store, cache_dir: Path, baseline_id:
     """Plan, measure, compare and confirm one matrix run; the run is stored as it starts and ends."""
     spec = load_env_spec(config.matrix.env, specs_dir())
     baseline = load_baseline(store, grid_id(config), baseline_id)
-    cells, dropped = _plan(config)
+    cells, dropped = matrix_cells(config)
     result = _start(config, store, dropped, baseline)
     envs = EnvManager(cache_dir, backend=config.run.env_backend, defer_health=True)
     prefetch = config.run.prefetch if config.run.prefetch is not None else True

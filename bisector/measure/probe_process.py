@@ -14,6 +14,7 @@ from bisector.measure.protocol import RESULT_ENV, ProbeResult
 from bisector.measure.probe_spec import ProbeSpec
 from bisector.procs import Completed, run_bounded
 
+RESULT_MAX_BYTES = 8 << 20
 _OOM = re.compile(r"OutOfMemoryError|CUDA out of memory|out of memory|Cannot allocate memory|MemoryError")
 _IMPORT = re.compile(r"^(ModuleNotFoundError|ImportError)\b", re.M)
 
@@ -68,6 +69,12 @@ def _read_result(path: Path, done: Completed) -> ProbeOutcome:
     if not path.exists() or path.stat().st_size == 0:
         return ProbeOutcome(Status.BAD_OUTPUT, done.seconds, reason="probe exited 0 without writing a result",
                             exit_code=done.returncode, stderr_tail=done.stderr_tail)
+    size = path.stat().st_size
+    if size > RESULT_MAX_BYTES:   # it would be stored with every measurement: refused, never truncated
+        return ProbeOutcome(Status.BAD_OUTPUT, done.seconds, exit_code=done.returncode, stderr_tail=done.stderr_tail,
+                            reason=f"the probe's result is {size / 2**20:.1f} MiB, over the {RESULT_MAX_BYTES >> 20} "
+                                   "MiB bisector reads: write metrics and small facts to $BISECTOR_RESULT, bulky data "
+                                   "to a file of the probe's own")
     try:
         result = ProbeResult.model_validate(json.loads(path.read_text()))
     except ValidationError as exc:

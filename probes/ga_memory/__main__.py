@@ -168,7 +168,8 @@ def _cuda_problem(spec):
 
 def _host_memory_problem(spec):
     """On the CPU, why the largest model cannot be held in this machine's memory (or None)."""
-    from _models import available_memory, memory_problem
+    from _budget import available_memory
+    from _models import memory_problem
 
     available = available_memory() if spec["device"] == "cpu" else None
     return memory_problem(spec, available) if available else None

@@ -11,19 +11,9 @@ import inspect
 
 import torch
 
+from _budget import GIB, bytes_per_param, ffn_size, floor_problem, rough_params
+
 ATTN_NAMES = {"flash": "flash_attention_2"}
-# bytes per parameter a training step holds at least: fp32 weights and gradients, a 16-bit copy
-OPTIMIZER_STATE = {"sgd": 0, "adamw": 8}
-STEP_BYTES_PER_PARAM = 4 + 4 + 2
-
-
-def _ffn_size(spec: dict, hidden: int) -> int:
-    base = spec["shape"].get("intermediate_size")
-    if base:  # a shape: scale its FFN with the width
-        return int(round(base * hidden / spec["shape_hidden"]))
-    if spec["arch"] == "llama":  # SwiGLU: ~8/3 h, rounded to a multiple of 8 like the real models
-        return max(8, 8 * round(hidden * 8 / 3 / 8))
-    return 4 * hidden
 
 
 def make_config(spec: dict, hidden: int):
@@ -33,7 +23,7 @@ def make_config(spec: dict, hidden: int):
 
     fields = {k: v for k, v in spec["shape"].items() if k != "intermediate_size"}
     fields.update(hidden_size=hidden, num_hidden_layers=spec["layers"], num_attention_heads=spec["heads"],
-                  intermediate_size=_ffn_size(spec, hidden), vocab_size=spec["vocab"],
+                  intermediate_size=ffn_size(spec, hidden), vocab_size=spec["vocab"],
                   max_position_embeddings=spec["max_positions"], use_cache=spec["use_cache"],
                   tie_word_embeddings=False)
     try:
@@ -78,28 +68,23 @@ def count_params(spec: dict, hidden: int) -> int:
     return sum(p.numel() for p in model.parameters())
 
 
-def rough_params(spec: dict, hidden: int) -> int:
-    """An upper-ish estimate of the parameters (attention, FFN, embeddings), without building."""
-    per_layer = 4 * hidden * hidden + 3 * hidden * _ffn_size(spec, hidden)
-    return spec["layers"] * per_layer + 2 * spec["vocab"] * hidden
-
-
 def memory_problem(spec: dict, available: int):
-    """Why the largest model cannot train in ``available`` bytes of host memory, or None."""
-    if spec.get("model_factory"):
-        return None  # the user's own model: nothing to count before building it
+    """Why the largest model cannot train in ``available`` bytes of host memory, or None: its floor
+    (counted from the spec), then, when it comes near, its parameters counted exactly."""
+    floor = floor_problem(spec, available)
+    if floor or spec.get("model_factory"):
+        return floor
     hidden = max(spec["sizes"])
-    per_param = STEP_BYTES_PER_PARAM + OPTIMIZER_STATE[spec["optimizer"]]
+    per_param = bytes_per_param(spec)
     if rough_params(spec, hidden) * per_param < available // 2:
         return None  # clearly fits: no need to count exactly
     n = count_params(spec, hidden)
     need = n * per_param
     if need <= available:
         return None
-    gib = 1 << 30
     return (f"the model at width {hidden} has {n:,} parameters: a training step needs at least "
-            f"{need / gib:.1f} GiB (fp32 weights and gradients, 16-bit copies{', optimizer state' if OPTIMIZER_STATE[spec['optimizer']] else ''}), "
-            f"and {available / gib:.1f} GiB of memory is available; use --device cuda or smaller --sizes")
+            f"{need / GIB:.1f} GiB (fp32 weights and gradients, 16-bit copies{', optimizer state' if per_param > 10 else ''}), "
+            f"and {available / GIB:.1f} GiB of memory is available; use --device cuda or smaller --sizes")
 
 
 def _from_factory(spec: dict, hidden: int):
@@ -149,15 +134,3 @@ def make_batches(spec: dict, n: int, device, seq_len: int):
         ids = torch.randint(0, spec["vocab"], shape, generator=gen).to(device)
         out.append({"input_ids": ids, "labels": ids.clone()})
     return out
-
-
-def available_memory():
-    """Host memory available now (MemAvailable), or None where /proc/meminfo is missing."""
-    try:
-        with open("/proc/meminfo") as fh:
-            for line in fh:
-                if line.startswith("MemAvailable:"):
-                    return int(line.split()[1]) * 1024
-    except (OSError, ValueError, IndexError):
-        pass
-    return None
