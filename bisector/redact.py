@@ -29,23 +29,57 @@ MASK = "***"
 SECRET_NAME = r"(?:TOKEN|SECRET|PASSWORD|PASSWD|PASSPHRASE|API[_-]?KEY|ACCESS[_-]?KEY|SECRET[_-]?KEY|PRIVATE[_-]?KEY|CREDENTIALS?|AUTH)"
 MIN_ENV_SECRET = 6   # shorter values of secret-named variables ("1", "true") are not worth masking everywhere
 
-_USERINFO = re.compile(r"(?P<scheme>[a-zA-Z][a-zA-Z0-9+.-]*://)(?P<userinfo>[^/@\s\"'\\<>]+)@")
-_TOKENS = [
-    (re.compile(r"\b(hf_)[A-Za-z0-9]{16,}"), r"\1" + MASK),
-    (re.compile(r"\b(gh[pousr]_)[A-Za-z0-9]{16,}"), r"\1" + MASK),
-    (re.compile(r"\b(github_pat_)[A-Za-z0-9_]{16,}"), r"\1" + MASK),
-    (re.compile(r"\b(AKIA|ASIA|AIDA|AROA|AGPA|ANPA|ANVA|AIPA)[A-Z0-9]{16}\b"), r"\1" + MASK),
-    (re.compile(r"-----BEGIN [A-Z ]*PRIVATE KEY-----.*?(?:-----END [A-Z ]*PRIVATE KEY-----|\Z)", re.S),
-     "-----BEGIN PRIVATE KEY----- " + MASK),
-]
-# Authorization: Bearer xyz / "authorization": "token xyz" / Proxy-Authorization: Basic xyz
+_USERINFO = re.compile(r"(?<![a-zA-Z0-9+.-])(?P<scheme>[a-zA-Z][a-zA-Z0-9+.-]*://)(?P<userinfo>[^/@\s\"'\\<>]+)@")
 _Q = r"(?:\\?[\"'])?"   # a quote, or one escaped inside JSON text
-_AUTH_HEADER = re.compile(r"(?i)\b((?:proxy-)?authorization" + _Q + r"\s*[:=]\s*" + _Q + r")(?:(bearer|basic|token|digest)\s+)?"
-                          r"(?!\*\*\*)[^\s\"'\\,;&]+")
 _VALUE = r"(?!\*\*\*)(?!(?:true|false|null|none)\b)(?=[^\s\"'\\,;&]*[^\s\d\"'\\,;&.+-])[^\s\"'\\,;&]+"
-# NAME=value, "name": "value", name: value (a value that is not a number or a JSON literal), --name value
-_ASSIGNED = re.compile(r"(?i)(?<![\w-])([\w.-]*" + SECRET_NAME + r")(" + _Q + r"[ \t]*[=:][ \t]*" + _Q + r")" + _VALUE)
-_FLAG = re.compile(r"(?i)(?<![\w-])(--[\w-]*" + SECRET_NAME + r")([ \t]+" + _Q + r")" + _VALUE)
+
+
+def _keep(group: int):
+    return lambda m: m.group(group) + MASK
+
+
+# (where a match may start: lower-case words, the pattern matched there, the replacement). Each pattern is
+# only tried where one of its words starts, so a page of text costs a few substring searches.
+_RULES = [
+    (("hf_",), re.compile(r"(?<![A-Za-z0-9_])(hf_)[A-Za-z0-9]{16,}"), _keep(1)),
+    (("ghp_", "gho_", "ghu_", "ghs_", "ghr_"), re.compile(r"(?<![A-Za-z0-9_])(gh[pousr]_)[A-Za-z0-9]{16,}"), _keep(1)),
+    (("github_pat_",), re.compile(r"(?<![A-Za-z0-9_])(github_pat_)[A-Za-z0-9_]{16,}"), _keep(1)),
+    (("akia", "asia", "aida", "aroa", "agpa", "anpa", "anva", "aipa"),
+     re.compile(r"(?<![A-Za-z0-9])(AKIA|ASIA|AIDA|AROA|AGPA|ANPA|ANVA|AIPA)[A-Z0-9]{16}(?![A-Za-z0-9])"), _keep(1)),
+    (("-----begin",), re.compile(r"-----BEGIN [A-Z ]*PRIVATE KEY-----.*?(?:-----END [A-Z ]*PRIVATE KEY-----|\Z)", re.S),
+     lambda m: "-----BEGIN PRIVATE KEY----- " + MASK),
+    # Authorization: Bearer xyz / "authorization": "token xyz" / Proxy-Authorization: Basic xyz
+    (("authorization",), re.compile(r"(?i)(authorization" + _Q + r"\s*[:=]\s*" + _Q + r"(?:(?:bearer|basic|token|digest)\s+)?)"
+                                    r"(?!\*\*\*)[^\s\"'\\,;&]+"), _keep(1)),
+    # NAME=value, "name": "value", name: value (a value that is not a number or a JSON literal); the name ends at the
+    # secret's word (HF_TOKEN= but not max_tokens=), whatever comes before it is kept as it is
+    (("token", "secret", "passw", "passphrase", "api", "access", "private", "credential", "auth"),
+     re.compile(r"(?i)(" + SECRET_NAME + _Q + r"[ \t]*[=:][ \t]*" + _Q + r")" + _VALUE), _keep(1)),
+    # --hf-token value
+    (("--",), re.compile(r"(?i)(?<![\w-])(--[\w-]*?" + SECRET_NAME + r"[ \t]+" + _Q + r")" + _VALUE), _keep(1)),
+]
+
+
+def _apply(words: tuple[str, ...], pattern: re.Pattern, replace, text: str, low: str) -> str:
+    """``pattern.sub(replace, text)``, trying ``pattern`` only where one of ``words`` starts in ``low``
+    (``text`` in lower case)."""
+    starts = sorted({i for word in words for i in _positions(low, word)})
+    out, last = [], 0
+    for start in starts:
+        if start < last:
+            continue
+        match = pattern.match(text, start)
+        if match:
+            out += [text[last:start], replace(match)]
+            last = match.end()
+    return "".join(out) + text[last:] if out else text
+
+
+def _positions(text: str, word: str):
+    i = text.find(word)
+    while i >= 0:
+        yield i
+        i = text.find(word, i + 1)
 
 
 @functools.lru_cache(maxsize=8)
@@ -53,8 +87,17 @@ def _home_pattern(home: str) -> re.Pattern | None:
     if not home or home.rstrip("/") == "":
         return None
     homes = sorted({home.rstrip("/"), os.path.realpath(home).rstrip("/")}, key=len, reverse=True)
-    alternatives = "|".join(re.escape(h) for h in homes if h)
-    return re.compile(r"(?<![\w.~-])(?:file://)?(?:" + alternatives + r")(?=[/\\\s\"'`:,;)\]}>]|$)")
+    return re.compile("|".join(re.escape(h) for h in homes) + r"(?=[/\\\s\"'`:,;)\]}>]|$)")
+
+
+def _home(text: str) -> str:
+    """The home directory as ``~`` where it starts a path (not inside another name: /root but not /rootfs)."""
+    home = os.path.expanduser("~")
+    pattern = _home_pattern(home)
+    if pattern is None or home.rstrip("/") not in text:
+        return text
+    return pattern.sub(lambda m: m.group(0) if m.start() and (text[m.start() - 1].isalnum() or
+                                                              text[m.start() - 1] in "_.~-") else "~", text)
 
 
 def _env_secrets() -> list[str]:
@@ -77,25 +120,21 @@ def redact_url(url: str) -> str:
     return url
 
 
-def redact_text(text: str) -> str:
-    """``text`` without secrets or the home directory (see the module); JSON text stays valid JSON."""
+def redact_text(text: str, home: bool = True) -> str:
+    """``text`` without secrets or (unless ``home`` is False: the environment cache, whose paths are how an
+    environment is found again) the home directory (see the module); JSON text stays valid JSON."""
     if not text:
         return text
     for value in _env_secrets():
         text = text.replace(value, MASK)
-    text = _USERINFO.sub(lambda m: f"{m.group('scheme')}{MASK}@", text)
-    for pattern, replacement in _TOKENS:
-        text = pattern.sub(replacement, text)
-    text = _AUTH_HEADER.sub(lambda m: m.group(1) + (m.group(2) + " " if m.group(2) else "") + MASK, text)
-    for pattern in (_ASSIGNED, _FLAG):
-        text = pattern.sub(lambda m: m.group(1) + m.group(2) + MASK, text)
-    home = _home_pattern(os.path.expanduser("~"))
-    return home.sub("~", text) if home is not None else text
-
-
-def redact_data(data: Any) -> Any:
-    """``data`` (JSON-like: dicts, lists, strings, numbers) with every string redacted."""
-    return json.loads(redact_text(json.dumps(data)))
+    if "://" in text and "@" in text:
+        text = _USERINFO.sub(lambda m: f"{m.group('scheme')}{MASK}@", text)
+    low = text.lower()
+    for words, pattern, replace in _RULES:
+        done = _apply(words, pattern, replace, text, low)
+        if done is not text:
+            text, low = done, done.lower()
+    return _home(text) if home else text
 
 
 def write_redacted(path: Path, text: str) -> Path:

@@ -4,6 +4,7 @@ WAL mode with a busy timeout lets several bisector processes share one store.
 """
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import enum
 import json
@@ -18,7 +19,7 @@ from pydantic import BaseModel
 
 from bisector.core.measurement import Measurement
 from bisector.core.verdict import Verdict
-from bisector.errors import UsageError
+from bisector.errors import BisectorError, UsageError
 from bisector.redact import redact_text
 from bisector.store_health import OpenMark, check_store_path, damaged, integrity_problems
 
@@ -138,9 +139,9 @@ class Store:
         self._db.execute("PRAGMA journal_mode = WAL")
         self._db.executescript(SCHEMA)
 
-    def _unusable(self, exc: Exception) -> UsageError:
-        if _is_damage(exc):
-            return damaged(self.path, str(exc))
+    def _unusable(self, exc: Exception) -> BisectorError:
+        if translated(exc, self.path) is not exc:
+            return translated(exc, self.path)
         return UsageError(f"store {self.path} is not a usable bisector store ({exc}); "
                           "move it away or pass --store to use another file")
 
@@ -194,9 +195,7 @@ class Store:
             try:
                 return self._db.execute(sql, args).fetchall()
             except sqlite3.DatabaseError as exc:
-                if _is_damage(exc):
-                    raise damaged(self.path, str(exc)) from None
-                raise
+                raise translated(exc, self.path) from None
 
     def close(self) -> None:
         self._closer()
@@ -261,7 +260,8 @@ class Store:
 
 
 class _Transaction:
-    """BEGIN IMMEDIATE ... COMMIT, rolled back on any exception (a kill never leaves a half row)."""
+    """BEGIN IMMEDIATE ... COMMIT, rolled back on any exception (a kill never leaves a half row); a damaged
+    file or a full disk is one line (see :func:`translated`)."""
 
     def __init__(self, db: sqlite3.Connection, lock: threading.RLock, path: Path):
         self.db, self.lock, self.path = db, lock, path
@@ -270,25 +270,38 @@ class _Transaction:
         self.lock.acquire()
         try:
             self.db.execute("BEGIN IMMEDIATE")
-        except BaseException:
+        except BaseException as exc:
             self.lock.release()
-            raise
+            raise translated(exc, self.path) from None
         return self.db
 
     def __exit__(self, exc_type, exc, tb) -> None:
         try:
             self.db.execute("ROLLBACK" if exc_type else "COMMIT")
+        except sqlite3.DatabaseError as failed:
+            if exc is None:
+                exc = failed
+            with contextlib.suppress(sqlite3.DatabaseError):
+                self.db.execute("ROLLBACK")   # (a COMMIT that failed leaves its transaction open)
         finally:
             self.lock.release()
-        if isinstance(exc, sqlite3.DatabaseError) and _is_damage(exc):
-            raise damaged(self.path, str(exc)) from None
+        if exc is not None and translated(exc, self.path) is not exc:
+            raise translated(exc, self.path) from None
+        if exc is not None and exc_type is None:
+            raise exc
 
 
-def _is_damage(exc: Exception) -> bool:
-    """An SQLite error that says the file itself is damaged (not busy, not locked)."""
+def translated(exc: BaseException, path: Path) -> BaseException:
+    """An SQLite error as what it means for the user: a damaged file, a full disk (one line each), or ``exc``."""
+    if not isinstance(exc, sqlite3.DatabaseError):
+        return exc
     text = str(exc).lower()
-    return isinstance(exc, sqlite3.DatabaseError) and any(
-        word in text for word in ("malformed", "corrupt", "disk i/o error"))
+    if any(word in text for word in ("malformed", "corrupt", "disk i/o error")):
+        return damaged(path, str(exc))
+    if "full" in text:
+        return BisectorError(f"store {path}: {exc}: free some space and run the same command again (every "
+                             "measurement finished before is stored)")
+    return exc
 
 
 def _clean(text: Optional[str]) -> Optional[str]:

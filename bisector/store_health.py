@@ -65,13 +65,30 @@ def check_store_path(path: Path) -> None:
     if path.is_dir():
         raise UsageError(f"store {path} is a directory (--store names the SQLite file)")
     if path.exists():
-        if not os.access(path, os.R_OK | os.W_OK):
-            raise UsageError(f"store {path} is not readable and writable by this user")
         if not os.access(path.parent, os.W_OK | os.X_OK):
             raise UsageError(f"store {path} is in a read-only directory: runs, log and report can read it; "
                              "measuring needs a writable one (--store)")
+        if not os.access(path, os.R_OK | os.W_OK):
+            raise UsageError(f"store {path} is not readable and writable by this user")
+        _check_is_a_store(path)
         return
     check_directory(path.parent, "store directory")
+
+
+def _check_is_a_store(path: Path) -> None:
+    """An existing file is an SQLite database with bisector's tables (read only: nothing is written)."""
+    try:
+        db = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True)
+        try:
+            if db.execute("SELECT count(*) FROM sqlite_master").fetchone()[0]:   # (none: being created right now)
+                db.execute("SELECT value FROM meta WHERE key='version'").fetchone()
+        finally:
+            db.close()
+    except sqlite3.DatabaseError as exc:
+        if "malformed" in str(exc):
+            raise damaged(path, str(exc)) from None
+        raise UsageError(f"store {path} is not a usable bisector store ({exc}); move it away or pass --store to "
+                         "use another file") from None
 
 
 class OpenMark:
@@ -79,6 +96,7 @@ class OpenMark:
 
     def __init__(self, store: Path):
         self.store, self.path = store, Path(str(store) + LOCK_SUFFIX)
+        self.created = not self.path.exists()
         self.fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
         self.first = False
 
@@ -124,10 +142,12 @@ class OpenMark:
 
     def leave(self, db: Optional[sqlite3.Connection], clean: bool = True) -> None:
         """Close ``db``; the last one out marks the store closed cleanly (never after a failed open: a
-        store refused as damaged stays marked for the check)."""
+        store refused as damaged stays marked for the check, and a lock file this open made goes again)."""
         last = self._try(fcntl.LOCK_EX)
         if db is not None:
             db.close()
         if last and clean:
             self._write(self._mark())
+        elif last and self.created:
+            self.path.unlink(missing_ok=True)
         os.close(self.fd)

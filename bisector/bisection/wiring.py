@@ -5,7 +5,7 @@ from typing import Optional
 
 from packaging.utils import canonicalize_name
 
-from bisector.bisection.driver import Bisector, Handler
+from bisector.bisection.driver import TORCH_COMMITS, Bisector, Handler
 from bisector.bisection.pins import apply_pins
 from bisector.bisection.plan import commit_plan, release_plan
 from bisector.config import JobConfig, JobSection, Mode
@@ -80,6 +80,8 @@ def _check_repository(config: JobConfig) -> None:
     job = config.job
     if job.mode is Mode.COMMITS and not job.repo:
         raise UsageError("--mode commits needs --repo (a local path or a git URL)")
+    if job.mode is Mode.COMMITS and canonicalize_name(job.package) == TORCH:
+        raise UsageError(TORCH_COMMITS)
     check_git_environment()
     if git.is_url(job.repo):   # cloned into the cache by the run: only what needs no network here
         if job.mode is Mode.COMMITS:

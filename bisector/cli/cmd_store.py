@@ -17,8 +17,7 @@ def store_command(args) -> int:
             print(f"store {path}: ok ({_counts(path)})")
             return 0
         shown = "; ".join(problems[:3]) + (f" (+{len(problems) - 3} more)" if len(problems) > 3 else "")
-        print(f"store {path} is damaged: {shown}")
-        print(f"recover it: {recovery_hint(path).split(', ', 1)[1]}")
+        print(f"store {path} is damaged: {shown}; {recovery_hint(path).split(', ', 1)[1]}")
         return 1
     done = recover(path, args.out)
     copied = ", ".join(f"{t.copied} {name}" for name, t in done.tables.items() if name != "meta")

@@ -192,6 +192,12 @@ def _main(argv: list[str]) -> int:
             raise
         print(f"bisector: error: {exc}", file=sys.stderr)
         return exc.exit_code
+    except OSError as exc:   # the machine said no (a full disk, a read-only file system): not a bug of ours
+        if args.debug:
+            raise
+        where = f": {exc.filename}" if exc.filename else ""
+        print(f"bisector: error: {exc.strerror or exc}{where}", file=sys.stderr)
+        return 1
     except Exception as exc:  # noqa: BLE001 - last resort: one line, not a traceback
         if args.debug:
             raise

@@ -28,6 +28,8 @@ def check_git_environment() -> None:
 
 def local_repository(repo: str) -> Path:
     """The path of a local repository given as --repo, or a usage error saying what it is instead."""
+    if repo.startswith("-"):
+        raise UsageError(f"invalid repository {repo!r}")
     path = Path(repo).expanduser()
     if not path.exists():
         raise UsageError(f"repository {repo} not found (no such directory)")
