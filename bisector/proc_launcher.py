@@ -11,8 +11,8 @@ it forks ARGV in that session and waits for it. On Linux it is
 
 When ARGV exits (or is stopped: SIGINT and SIGTERM reach the whole session from bisector) the launcher
 kills what is left, every process of its session and every descendant, reaps them, and exits as ARGV
-did (the same code, or the same signal). Elsewhere (no ``/proc``, no ``prctl``) it kills the session's
-process group only.
+did (the same code, or the same signal). It is Linux's (``/proc``, ``prctl``): elsewhere bisector runs
+children without it, in a process group of their own that a stop signals as a whole.
 
 :func:`leftovers` and :func:`kill_leftovers` are importable for other supervisors (a fork server
 reaping its children's subtrees).
@@ -49,12 +49,13 @@ def _stat(pid: str):
     return int(fields[1]), int(fields[3]), fields[0].decode()
 
 
-def leftovers(root: int | None = None) -> list[int]:
-    """Every live process in ``root``'s session or below ``root`` (default: this process), ``root`` excluded.
+def leftovers(root: int | None = None, session: bool = True) -> list[int]:
+    """Every live process below ``root`` (default: this process) and, with ``session``, in its session,
+    ``root`` excluded (a supervisor of several children passes ``session=False`` and a child's pid).
 
     Zombies are left out (they are dead; reaping removes them)."""
     root = os.getpid() if root is None else root
-    session = os.getsid(root)
+    sid = os.getsid(root) if session else None
     table = {}
     for name in os.listdir("/proc"):
         if name.isdigit() and (facts := _stat(name)) is not None:
@@ -68,7 +69,7 @@ def leftovers(root: int | None = None) -> list[int]:
             if child not in below:
                 below.add(child)
                 frontier.append(child)
-    found = below | {pid for pid, (_, sid, _) in table.items() if sid == session}
+    found = below | {pid for pid, (_, s, _) in table.items() if sid is not None and s == sid}
     return sorted(pid for pid in found if pid != root and table[pid][2] != "Z")
 
 
@@ -87,17 +88,11 @@ def _reap() -> None:
         REAPED[pid] = status
 
 
-def kill_leftovers(root: int | None = None, sig: int = signal.SIGKILL) -> int:
+def kill_leftovers(root: int | None = None, sig: int = signal.SIGKILL, session: bool = True) -> int:
     """Send ``sig`` to every process :func:`leftovers` finds until none is left; how many were found."""
-    if not os.path.isdir("/proc"):
-        try:
-            os.killpg(os.getpgid(0), sig) if root is None else os.killpg(os.getpgid(root), sig)
-        except OSError:
-            pass
-        return 0
     seen: set[int] = set()
     for _ in range(KILL_ROUNDS):
-        pids = leftovers(root)
+        pids = leftovers(root, session)
         if not pids:
             break
         seen.update(pids)

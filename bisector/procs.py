@@ -159,7 +159,10 @@ def stop_all() -> None:
 
 
 def supervised(argv: list[str]) -> list[str]:
-    """``argv`` run under the launcher (see the module): it dies with this process and leaves nothing behind."""
+    """``argv`` run under the launcher (see the module): it dies with this process and leaves nothing behind
+    (on Linux; elsewhere ``argv`` as it is, in a process group of its own)."""
+    if not sys.platform.startswith("linux"):
+        return argv
     return [sys.executable, "-I", "-S", proc_launcher.__file__, str(os.getpid()), "--", *argv]
 
 

@@ -23,7 +23,6 @@ import os
 import re
 import urllib.parse
 from pathlib import Path
-from typing import Any
 
 MASK = "***"
 SECRET_NAME = r"(?:TOKEN|SECRET|PASSWORD|PASSWD|PASSPHRASE|API[_-]?KEY|ACCESS[_-]?KEY|SECRET[_-]?KEY|PRIVATE[_-]?KEY|CREDENTIALS?|AUTH)"

@@ -4,7 +4,6 @@ WAL mode with a busy timeout lets several bisector processes share one store.
 """
 from __future__ import annotations
 
-import contextlib
 import datetime as dt
 import enum
 import json
@@ -21,7 +20,7 @@ from bisector.core.measurement import Measurement
 from bisector.core.verdict import Verdict
 from bisector.errors import BisectorError, UsageError
 from bisector.redact import redact_text
-from bisector.store_health import OpenMark, check_store_path, damaged, integrity_problems
+from bisector.store_health import OpenMark, Transaction, check_store_path, damaged, integrity_problems, translated
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -188,7 +187,7 @@ class Store:
                 raise sqlite3.DatabaseError(f"store version {row[0]}, expected {STORE_VERSION}")
 
     def _tx(self):
-        return _Transaction(self._db, self._lock, self.path)
+        return Transaction(self._db, self._lock, self.path)
 
     def _query(self, sql: str, args=()) -> list[tuple]:
         with self._lock:
@@ -257,51 +256,6 @@ class Store:
     def clear_steps(self, run_id: str) -> None:
         with self._tx() as db:
             db.execute("DELETE FROM steps WHERE run_id=?", (run_id,))
-
-
-class _Transaction:
-    """BEGIN IMMEDIATE ... COMMIT, rolled back on any exception (a kill never leaves a half row); a damaged
-    file or a full disk is one line (see :func:`translated`)."""
-
-    def __init__(self, db: sqlite3.Connection, lock: threading.RLock, path: Path):
-        self.db, self.lock, self.path = db, lock, path
-
-    def __enter__(self) -> sqlite3.Connection:
-        self.lock.acquire()
-        try:
-            self.db.execute("BEGIN IMMEDIATE")
-        except BaseException as exc:
-            self.lock.release()
-            raise translated(exc, self.path) from None
-        return self.db
-
-    def __exit__(self, exc_type, exc, tb) -> None:
-        try:
-            self.db.execute("ROLLBACK" if exc_type else "COMMIT")
-        except sqlite3.DatabaseError as failed:
-            if exc is None:
-                exc = failed
-            with contextlib.suppress(sqlite3.DatabaseError):
-                self.db.execute("ROLLBACK")   # (a COMMIT that failed leaves its transaction open)
-        finally:
-            self.lock.release()
-        if exc is not None and translated(exc, self.path) is not exc:
-            raise translated(exc, self.path) from None
-        if exc is not None and exc_type is None:
-            raise exc
-
-
-def translated(exc: BaseException, path: Path) -> BaseException:
-    """An SQLite error as what it means for the user: a damaged file, a full disk (one line each), or ``exc``."""
-    if not isinstance(exc, sqlite3.DatabaseError):
-        return exc
-    text = str(exc).lower()
-    if any(word in text for word in ("malformed", "corrupt", "disk i/o error")):
-        return damaged(path, str(exc))
-    if "full" in text:
-        return BisectorError(f"store {path}: {exc}: free some space and run the same command again (every "
-                             "measurement finished before is stored)")
-    return exc
 
 
 def _clean(text: Optional[str]) -> Optional[str]:

@@ -1,5 +1,6 @@
-"""Whether a store may be opened for writing: usable paths before anything is created, and an integrity
-check when it was not closed cleanly.
+"""Whether a store may be opened for writing: usable paths before anything is created, an integrity
+check when it was not closed cleanly, and SQLite's failures said as what they mean (a damaged file, a
+full disk) in one line, from every transaction.
 
 Every process that has a store open for writing holds a shared ``flock`` on ``<store>.init.lock``. The
 first one in (the only holder) sets the store up and, when the lock file does not say it was closed
@@ -9,14 +10,17 @@ damaged store is refused for writing with the way out: ``bisector store check|re
 """
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import os
 import sqlite3
+import threading
 import time
 from pathlib import Path
 from typing import Optional
 
 from bisector.errors import BisectorError, UsageError
+from bisector.paths import default_cache_dir, default_store_path
 
 LOCK_SUFFIX = ".init.lock"
 LOCK_WAIT_S = 120
@@ -91,6 +95,12 @@ def _check_is_a_store(path: Path) -> None:
                          "use another file") from None
 
 
+def check_run_paths(store: Optional[Path], cache_dir: Optional[Path]) -> None:
+    """The store (``--store``, else the default) and the cache directory of a command that measures."""
+    check_store_path(store or default_store_path())
+    check_directory(cache_dir or default_cache_dir(), "cache directory")
+
+
 class OpenMark:
     """The shared lock of a store open for writing, and its clean-close mark (see the module)."""
 
@@ -151,3 +161,48 @@ class OpenMark:
         elif last and self.created:
             self.path.unlink(missing_ok=True)
         os.close(self.fd)
+
+
+class Transaction:
+    """BEGIN IMMEDIATE ... COMMIT, rolled back on any exception (a kill never leaves a half row); a damaged
+    file or a full disk is one line (see :func:`translated`)."""
+
+    def __init__(self, db: sqlite3.Connection, lock: threading.RLock, path: Path):
+        self.db, self.lock, self.path = db, lock, path
+
+    def __enter__(self) -> sqlite3.Connection:
+        self.lock.acquire()
+        try:
+            self.db.execute("BEGIN IMMEDIATE")
+        except BaseException as exc:
+            self.lock.release()
+            raise translated(exc, self.path) from None
+        return self.db
+
+    def __exit__(self, exc_type, exc, tb) -> None:
+        try:
+            self.db.execute("ROLLBACK" if exc_type else "COMMIT")
+        except sqlite3.DatabaseError as failed:
+            if exc is None:
+                exc = failed
+            with contextlib.suppress(sqlite3.DatabaseError):
+                self.db.execute("ROLLBACK")   # (a COMMIT that failed leaves its transaction open)
+        finally:
+            self.lock.release()
+        if exc is not None and translated(exc, self.path) is not exc:
+            raise translated(exc, self.path) from None
+        if exc is not None and exc_type is None:
+            raise exc
+
+
+def translated(exc: BaseException, path: Path) -> BaseException:
+    """An SQLite error as what it means for the user: a damaged file, a full disk (one line each), or ``exc``."""
+    if not isinstance(exc, sqlite3.DatabaseError):
+        return exc
+    text = str(exc).lower()
+    if any(word in text for word in ("malformed", "corrupt", "disk i/o error")):
+        return damaged(path, str(exc))
+    if "full" in text:
+        return BisectorError(f"store {path}: {exc}: free some space and run the same command again (every "
+                             "measurement finished before is stored)")
+    return exc

@@ -12,18 +12,17 @@ from bisector.config import JobConfig, JobSection, Mode
 from bisector.data import specs_dir
 from bisector.envs import TORCH, EnvManager, EnvSpec, load_env_spec
 from bisector.envs.model.env_spec import parse_pin
-from bisector.measure.assembly import check_executor, make_executor
-from bisector.measure.executors import ExecutorKind
+from bisector.measure.assembly import check_executor, make_executor, probe_device
 from bisector.measure.gpus import GpuPool, detect_gpus, probe_cpus
 from bisector.measure.measurer import Measurers
 from bisector.errors import UsageError
-from bisector.paths import default_cache_dir, default_store_path
+from bisector.paths import default_cache_dir
 from bisector.sources import git
 from bisector.sources.index import find_release, list_releases
 from bisector.sources.installer_config import resolve_index_url
 from bisector.sources.repo_checks import check_builds_package, check_git_environment, local_repository
 from bisector.storage import Store
-from bisector.store_health import check_directory, check_store_path
+from bisector.store_health import check_run_paths
 
 
 def job_spec(config: JobConfig) -> EnvSpec:
@@ -52,10 +51,8 @@ def preflight(config: JobConfig) -> None:
     the package it builds), and for releases the package and range."""
     run, job = config.run, config.job
     check_executor(run.executor, run.ray_address)
-    check_store_path(run.store or default_store_path())
-    check_directory(run.cache_dir or default_cache_dir(), "cache directory")
-    # a cluster's nodes are not this machine: a built-in probe checks its arguments there, not its memory
-    config.probe.check("cuda" if run.executor is ExecutorKind.RAY else GpuPool(detect_gpus()).device)
+    check_run_paths(run.store, run.cache_dir)
+    config.probe.check(probe_device(run.executor))
     check_pins(job, job_spec(config))
     if job.mode is Mode.COMMITS or job.repo:
         _check_repository(config)

@@ -16,12 +16,12 @@ from bisector.difference.diff_job import DiffInput, check
 from bisector.difference.diff_model import DiffResult
 from bisector.difference.diff_report import render_diff_json, render_diff_text
 from bisector.difference.diff_run import run_diff
-from bisector.paths import default_cache_dir, default_store_path
+from bisector.paths import default_store_path
 from bisector.report.live import progress_for, showing
 from bisector.report.progress import PrintHandler
 from bisector.sources.index import pages_read_once
 from bisector.storage import RunKind, Store
-from bisector.store_health import check_directory, check_store_path
+from bisector.store_health import check_run_paths
 
 
 def diff_input(args: argparse.Namespace) -> DiffInput:
@@ -38,8 +38,7 @@ def diff_command(args) -> int:
     """Check everything, then measure; print each trial as a step and the report (text or JSON)."""
     with pages_read_once():
         checked = check(diff_input(args))          # bad input stops here: nothing created or stored
-        check_store_path(args.store or default_store_path())
-        check_directory(args.cache_dir or default_cache_dir(), "cache directory")
+        check_run_paths(args.store, args.cache_dir)
         store = Store(args.store or default_store_path())
         try:
             with showing(progress_for()) as say:

@@ -18,13 +18,11 @@ from bisector.matrix.history import save_run
 from bisector.matrix.html import write_html
 from bisector.matrix.grid_report import render_text, write_reports
 from bisector.matrix.grid_run import matrix_cells, run_matrix
-from bisector.measure.assembly import check_executor
-from bisector.measure.executors import ExecutorKind
-from bisector.measure.gpus import GpuPool, detect_gpus
+from bisector.measure.assembly import check_executor, probe_device
 from bisector.paths import default_cache_dir, default_store_path
 from bisector.sources.index import pages_read_once
 from bisector.storage import RunState, Store
-from bisector.store_health import check_directory, check_store_path
+from bisector.store_health import check_directory, check_run_paths
 
 
 def _config_path(args) -> Optional[Path]:
@@ -38,9 +36,8 @@ def _preflight(config: MatrixConfig, args) -> None:
     executor, the probe and its arguments, the store, the cache and report directories, the env spec,
     and every version of the grid on the index."""
     check_executor(config.run.executor, config.run.ray_address)  # --executor ray without Ray
-    config.probe.check("cuda" if config.run.executor is ExecutorKind.RAY else GpuPool(detect_gpus()).device)
-    check_store_path(config.run.store or default_store_path())
-    check_directory(config.run.cache_dir or default_cache_dir(), "cache directory")
+    config.probe.check(probe_device(config.run.executor))
+    check_run_paths(config.run.store, config.run.cache_dir)
     check_directory(args.out, "--out")
     if args.html is not None:
         check_directory(args.html, "--html")

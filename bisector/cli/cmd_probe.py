@@ -27,7 +27,7 @@ from bisector.report.live import progress_for, showing
 from bisector.sources.index import find_release, list_releases, release_candidate
 from bisector.sources.installer_config import resolve_index_url
 from bisector.storage import Store
-from bisector.store_health import check_directory, check_store_path
+from bisector.store_health import check_run_paths
 
 SHOWN = 8   # metrics listed without --all
 
@@ -80,8 +80,7 @@ def probe_command(args) -> int:
     probe, metric = _job_probe(args)
     gpus = detect_gpus()[:1]  # one probe: exactly one GPU, by UUID, when there are any
     probe.check(GpuPool(gpus).device)  # a bad probe, store or cache is one line before anything is created
-    check_store_path(args.store or default_store_path())
-    check_directory(args.cache_dir or default_cache_dir(), "cache directory")
+    check_run_paths(args.store, args.cache_dir)
     store = Store(args.store or default_store_path())
     measurer = Measurer(store, EnvManager(args.cache_dir or default_cache_dir(), defer_health=True), spec, probe,
                         index_url=args.index_url, gpus=GpuPool(gpus), cpus=probe_cpus(1, gpus))

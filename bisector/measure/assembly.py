@@ -13,7 +13,7 @@ from typing import Optional
 from bisector.envs import EnvManager
 from bisector.errors import UsageError
 from bisector.measure.executors import Executor, ExecutorKind, LocalExecutor
-from bisector.measure.gpus import GpuPool
+from bisector.measure.gpus import GpuPool, detect_gpus
 
 RAY_CONNECT_S = 5.0
 RAY_MISSING = "--executor ray needs Ray, which is not installed here: pip install 'bisector[ray]'"
@@ -35,6 +35,12 @@ def check_executor(kind: ExecutorKind, address: Optional[str] = None) -> None:
     except OSError as exc:
         raise UsageError(f"no Ray cluster answers at {address} ({exc.strerror or exc}); start one with `ray start "
                          "--head`, or name the running one") from None
+
+
+def probe_device(kind: ExecutorKind) -> str:
+    """The device a built-in probe's preflight checks its arguments for: this machine's (a cluster's nodes
+    are not this machine, so there it checks the arguments, not the memory)."""
+    return "cuda" if kind is ExecutorKind.RAY else GpuPool(detect_gpus()).device
 
 
 def make_executor(kind: ExecutorKind, envs: EnvManager, gpus: Optional[GpuPool] = None,
