@@ -7,7 +7,9 @@ it forks ARGV in that session and waits for it. On Linux it is
 * a child subreaper (``prctl(PR_SET_CHILD_SUBREAPER)``): a daemon that double-forks and calls
   ``setsid()`` to leave the session is reparented to the launcher, not to init, so it is still found;
 * bound to its parent by a parent-death signal (``prctl(PR_SET_PDEATHSIG, SIGHUP)``): when bisector
-  dies, even by ``kill -9``, the launcher kills everything below it and exits.
+  dies, even by ``kill -9``, the launcher kills everything below it and exits; ARGV in turn is bound
+  to the launcher (``SIGKILL``), so a launcher killed outright takes ARGV with it (not ARGV's own
+  children: nothing is left to find them).
 
 When ARGV exits (or is stopped: SIGINT and SIGTERM reach the whole session from bisector) the launcher
 kills what is left, every process of its session and every descendant, reaps them, and exits as ARGV
@@ -122,11 +124,17 @@ def _exit_like(status: int) -> None:
 
 
 def _spawn(argv: list[str]) -> int:
+    """Fork and exec ``argv``; it is bound to the launcher by a parent-death signal of its own, for when the
+    launcher itself is killed outright (Ray's raylet SIGKILLs a dead worker's children)."""
+    launcher = os.getpid()
     pid = os.fork()
     if pid == 0:
         try:
             for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGCHLD):
                 signal.signal(sig, signal.SIG_DFL)
+            prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+            if os.getppid() != launcher:
+                os._exit(137)
             os.execvp(argv[0], argv)
         except OSError as exc:
             os.write(2, f"bisector launcher: cannot run {argv[0]}: {exc.strerror}\n".encode())

@@ -97,14 +97,11 @@ class Bisector:
         try:
             result = self._with_story(self._run_mode())
             result.notes = list(self.notes)  # notes made after the result was built (refine, torch) too
-        except UsageError:
-            if not self.steps:  # rejected input: no run to list or resume (measurements stay stored)
-                self.store.delete_run(self.run_id)
+        except BisectorError as exc:   # rejected input, an answer of one line (cannot measure either endpoint)
+            if not self.steps:        # or a failure; with no step taken there is no run to list or resume
+                self.store.delete_run(self.run_id)   # (measurements stay stored)
             else:
-                self._save_run(RunState.FAILED)
-            raise
-        except BisectorError as exc:   # an answer of one line (cannot measure either endpoint), or a failure
-            self._save_run(Outcome.UNDECIDED if isinstance(exc, UndecidedError) else RunState.FAILED)
+                self._save_run(Outcome.UNDECIDED if isinstance(exc, UndecidedError) else RunState.FAILED)
             raise
         except BaseException:
             self._save_run(RunState.INTERRUPTED)

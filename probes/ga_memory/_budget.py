@@ -45,19 +45,22 @@ def activation_floor(spec: dict, hidden: int) -> int:
     return logits + inputs + scores
 
 
-def floor_problem(spec: dict, available: int):
-    """Why the widest cell cannot fit in ``available`` bytes even at its floor (or None)."""
+def floor_problem(spec: dict, available: int, params: int | None = None):
+    """Why the widest cell cannot fit in ``available`` bytes even at its floor (or None); ``params``: the
+    parameters counted exactly (else their lower bound from the spec)."""
     if spec.get("model_factory"):
         return None  # the user's own model: nothing to count before building it
     hidden = max(spec["sizes"])
-    params = fewest_params(spec, hidden)
-    weights, acts = params * bytes_per_param(spec), activation_floor(spec, hidden)
+    counted = params if params is not None else fewest_params(spec, hidden)
+    weights, acts = counted * bytes_per_param(spec), activation_floor(spec, hidden)
     if weights + acts <= available:
         return None
-    return (f"the model at width {hidden} (at least {params:,} parameters, {max(spec['seq_lens'])} tokens) needs at "
-            f"least {(weights + acts) / GIB:.1f} GiB for a training step ({weights / GIB:.1f} GiB for its weights, "
-            f"gradients and 16-bit copies, {acts / GIB:.1f} GiB of activations), and {available / GIB:.1f} GiB "
-            "of memory is available: use smaller --sizes, --layers or --seq-lens (or --device cuda)")
+    how = "has" if params is not None else "has at least"
+    return (f"the model at width {hidden} {how} {counted:,} parameters ({max(spec['seq_lens'])} tokens): a training "
+            f"step needs at least {(weights + acts) / GIB:.1f} GiB ({weights / GIB:.1f} GiB for its fp32 weights and "
+            f"gradients, 16-bit copies{' and optimizer state' if bytes_per_param(spec) > STEP_BYTES_PER_PARAM else ''}, "
+            f"{acts / GIB:.1f} GiB of activations), and {available / GIB:.1f} GiB of memory is available: use smaller "
+            "--sizes, --layers or --seq-lens (or --device cuda)")
 
 
 def available_memory():

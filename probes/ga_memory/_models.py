@@ -11,7 +11,7 @@ import inspect
 
 import torch
 
-from _budget import GIB, bytes_per_param, ffn_size, floor_problem, rough_params
+from _budget import activation_floor, bytes_per_param, ffn_size, floor_problem, rough_params
 
 ATTN_NAMES = {"flash": "flash_attention_2"}
 
@@ -60,31 +60,34 @@ def enable_checkpointing(model, use_reentrant) -> str:
 
 
 def count_params(spec: dict, hidden: int) -> int:
-    """Parameters of the model at ``hidden``, counted on the meta device (no memory, no init)."""
+    """Parameters of the model at ``hidden``, counted on the meta device (no memory, no init): one layer and
+    two, the rest of the stack by their difference (the layers are alike), so a deep model counts as fast."""
     from transformers import AutoModelForCausalLM
 
-    with torch.device("meta"):
-        model = AutoModelForCausalLM.from_config(make_config(spec, hidden))
-    return sum(p.numel() for p in model.parameters())
+    def count(layers: int) -> int:
+        with torch.device("meta"):
+            model = AutoModelForCausalLM.from_config(make_config({**spec, "layers": layers}, hidden))
+        return sum(p.numel() for p in model.parameters())
+
+    if spec["layers"] <= 2:
+        return count(spec["layers"])
+    one, two = count(1), count(2)
+    return one + (spec["layers"] - 1) * (two - one)
 
 
 def memory_problem(spec: dict, available: int):
-    """Why the largest model cannot train in ``available`` bytes of host memory, or None: its floor
-    (counted from the spec), then, when it comes near, its parameters counted exactly."""
-    floor = floor_problem(spec, available)
-    if floor or spec.get("model_factory"):
-        return floor
+    """Why the largest model cannot train in ``available`` bytes of host memory, or None: its parameters
+    counted exactly when it comes near (with the activations' floor of the longest sequence)."""
+    if spec.get("model_factory"):
+        return None  # the user's own model: nothing to count before building it
     hidden = max(spec["sizes"])
-    per_param = bytes_per_param(spec)
-    if rough_params(spec, hidden) * per_param < available // 2:
+    per_param, acts = bytes_per_param(spec), activation_floor(spec, hidden)
+    if rough_params(spec, hidden) * per_param + acts < available // 2:
         return None  # clearly fits: no need to count exactly
     n = count_params(spec, hidden)
-    need = n * per_param
-    if need <= available:
+    if n * per_param + acts <= available:
         return None
-    return (f"the model at width {hidden} has {n:,} parameters: a training step needs at least "
-            f"{need / GIB:.1f} GiB (fp32 weights and gradients, 16-bit copies{', optimizer state' if per_param > 10 else ''}), "
-            f"and {available / GIB:.1f} GiB of memory is available; use --device cuda or smaller --sizes")
+    return floor_problem(spec, available, params=n)
 
 
 def _from_factory(spec: dict, hidden: int):
