@@ -4,7 +4,9 @@
 * the redaction pass: a measurement's details (the size of a ga_memory result) redacted, against
   serialising them (what storing them costs anyway);
 * opening a store: after a clean close, and after an unclean one (the integrity check), on a store of
-  ``--runs`` runs.
+  ``--runs`` runs;
+* the store's size for ``--repeats`` repeats of one result of that size, its bulky fields kept once (as
+  stored) against kept whole in every measurement (as before).
 
 Each prints medians and their ratio; nothing here is asserted (tests never time anything).
 """
@@ -86,15 +88,35 @@ def store_open(rounds: int, runs: int) -> None:
           f"{checked * 1000:.1f} ms ({checked / clean:.2f}x)")
 
 
+def store_size(repeats: int, size_kib: int) -> None:
+    from bisector import store_blobs
+    from bisector.core.measurement import Measurement
+    data, sizes = details(size_kib), {}
+    for label, threshold in (("kept once", store_blobs.BLOB_MIN_BYTES), ("whole", 1 << 60)):
+        store_blobs.BLOB_MIN_BYTES = threshold
+        with tempfile.TemporaryDirectory() as tmp:
+            store = Store(Path(tmp) / "s.db")
+            for r in range(repeats):
+                store.put_measurement(Measurement(key=f"k{r}", package="p", candidate="1.0", env_fingerprint="e",
+                                                  probe_fingerprint="f", repeat=r, status="ok", metrics={"m": 1.0},
+                                                  seconds=1.0, details=data))
+            store.close()
+            sizes[label] = (Path(tmp) / "s.db").stat().st_size / 1e6
+    print(f"store size: {repeats} repeats of a {size_kib} KiB result: {sizes['kept once']:.2f} MB with its cells kept "
+          f"once, {sizes['whole']:.2f} MB kept whole ({sizes['whole'] / sizes['kept once']:.1f}x)")
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--rounds", type=int, default=15)
     p.add_argument("--details-kib", type=int, default=128, help="size of the details redacted (a ga_memory result)")
     p.add_argument("--runs", type=int, default=5000, help="runs in the store opened")
+    p.add_argument("--repeats", type=int, default=20, help="repeats of one result stored")
     args = p.parse_args()
     launcher(args.rounds)
     redaction(args.rounds, args.details_kib)
     store_open(max(3, args.rounds // 3), args.runs)
+    store_size(args.repeats, args.details_kib)
 
 
 if __name__ == "__main__":

@@ -2,7 +2,7 @@
 
 Shutdown escalates SIGINT -> SIGTERM -> SIGKILL to the whole group (nox-style), so a probe's own
 children (dataloader workers, compilers) never outlive it. A *supervised* child (``supervise=True``,
-what probes and environment builds use) runs under :mod:`bisector.proc_launcher`: a subreaper bound
+what probes use) runs under :mod:`bisector.proc_launcher`: a subreaper bound
 to this process by a parent-death signal, which kills everything the child left behind (children,
 grandchildren, daemons that left the session) when the child ends, and everything at once when
 bisector dies, even by ``kill -9``. :func:`supervised` and :func:`spawn` are the reusable API for

@@ -20,6 +20,7 @@ from bisector.core.measurement import Measurement
 from bisector.core.verdict import Verdict
 from bisector.errors import BisectorError, UsageError
 from bisector.redact import redact_text
+from bisector.store_blobs import externalized, hydrated
 from bisector.store_health import OpenMark, Transaction, check_store_path, damaged, integrity_problems, translated
 
 SCHEMA = """
@@ -34,6 +35,7 @@ CREATE TABLE IF NOT EXISTS runs (
     id TEXT PRIMARY KEY, created TEXT NOT NULL, updated TEXT NOT NULL, kind TEXT NOT NULL,
     command TEXT NOT NULL, config TEXT NOT NULL, status TEXT NOT NULL, result TEXT
 );
+CREATE TABLE IF NOT EXISTS blobs (hash TEXT PRIMARY KEY, data TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS steps (
     run_id TEXT NOT NULL, seq INTEGER NOT NULL, candidate TEXT NOT NULL, verdict TEXT NOT NULL,
     value REAL, reason TEXT, seconds REAL NOT NULL, measurements TEXT NOT NULL, created TEXT NOT NULL,
@@ -202,22 +204,36 @@ class Store:
     # measurements -------------------------------------------------------------------------
     def get_measurement(self, key: str) -> Optional[Measurement]:
         rows = self._query("SELECT * FROM measurements WHERE key=?", (key,))
-        return _measurement(rows[0]) if rows else None
+        return self._measurement(rows[0]) if rows else None
 
     def put_measurement(self, m: Measurement) -> None:
         m = m.model_copy(update={"created": m.created or now()})
         with self._tx() as db:
+            details = externalized(db, m.details, _clean)   # a result's bulky fields kept once, by hash
             db.execute(
                 "INSERT OR REPLACE INTO measurements VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
                 (m.key, m.package, m.candidate, m.env_fingerprint, m.probe_fingerprint, m.repeat,
                  m.status, json.dumps(m.metrics), m.exit_code, _clean(m.reason), m.seconds, m.created,
-                 _clean(json.dumps(m.details)), m.run_id))
+                 _clean(json.dumps(details)), m.run_id))
 
     def measurements_for(self, package: str, probe_fingerprint: Optional[str] = None) -> list[Measurement]:
         sql, args = "SELECT * FROM measurements WHERE package=?", [package]
         if probe_fingerprint:
             sql, args = sql + " AND probe_fingerprint=?", args + [probe_fingerprint]
-        return [_measurement(r) for r in self._query(sql + " ORDER BY created", args)]
+        return [self._measurement(r) for r in self._query(sql + " ORDER BY created", args)]
+
+    def _measurement(self, row: tuple) -> Measurement:
+        details = hydrated(json.loads(row[12]), self._blob)
+        if isinstance(details.get("env_path"), str):   # stored with the home directory as ~ (redacted)
+            details["env_path"] = os.path.expanduser(details["env_path"])
+        return Measurement(key=row[0], package=row[1], candidate=row[2], env_fingerprint=row[3],
+                           probe_fingerprint=row[4], repeat=row[5], status=row[6], metrics=json.loads(row[7]),
+                           exit_code=row[8], reason=row[9], seconds=row[10], created=row[11],
+                           details=details, run_id=row[13])
+
+    def _blob(self, digest: str) -> Optional[str]:
+        rows = self._query("SELECT data FROM blobs WHERE hash=?", (digest,))
+        return rows[0][0] if rows else None
 
     # runs and steps -----------------------------------------------------------------------
     def put_run(self, run: RunRow) -> None:
@@ -261,16 +277,6 @@ class Store:
 def _clean(text: Optional[str]) -> Optional[str]:
     """What is stored: every column that can hold free text goes through the redaction pass."""
     return None if text is None else redact_text(text)
-
-
-def _measurement(row: tuple) -> Measurement:
-    details = json.loads(row[12])
-    if isinstance(details.get("env_path"), str):   # stored with the home directory as ~ (redacted)
-        details["env_path"] = os.path.expanduser(details["env_path"])
-    return Measurement(key=row[0], package=row[1], candidate=row[2], env_fingerprint=row[3],
-                       probe_fingerprint=row[4], repeat=row[5], status=row[6], metrics=json.loads(row[7]),
-                       exit_code=row[8], reason=row[9], seconds=row[10], created=row[11],
-                       details=details, run_id=row[13])
 
 
 def _run(row: tuple) -> RunRow:

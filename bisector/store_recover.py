@@ -20,7 +20,7 @@ from bisector.errors import UsageError
 from bisector.storage import SCHEMA, STORE_VERSION
 from bisector.store_health import OpenMark, integrity_problems
 
-TABLES = {"meta": (), "runs": (4, 5, 7), "measurements": (7, 12), "steps": (7,)}   # table -> its JSON columns
+TABLES = {"meta": (), "runs": (4, 5, 7), "measurements": (7, 12), "blobs": (1,), "steps": (7,)}   # -> JSON columns
 WINDOW = 256
 MAX_SKIP = 1 << 62
 

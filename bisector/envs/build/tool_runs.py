@@ -56,7 +56,7 @@ def run(
     activity.update(what)
     try:
         done = run_bounded(argv, dict(env) if env is not None else None, cwd=cwd, timeout=timeout,
-                           on_line=activity.line_updater(), supervise=True)
+                           on_line=activity.line_updater())
     except FileNotFoundError:
         raise EnvironmentFailure(f"{what}: {argv[0]} not found") from None
     if done.timed_out:
