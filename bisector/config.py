@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import enum
+import os
 import re
 import tomllib
 from pathlib import Path
@@ -11,8 +12,9 @@ from packaging.utils import canonicalize_name
 from pydantic import BaseModel, ConfigDict, ValidationError, field_validator, model_validator
 
 from bisector.core.criterion import Compare, Criterion
+from bisector.core.strict_numbers import numbers
 from bisector.envs.build.torch_choice import valid_choice
-from bisector.envs.model.env_spec import parse_pin
+from bisector.envs.model.env_spec import check_urls, parse_pin
 from bisector.errors import UsageError
 from bisector.measure.executors import ExecutorKind
 from bisector.measure.probe_spec import ProbeSpec
@@ -67,9 +69,20 @@ class JobSection(BaseModel):
     @field_validator("repo_url")
     @classmethod
     def _https(cls, value: Optional[str]) -> Optional[str]:
-        if value is not None and not value.startswith(("https://", "http://")):
+        if value is not None and not re.fullmatch(r"https?://[^\s/]+(/\S*)?", value):
             raise ValueError("must be an http(s) URL of the repository's web page")
         return value
+
+    @field_validator("index_url")
+    @classmethod
+    def _index(cls, value: Optional[str]) -> Optional[str]:
+        return check_urls(value)
+
+    @field_validator("repo", "follow_repo", "env")
+    @classmethod
+    def _home(cls, value: Optional[str]) -> Optional[str]:
+        """A local path given (or stored, the home directory redacted) as ~/... is the same path."""
+        return os.path.expanduser(value) if value and value.startswith("~") else value
 
     @field_validator("good", "bad")
     @classmethod
@@ -79,10 +92,15 @@ class JobSection(BaseModel):
         return value.strip()
 
 
+MAX_JOBS = 1024
+RAY_ADDRESS = re.compile(r"(?:ray://)?(?:[A-Za-z0-9](?:[A-Za-z0-9.-]*[A-Za-z0-9])?|\[[0-9A-Fa-f:.]+\]):([0-9]{1,5})")
+
+
 class RunSection(BaseModel):
     """``[run]``: how to run it."""
 
     model_config = ConfigDict(extra="forbid")
+    _numbers = numbers("jobs")
 
     jobs: int = 1
     prefetch: Optional[bool] = None
@@ -97,6 +115,23 @@ class RunSection(BaseModel):
     def _positive(cls, value: int) -> int:
         if value < 1:
             raise ValueError("must be at least 1")
+        if value > MAX_JOBS:
+            raise ValueError(f"must be at most {MAX_JOBS}")
+        return value
+
+    @field_validator("store", "cache_dir")
+    @classmethod
+    def _expanded(cls, value: Optional[Path]) -> Optional[Path]:
+        return value.expanduser() if value is not None else None
+
+    @field_validator("ray_address")
+    @classmethod
+    def _address(cls, value: Optional[str]) -> Optional[str]:
+        if value is None or value in ("auto", "local"):
+            return value
+        match = RAY_ADDRESS.fullmatch(value)
+        if not match or not 0 < int(match.group(1)) < 65536:
+            raise ValueError(f"{value!r} is not a Ray address: auto, HOST:PORT or ray://HOST:PORT")
         return value
 
     @model_validator(mode="after")
@@ -168,6 +203,14 @@ class JobConfig(BaseModel):
     contrast: Optional[ContrastSection] = None
     reference: Optional[ReferenceSection] = None
 
+    @model_validator(mode="before")
+    @classmethod
+    def _no_nul(cls, data):
+        """No setting holds a NUL byte (it cannot reach a process argument or a file name)."""
+        if _has_nul(data):
+            raise ValueError("a value holds a NUL byte (\\x00)")
+        return data
+
     @model_validator(mode="after")
     def _stats_fits(self) -> "JobConfig":
         if self.criterion.compare is Compare.STATS:
@@ -177,6 +220,16 @@ class JobConfig(BaseModel):
                 raise ValueError("criterion.compare = stats looks for a regression from the good endpoint; "
                                  "find_fix is not supported with it")
         return self
+
+
+def _has_nul(data) -> bool:
+    if isinstance(data, str):
+        return "\x00" in data
+    if isinstance(data, dict):
+        return any(_has_nul(k) or _has_nul(v) for k, v in data.items())
+    if isinstance(data, (list, tuple)):
+        return any(_has_nul(v) for v in data)
+    return False
 
 
 def _location(error: dict) -> str:
@@ -193,14 +246,27 @@ def validation_message(source: str, exc: ValidationError) -> str:
     return f"{source}: {_location(err)}: {msg}{more}"
 
 
+TOML_MAX_BYTES = 1 << 20   # a job file is a page of settings; /dev/zero or a stray log is not one
+
+
 def read_toml(path: Path) -> dict[str, Any]:
-    """A TOML file's tables; UsageError (one line) when it is missing or not TOML."""
+    """A TOML file's tables; UsageError (one line) when it is missing, not a regular file, over 1 MiB,
+    or not TOML."""
+    path = Path(path).expanduser()
     try:
-        return tomllib.loads(path.read_text())
-    except FileNotFoundError:
-        raise UsageError(f"{path}: file not found") from None
+        if not path.exists():
+            raise UsageError(f"{path}: file not found")
+        if not path.is_file():
+            raise UsageError(f"{path}: not a regular file")
+        with path.open("rb") as fh:
+            data = fh.read(TOML_MAX_BYTES + 1)
+        if len(data) > TOML_MAX_BYTES:
+            raise UsageError(f"{path}: larger than {TOML_MAX_BYTES >> 20} MiB: not a job file")
+        return tomllib.loads(data.decode("utf-8"))
     except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
-        raise UsageError(f"{path}: not valid TOML: {exc}") from None
+        raise UsageError(f"{path}: not valid TOML: {str(exc).splitlines()[0][:200]}") from None
+    except RecursionError:
+        raise UsageError(f"{path}: not valid TOML: nested too deeply") from None
     except OSError as exc:
         raise UsageError(f"{path}: cannot read: {exc.strerror}") from None
 

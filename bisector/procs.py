@@ -1,7 +1,12 @@
-"""Run a child process in its own process group with bounded output capture and escalating shutdown.
+"""Run a child process in its own session with bounded output capture and escalating shutdown.
 
 Shutdown escalates SIGINT -> SIGTERM -> SIGKILL to the whole group (nox-style), so a probe's own
-children (dataloader workers, compilers) never outlive it.
+children (dataloader workers, compilers) never outlive it. A *supervised* child (``supervise=True``,
+what probes use) runs under :mod:`bisector.proc_launcher`: a subreaper bound
+to this process by a parent-death signal, which kills everything the child left behind (children,
+grandchildren, daemons that left the session) when the child ends, and everything at once when
+bisector dies, even by ``kill -9``. :func:`supervised` and :func:`spawn` are the reusable API for
+other long-lived children (a worker per environment).
 """
 from __future__ import annotations
 
@@ -9,13 +14,17 @@ import collections
 import os
 import re
 import select
+import shutil
 import signal
 import subprocess
+import sys
 import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Optional
+
+from bisector import proc_launcher
 
 TAIL_BYTES = 64 * 1024
 GRACE = (("SIGINT", 2.0), ("SIGTERM", 1.5), ("SIGKILL", 1.0))
@@ -149,20 +158,46 @@ def stop_all() -> None:
         stop_group(proc)
 
 
+def supervised(argv: list[str]) -> list[str]:
+    """``argv`` run under the launcher (see the module): it dies with this process and leaves nothing behind
+    (on Linux; elsewhere ``argv`` as it is, in a process group of its own)."""
+    if not sys.platform.startswith("linux"):
+        return argv
+    return [sys.executable, "-I", "-S", proc_launcher.__file__, str(os.getpid()), "--", *argv]
+
+
+def spawn(argv: list[str], env: Optional[dict[str, str]], cwd: Optional[Path] = None, supervise: bool = True,
+          **popen) -> subprocess.Popen:
+    """Start ``argv`` (never through a shell) in a session of its own, supervised unless told otherwise,
+    and registered with :func:`stop_all`; ``popen``: the standard streams (stdin defaults to /dev/null).
+    The caller waits for it (``stop_group`` on shutdown) and calls :func:`forget` once it has ended."""
+    popen.setdefault("stdin", subprocess.DEVNULL)
+    if supervise and shutil.which(argv[0], path=(os.environ if env is None else env).get("PATH")) is None:
+        raise FileNotFoundError(2, "No such file or directory", argv[0])   # as Popen says it unsupervised
+    proc = subprocess.Popen(supervised(argv) if supervise else argv, env=env, cwd=cwd, start_new_session=True,
+                            **popen)
+    with _active_lock:
+        _active.add(proc)
+    return proc
+
+
+def forget(proc: subprocess.Popen) -> None:
+    """``proc`` has ended: :func:`stop_all` no longer needs to stop it."""
+    with _active_lock:
+        _active.discard(proc)
+
+
 def run_bounded(argv: list[str], env: Optional[dict[str, str]], cwd: Optional[Path] = None,
                 timeout: Optional[float] = None, limit: Optional[int] = TAIL_BYTES,
-                on_line: Optional[Callable[[str], None]] = None) -> Completed:
+                on_line: Optional[Callable[[str], None]] = None, supervise: bool = False) -> Completed:
     """Run ``argv`` (never through a shell) in a new session; stop its group on timeout or shutdown.
 
     Each of stdout and stderr keeps its last ``limit`` bytes (None: all of it); ``on_line`` is
-    handed each line of stderr as it comes (live progress)."""
+    handed each line of stderr as it comes (live progress); ``supervise``: under the launcher."""
     if SHUTDOWN.is_set():
         raise Interrupted()
     start = time.monotonic()
-    proc = subprocess.Popen(argv, env=env, cwd=cwd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, start_new_session=True)
-    with _active_lock:
-        _active.add(proc)
+    proc = spawn(argv, env, cwd, supervise=supervise, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     tails = [_Tail(proc.stdout, limit), _Tail(proc.stderr, limit, on_line)]
     for t in tails:
         t.start()
@@ -174,8 +209,7 @@ def run_bounded(argv: list[str], env: Optional[dict[str, str]], cwd: Optional[Pa
         stop_group(proc)
         raise
     finally:
-        with _active_lock:
-            _active.discard(proc)
+        forget(proc)
     for t in tails:
         t.join(timeout=5)
     if SHUTDOWN.is_set():

@@ -7,18 +7,22 @@ from __future__ import annotations
 import datetime as dt
 import enum
 import json
+import os
 import sqlite3
 import threading
 import uuid
+import weakref
 from pathlib import Path
 from typing import Any, Optional
 
-from filelock import FileLock, Timeout
 from pydantic import BaseModel
 
 from bisector.core.measurement import Measurement
 from bisector.core.verdict import Verdict
 from bisector.errors import BisectorError, UsageError
+from bisector.redact import redact_text
+from bisector.store_blobs import externalized, hydrated
+from bisector.store_health import OpenMark, Transaction, check_store_path, damaged, integrity_problems, translated
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -32,6 +36,7 @@ CREATE TABLE IF NOT EXISTS runs (
     id TEXT PRIMARY KEY, created TEXT NOT NULL, updated TEXT NOT NULL, kind TEXT NOT NULL,
     command TEXT NOT NULL, config TEXT NOT NULL, status TEXT NOT NULL, result TEXT, config_hash TEXT
 );
+CREATE TABLE IF NOT EXISTS blobs (hash TEXT PRIMARY KEY, data TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS steps (
     run_id TEXT NOT NULL, seq INTEGER NOT NULL, candidate TEXT NOT NULL, verdict TEXT NOT NULL,
     value REAL, reason TEXT, seconds REAL NOT NULL, measurements TEXT NOT NULL, created TEXT NOT NULL,
@@ -107,38 +112,50 @@ class Store:
     """The measurement store at ``path`` (created on first use)."""
 
     def __init__(self, path: Path, read_only: bool = False):
-        self.path = Path(path)
+        self.path = Path(path).expanduser()
         self._lock = threading.RLock()  # one connection shared by the k-way worker threads
+        self._db: Optional[sqlite3.Connection] = None
         if read_only:
             self._open_read_only()
+            self._closer = weakref.finalize(self, self._db.close)
             return
-        self._create_parent()
-        try:
-            # Switching to WAL needs the database to itself and SQLite does not wait for that,
-            # so processes opening one store at the same moment take turns at setting it up.
-            with FileLock(str(self.path) + ".init.lock", timeout=120):
-                self._db = sqlite3.connect(str(self.path), timeout=60, isolation_level=None,
-                                           check_same_thread=False)
-                self._db.execute("PRAGMA busy_timeout = 60000")
-                self._db.execute("PRAGMA journal_mode = WAL")
-                self._db.executescript(SCHEMA)
-                self._check_version()
-                self._add_config_hash()
-        except sqlite3.DatabaseError as exc:
-            raise self._unusable(exc) from None
-        except Timeout:
-            raise BisectorError(f"store {self.path} stayed locked by another process for 120 s "
-                                f"(lock file {self.path}.init.lock)") from None
-        except OSError as exc:
-            raise UsageError(f"store {self.path} cannot be opened: {exc.strerror or exc}") from None
-
-    def _create_parent(self) -> None:
+        check_store_path(self.path)
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
+            mark = OpenMark(self.path)
         except OSError as exc:
-            raise UsageError(f"store {self.path}: cannot create {self.path.parent}: {exc.strerror or exc}") from None
+            raise UsageError(f"store {self.path} cannot be opened: {exc.strerror or exc}") from None
+        try:
+            mark.enter()   # the first one in sets the store up and checks it when it was not closed cleanly
+            self._db = sqlite3.connect(str(self.path), timeout=60, isolation_level=None, check_same_thread=False)
+            self._db.execute("PRAGMA busy_timeout = 60000")
+            if mark.first:
+                self._set_up(check=not mark.closed_cleanly())
+            self._check_version()
+            if mark.first:
+                self._add_config_hash()
+            mark.opened()
+        except BaseException as exc:
+            mark.leave(self._db, clean=False)
+            if isinstance(exc, sqlite3.DatabaseError):
+                raise self._unusable(exc) from None
+            if isinstance(exc, OSError):
+                raise UsageError(f"store {self.path} cannot be opened: {exc.strerror or exc}") from None
+            raise
+        self._closer = weakref.finalize(self, mark.leave, self._db)   # at close(), or when the process exits
 
-    def _unusable(self, exc: Exception) -> UsageError:
+    def _set_up(self, check: bool) -> None:
+        """WAL mode and the tables; ``check``: refuse the store when ``PRAGMA integrity_check`` finds damage."""
+        if check and self.path.stat().st_size > 0:
+            problems = integrity_problems(self._db)
+            if problems:
+                raise damaged(self.path, problems[0])
+        self._db.execute("PRAGMA journal_mode = WAL")
+        self._db.executescript(SCHEMA)
+
+    def _unusable(self, exc: Exception) -> BisectorError:
+        if translated(exc, self.path) is not exc:
+            return translated(exc, self.path)
         return UsageError(f"store {self.path} is not a usable bisector store ({exc}); "
                           "move it away or pass --store to use another file")
 
@@ -147,14 +164,28 @@ class Store:
         nothing is created (no file, no directory, no WAL switch)."""
         if not self.path.is_file():
             raise UsageError(f"no store at {self.path} (nothing has been measured with it yet; --store names another)")
+        if not os.access(self.path, os.R_OK):
+            raise UsageError(f"store {self.path} is not readable by this user")
         try:
-            self._db = sqlite3.connect(f"{self.path.resolve().as_uri()}?mode=ro", uri=True, timeout=60,
-                                       isolation_level=None, check_same_thread=False)
-            row = self._db.execute("SELECT value FROM meta WHERE key='version'").fetchone()
+            row = self._connect_read_only("mode=ro")
+        except sqlite3.OperationalError:
+            # a WAL store in a directory this user cannot write: SQLite cannot make its -shm file, so read
+            # the file as it is (what a finished run left is in it: the last one out checkpoints)
+            try:
+                row = self._connect_read_only("immutable=1")
+            except sqlite3.DatabaseError as exc:
+                raise self._unusable(exc) from None
         except sqlite3.DatabaseError as exc:
             raise self._unusable(exc) from None
         if row is None or row[0] != STORE_VERSION:
             raise self._unusable(f"store version {row[0] if row else 'missing'}, expected {STORE_VERSION}")
+
+    def _connect_read_only(self, how: str) -> Optional[tuple]:
+        if self._db is not None:
+            self._db.close()
+        self._db = sqlite3.connect(f"{self.path.resolve().as_uri()}?{how}", uri=True, timeout=60,
+                                   isolation_level=None, check_same_thread=False)
+        return self._db.execute("SELECT value FROM meta WHERE key='version'").fetchone()
 
     def delete_run(self, run_id: str) -> None:
         """Forget a run that was rejected before it measured anything (its steps too)."""
@@ -183,42 +214,59 @@ class Store:
         return RUN_COLUMNS if "config_hash" in columns else RUN_COLUMNS.replace("config_hash", "id")
 
     def _tx(self):
-        return _Transaction(self._db, self._lock)
+        return Transaction(self._db, self._lock, self.path)
 
     def _query(self, sql: str, args=()) -> list[tuple]:
         with self._lock:
-            return self._db.execute(sql, args).fetchall()
+            try:
+                return self._db.execute(sql, args).fetchall()
+            except sqlite3.DatabaseError as exc:
+                raise translated(exc, self.path) from None
 
     def close(self) -> None:
-        self._db.close()
+        self._closer()
 
     # measurements -------------------------------------------------------------------------
     def get_measurement(self, key: str) -> Optional[Measurement]:
         rows = self._query("SELECT * FROM measurements WHERE key=?", (key,))
-        return _measurement(rows[0]) if rows else None
+        return self._measurement(rows[0]) if rows else None
 
     def put_measurement(self, m: Measurement) -> None:
         m = m.model_copy(update={"created": m.created or now()})
         with self._tx() as db:
+            details = externalized(db, m.details, _clean)   # a result's bulky fields kept once, by hash
             db.execute(
                 "INSERT OR REPLACE INTO measurements VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
                 (m.key, m.package, m.candidate, m.env_fingerprint, m.probe_fingerprint, m.repeat,
-                 m.status, json.dumps(m.metrics), m.exit_code, m.reason, m.seconds, m.created,
-                 json.dumps(m.details), m.run_id))
+                 m.status, json.dumps(m.metrics), m.exit_code, _clean(m.reason), m.seconds, m.created,
+                 _clean(json.dumps(details)), m.run_id))
 
     def measurements_for(self, package: str, probe_fingerprint: Optional[str] = None) -> list[Measurement]:
         sql, args = "SELECT * FROM measurements WHERE package=?", [package]
         if probe_fingerprint:
             sql, args = sql + " AND probe_fingerprint=?", args + [probe_fingerprint]
-        return [_measurement(r) for r in self._query(sql + " ORDER BY created", args)]
+        return [self._measurement(r) for r in self._query(sql + " ORDER BY created", args)]
+
+    def _measurement(self, row: tuple) -> Measurement:
+        details = hydrated(json.loads(row[12]), self._blob)
+        if isinstance(details.get("env_path"), str):   # stored with the home directory as ~ (redacted)
+            details["env_path"] = os.path.expanduser(details["env_path"])
+        return Measurement(key=row[0], package=row[1], candidate=row[2], env_fingerprint=row[3],
+                           probe_fingerprint=row[4], repeat=row[5], status=row[6], metrics=json.loads(row[7]),
+                           exit_code=row[8], reason=row[9], seconds=row[10], created=row[11],
+                           details=details, run_id=row[13])
+
+    def _blob(self, digest: str) -> Optional[str]:
+        rows = self._query("SELECT data FROM blobs WHERE hash=?", (digest,))
+        return rows[0][0] if rows else None
 
     # runs and steps -----------------------------------------------------------------------
     def put_run(self, run: RunRow) -> None:
         with self._tx() as db:
             db.execute(f"INSERT OR REPLACE INTO runs ({RUN_COLUMNS}) VALUES (?,?,?,?,?,?,?,?,?)",
-                       (run.id, run.created, run.updated, run.kind, json.dumps(run.command),
-                        json.dumps(run.config), run.status,
-                        json.dumps(run.result) if run.result is not None else None, run.config_hash))
+                       (run.id, run.created, run.updated, run.kind, _clean(json.dumps(run.command)),
+                        _clean(json.dumps(run.config)), run.status,
+                        _clean(json.dumps(run.result)) if run.result is not None else None, run.config_hash))
 
     def get_run(self, run_id: Optional[str] = None) -> Optional[RunRow]:
         """The run with this id (or unique id prefix), the latest without one; None when there is none."""
@@ -228,8 +276,9 @@ class Store:
             row = rows[0] if rows else None
         else:
             rows = self._query(f"SELECT {cols} FROM runs WHERE id=?", (run_id,))
-            if not rows:
-                rows = self._query(f"SELECT {cols} FROM runs WHERE id LIKE ?", (run_id + "%",))
+            if not rows:   # a unique prefix, matched literally (no LIKE: '%' and '_' are characters here)
+                rows = self._query(f"SELECT {cols} FROM runs WHERE substr(id, 1, ?) = ? LIMIT 2",
+                                   (len(run_id), run_id))
             row = rows[0] if len(rows) == 1 else None
         return _run(row) if row else None
 
@@ -237,7 +286,8 @@ class Store:
         """The runs of one job (its config hash, or a prefix of it), latest first."""
         cols = self._run_columns()
         key = "config_hash" if "config_hash" in cols else "id"
-        sql, args = f"SELECT {cols} FROM runs WHERE {key} LIKE ?", [config_hash + "%"]
+        # a prefix matched literally (no LIKE: '%' and '_' are characters here)
+        sql, args = f"SELECT {cols} FROM runs WHERE substr({key}, 1, ?) = ?", [len(config_hash), config_hash]
         if kind:
             sql, args = sql + " AND kind=?", args + [kind]
         return [_run(r) for r in self._query(sql + " ORDER BY updated DESC, rowid DESC", args)]
@@ -249,8 +299,8 @@ class Store:
         step = step.model_copy(update={"created": step.created or now()})
         with self._tx() as db:
             db.execute("INSERT OR REPLACE INTO steps VALUES (?,?,?,?,?,?,?,?,?)",
-                       (step.run_id, step.seq, step.candidate, step.verdict, step.value, step.reason,
-                        step.seconds, json.dumps(step.measurements), step.created))
+                       (step.run_id, step.seq, _clean(step.candidate), step.verdict, step.value,
+                        _clean(step.reason), step.seconds, json.dumps(step.measurements), step.created))
 
     def steps(self, run_id: str) -> list[StepRow]:
         rows = self._query("SELECT * FROM steps WHERE run_id=? ORDER BY seq", (run_id,))
@@ -262,33 +312,9 @@ class Store:
             db.execute("DELETE FROM steps WHERE run_id=?", (run_id,))
 
 
-class _Transaction:
-    """BEGIN IMMEDIATE ... COMMIT, rolled back on any exception (a kill never leaves a half row)."""
-
-    def __init__(self, db: sqlite3.Connection, lock: threading.RLock):
-        self.db, self.lock = db, lock
-
-    def __enter__(self) -> sqlite3.Connection:
-        self.lock.acquire()
-        try:
-            self.db.execute("BEGIN IMMEDIATE")
-        except BaseException:
-            self.lock.release()
-            raise
-        return self.db
-
-    def __exit__(self, exc_type, exc, tb) -> None:
-        try:
-            self.db.execute("ROLLBACK" if exc_type else "COMMIT")
-        finally:
-            self.lock.release()
-
-
-def _measurement(row: tuple) -> Measurement:
-    return Measurement(key=row[0], package=row[1], candidate=row[2], env_fingerprint=row[3],
-                       probe_fingerprint=row[4], repeat=row[5], status=row[6], metrics=json.loads(row[7]),
-                       exit_code=row[8], reason=row[9], seconds=row[10], created=row[11],
-                       details=json.loads(row[12]), run_id=row[13])
+def _clean(text: Optional[str]) -> Optional[str]:
+    """What is stored: every column that can hold free text goes through the redaction pass."""
+    return None if text is None else redact_text(text)
 
 
 def _run(row: tuple) -> RunRow:

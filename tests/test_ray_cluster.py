@@ -21,7 +21,7 @@ from bisector.measure.probe_spec import ProbeSpec
 from bisector.storage import Store
 from tests.support.gitfixture import make_repo
 from tests.support.pkgindex import LocalIndex, build_wheel
-from tests.support.raytools import HOLD, alive, commit_args, events, loopback, wait_for
+from tests.support.raytools import HOLD, alive, commit_args, events, loopback, parent_of, wait_for
 
 ray = pytest.importorskip("ray")
 from ray.cluster_utils import Cluster  # noqa: E402
@@ -80,7 +80,7 @@ def test_a_worker_killed_mid_probe_is_retried_on_the_other_node(cluster, repo40,
 
     def kill_first_probes_worker():
         first = wait_for(lambda: [e for e in events(log) if e["event"] == "start"], what="a probe to start")[0]
-        os.kill(first["ppid"], signal.SIGKILL)  # the Ray worker running that task
+        os.kill(parent_of(first["ppid"]), signal.SIGKILL)  # the Ray worker running that task (above the launcher)
         killed.append(first)
         go.touch()
 
@@ -109,7 +109,7 @@ def test_retries_spent_are_a_lost_skip_with_the_reason(cluster, repo40, tmp_path
     def kill_every_attempt():
         for n in range(3):
             start = wait_for(lambda: [e for e in events(log) if e["event"] == "start"][n:], what=f"attempt {n}")[0]
-            os.kill(start["ppid"], signal.SIGKILL)
+            os.kill(parent_of(start["ppid"]), signal.SIGKILL)
 
     helper = threading.Thread(target=kill_every_attempt)
     helper.start()

@@ -167,7 +167,8 @@ def test_the_confirmation_passes_only_below_its_per_look_level_and_stops_at_the_
     """Five pairs fully apart give p = 1/252 = 0.004: a pass at 1% a look, not at CONFIRM_ALPHA (0.2%);
     a real step passes at the first look at or below it, each earlier look above it."""
     apart = {"1.3.0": [1.00, 1.01, 1.02, 1.03, 1.04], "1.4.0": [1.10, 1.11, 1.12, 1.13, 1.14]}
-    paired, _ = judge_of(apart, stats(max_repeats=5))
+    # five pairs at most (a cap no run may set at this alpha: tests/test_hostile.py, "stats with fewer pairs")
+    paired, _ = judge_of(apart, stats().model_copy(update={"max_repeats": 5}))
     c3, c4 = (next(c for c in CANDS if c.ref == v) for v in ("1.3.0", "1.4.0"))
     j = paired.confirm_step(c3, 0, c4, 0)
     assert j.verdict is Verdict.SKIP and j.evidence.vs_good.p_value == pytest.approx(1 / 252)

@@ -1,6 +1,7 @@
 """The SQLite store: round trips, runs and steps, damaged or foreign files, concurrent writers."""
 from __future__ import annotations
 
+import json
 import multiprocessing
 import sqlite3
 import subprocess
@@ -123,3 +124,28 @@ def test_a_store_from_before_run_ids_keeps_its_runs_findable_by_config_hash(tmp_
     s.put_run(RunRow(id="0123456789ab", created=now(), updated=now(), kind="bisect", command=["bisector"],
                      config={}, status="found", config_hash="abcdef123456"))
     assert [r.id for r in s.runs_with_hash("abcdef123456", "bisect")] == ["0123456789ab", "abcdef123456"]
+
+
+def test_a_results_bulky_fields_are_kept_once_and_read_back_whole(tmp_path):
+    """Repeats whose per-cell data came out the same (memory is deterministic) store it once; every reader
+    gets the whole result back, and small fields stay in the row."""
+    path = tmp_path / "s.db"
+    cells = [{"cell": f"bf16.ga2.h{i}", "sites": [{"site": f"modeling.py:{j}", "bytes": j} for j in range(40)]}
+             for i in range(60)]
+    store = Store(path)
+    store.put_measurement(_m("small", details={"result": {"meter": "cpu"}}))
+    size = path.stat().st_size
+    for repeat in range(10):
+        store.put_measurement(_m(f"r{repeat}", repeat=repeat, details={"result": {"cells": cells, "meter": "cpu"}}))
+    store.close()
+    db = sqlite3.connect(path)
+    assert db.execute("SELECT count(*) FROM blobs").fetchone()[0] == 1
+    row = db.execute("SELECT details FROM measurements WHERE key='r3'").fetchone()[0]
+    assert '"$blob"' in row and len(row) < 200
+    db.close()
+    store = Store(path, read_only=True)
+    assert store.get_measurement("r7").details == {"result": {"cells": cells, "meter": "cpu"}}
+    assert store.get_measurement("small").details == {"result": {"meter": "cpu"}}
+    assert len(store.measurements_for("p")) == 11
+    one_copy = len(json.dumps(cells))
+    assert path.stat().st_size - size < 3 * one_copy   # ten measurements, one copy of their cells (and pages)

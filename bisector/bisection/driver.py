@@ -25,7 +25,7 @@ from bisector.core.changes import AttributionKind
 from bisector.core.result import BisectResult
 from bisector.core.search import Outcome
 from bisector.envs import TORCH
-from bisector.errors import UsageError
+from bisector.errors import BisectorError, UndecidedError, UsageError
 from bisector.paths import default_cache_dir
 from bisector.storage import Store, new_run_id
 
@@ -53,8 +53,11 @@ class Bisector:
         rec.begin()
         try:
             result = rec.filled(self._with_story(self._run_mode()))
-        except UsageError:
-            rec.forget() if not rec.steps else rec.save("failed")  # rejected input: no run to list or resume
+        except BisectorError as exc:   # rejected input, an answer of one line (cannot measure either endpoint)
+            if not rec.steps:         # or a failure; with no step taken there is no run to list or resume
+                rec.forget()          # (measurements stay stored)
+            else:
+                rec.save(Outcome.UNDECIDED if isinstance(exc, UndecidedError) else "failed")
             raise
         except BaseException:
             rec.save("interrupted")

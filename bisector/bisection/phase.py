@@ -17,6 +17,11 @@ from bisector.errors import UndecidedError
 _FLIP = {Verdict.GOOD: Verdict.BAD, Verdict.BAD: Verdict.GOOD, Verdict.SKIP: Verdict.SKIP}
 
 
+def _unmeasured(j: Judgement) -> bool:
+    """A SKIP that no probe value stands behind: the setting failed, not the comparison."""
+    return j.verdict is Verdict.SKIP and j.value is None
+
+
 def flipped(verdict: Verdict) -> Verdict:
     """The verdict as --find-fix reads it (GOOD and BAD swapped, SKIP kept)."""
     return _FLIP[verdict]
@@ -53,6 +58,8 @@ class Phase:
         values = [metric_value(ms, self.criterion.metric) for ms in runs]
         if values[0] is None:
             why = next((m.reason for m in runs[0] if m.reason), "metric missing")
+            if values[1] is None:
+                raise UndecidedError(f"cannot measure either endpoint: {why}")
             raise UndecidedError(f"the good endpoint {ends[0].short} gave no {self.criterion.metric}: {why}")
         return calibrate(self.criterion, values[0], values[1])
 
@@ -80,19 +87,41 @@ class Phase:
         with ThreadPoolExecutor(max_workers=self.jobs) as pool:
             while batch := search.next_batch():
                 self._batch_started(batch)
-                if self.prefetch:
-                    ahead = search.speculative(2 * self.jobs + 1)  # both next midpoints, and one after
-                    self.measurer.prefetch([self.candidates[i] for i in ahead])
+                prefetched = self._prefetch(search, out, False)
                 self._speculate(search, batch)
                 for index, j in zip(batch, pool.map(lambda i: self._judge(i, calibrated), batch)):
                     out.judgements[index] = j
                     search.record(index, j.verdict)
                     self.on_step(self.name, self.candidates[index], j)
+                    prefetched = self._prefetch(search, out, prefetched)   # once an endpoint has measured
+                self._stop_when_unmeasurable(out)
         self._speculate(search, [])  # the answer is known: what is still speculative no longer matters
         out.search = search.result()
         if self.confirm and out.search.outcome is Outcome.FOUND:
             out.confirmed = self._confirm(out)
         return out
+
+    def _end_judgements(self, out: PhaseResult) -> list[Optional[Judgement]]:
+        return [out.judgements.get(0), out.judgements.get(len(self.candidates) - 1)]
+
+    def _prefetch(self, search: Search, out: PhaseResult, done: bool) -> bool:
+        """Build the likely next candidates' environments in the background (both next midpoints, and one
+        after), but only once an endpoint has measured something: no inner candidate is built for a
+        setting neither endpoint can measure. Whether this batch's prefetch has started."""
+        measured = any(j is not None and not _unmeasured(j) for j in self._end_judgements(out))
+        if done or not self.prefetch or not measured:
+            return done
+        self.measurer.prefetch([self.candidates[i] for i in search.speculative(2 * self.jobs + 1)])
+        return True
+
+    def _stop_when_unmeasurable(self, out: PhaseResult) -> None:
+        """Both endpoints measured nothing (a broken setting, not a regression): the inner candidates would
+        not do better, so the answer is this one line, before they are built."""
+        ends = self._end_judgements(out)
+        if all(j is not None and _unmeasured(j) for j in ends):
+            reasons = list(dict.fromkeys(j.reason for j in ends))
+            raise UndecidedError("cannot measure either endpoint: " + (reasons[0] if len(reasons) == 1 else
+                                 f"{self.candidates[0].short}: {reasons[0]}; {self.candidates[-1].short}: {reasons[1]}"))
 
     def _speculate(self, search: Search, batch: list[int]) -> None:
         """Spare slots (beyond the ``jobs`` judged at once) measure what comes next: the batch's members

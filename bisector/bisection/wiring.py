@@ -2,19 +2,26 @@
 and the Bisector measuring through the engine (bisector.measure.assembly) every command shares."""
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Optional
+
+from packaging.utils import canonicalize_name
 
 from bisector.bisection.driver import Bisector, Handler
 from bisector.bisection.pins import apply_pins
-from bisector.bisection.plan import JobPlan, release_plan
-from bisector.config import JobConfig, Mode
+from bisector.bisection.plan import TORCH_COMMITS, JobPlan, commit_plan, release_plan
+from bisector.config import JobConfig, JobSection, Mode
 from bisector.data import specs_dir
-from bisector.envs import EnvSpec, load_env_spec
+from bisector.envs import TORCH, EnvSpec, load_env_spec
+from bisector.envs.model.env_spec import parse_pin
 from bisector.errors import UsageError
-from bisector.measure.assembly import Engine, build_engine, check_executor
+from bisector.measure.assembly import Engine, build_engine, check_executor, probe_device
+from bisector.paths import default_cache_dir
 from bisector.sources import git
+from bisector.sources.index import find_release, list_releases
+from bisector.sources.installer_config import resolve_index_url
+from bisector.sources.repo_checks import check_builds_package, check_git_environment, local_repository
 from bisector.storage import Store
+from bisector.store_health import check_run_paths
 
 
 def job_spec(config: JobConfig) -> EnvSpec:
@@ -25,20 +32,53 @@ def job_spec(config: JobConfig) -> EnvSpec:
 
 
 def preflight(config: JobConfig) -> JobPlan:
-    """Bad input as one line (UsageError) before anything is created or stored: the probe, the env
-    spec and its pins, the repository of a commit bisect, and for releases the package and range.
-    Returns what it resolved (the spec, the release plan), so the bisect does not resolve it again."""
-    check_executor(config.run.executor)  # --executor ray without Ray
-    config.probe.script()
+    """Bad input as one line (UsageError) before anything is created or stored: the executor (and its
+    cluster), the store and the cache directory, the probe (and a built-in probe's own check of its
+    arguments), the env spec and its pins on the index, the repository (git's environment, the refs,
+    the package it builds), and for releases the package and range. Returns what it resolved (the
+    spec, the release plan), so the bisect does not resolve it again."""
+    run, job = config.run, config.job
+    check_executor(run.executor, run.ray_address)
+    check_run_paths(run.store, run.cache_dir)
+    config.probe.check(probe_device(run.executor))
     spec = job_spec(config)
-    job = config.job
+    check_pins(job, spec)
+    if job.mode is Mode.COMMITS or job.repo:
+        _check_repository(config)
     if job.mode is Mode.COMMITS:
-        if not job.repo:
-            raise UsageError("--mode commits needs --repo (a local path or a git URL)")
-        if not git.is_url(job.repo) and not Path(job.repo).expanduser().exists():
-            raise UsageError(f"repository {job.repo} not found (no such directory)")
         return JobPlan(spec=spec)
     return JobPlan(spec=spec, releases=release_plan(job))
+
+
+def check_pins(job: JobSection, spec: EnvSpec) -> None:
+    """Every ``--with`` pin names a release on its index (torch's, the base's, included)."""
+    for text in job.pins:
+        name, version = parse_pin(text)
+        index_url = resolve_index_url(spec.index_url if canonicalize_name(name) == TORCH else job.index_url)
+        try:
+            find_release(list_releases(index_url, name), version)
+        except UsageError as exc:
+            raise UsageError(f"--with {text}: {exc}") from None
+
+
+def _check_repository(config: JobConfig) -> None:
+    """The repository of a commit bisect (or of auto mode's refinement): git left alone by the
+    environment, a local repository that is one, refs that resolve in order, the package it builds."""
+    job = config.job
+    if job.mode is Mode.COMMITS and not job.repo:
+        raise UsageError("--mode commits needs --repo (a local path or a git URL)")
+    if job.mode is Mode.COMMITS and canonicalize_name(job.package) == TORCH:
+        raise UsageError(TORCH_COMMITS)
+    check_git_environment()
+    if git.is_url(job.repo):   # cloned into the cache by the run: only what needs no network here
+        if job.mode is Mode.COMMITS:
+            git.validate_ref(job.good), git.validate_ref(job.bad)
+        return
+    path = local_repository(job.repo)
+    ref = "HEAD"
+    if job.mode is Mode.COMMITS:
+        ref = commit_plan(job, job.repo, config.run.cache_dir or default_cache_dir()).candidates[-1].ref
+    check_builds_package(path, ref, job.package, job.repo)
 
 
 def bisector_for(config: JobConfig, store: Store, handler: Optional[Handler] = None,

@@ -306,6 +306,12 @@ def build_parser() -> argparse.ArgumentParser:
     q = _command(sub, "runs", "list stored runs")
     q.add_argument("--store", type=Path, help="SQLite store (default: in the user cache dir)")
     q.add_argument("--kind", choices=KINDS, help="only runs of this kind")
+    q = _command(sub, "store", "check the store, or recover every readable row of a damaged one")
+    q.add_argument("action", choices=["check", "recover"],
+                   help="check: PRAGMA integrity_check; recover: copy every readable row into a new store (in the "
+                   "damaged one's place, which is kept as <store>.damaged-<time>, unless --out names another file)")
+    q.add_argument("--store", type=Path, help="SQLite store (default: in the user cache dir)")
+    q.add_argument("--out", type=Path, help="recover: write the new store here and leave the damaged one as it is")
     q = _command(sub, "envs", "list or garbage-collect cached environments")
     q.add_argument("action", choices=["list", "gc"], help="list: size, last use, in use; gc: remove per the limits")
     q.add_argument("--cache-dir", type=Path, help="environment cache (default: in the user cache dir)")

@@ -21,6 +21,7 @@ from bisector.report.live import progress_for, showing
 from bisector.report.progress import PrintHandler
 from bisector.sources.index import pages_read_once
 from bisector.storage import RunKind, Store
+from bisector.store_health import check_run_paths
 
 
 def diff_input(args: argparse.Namespace) -> DiffInput:
@@ -37,6 +38,7 @@ def diff_command(args) -> int:
     """Check everything, then measure; print each trial as a step and the report (text or JSON)."""
     with pages_read_once():
         checked = check(diff_input(args))          # bad input stops here: nothing created or stored
+        check_run_paths(args.store, args.cache_dir)
         store = Store(args.store or default_store_path())
         try:
             with showing(progress_for()) as say:

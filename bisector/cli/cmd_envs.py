@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import datetime as dt
 import re
+import sys
 
 from bisector.core.units import human_bytes
 from bisector.envs import EnvCache
@@ -57,10 +58,16 @@ def _list(manager: EnvCache) -> int:
 
 def envs_command(args) -> int:
     """``envs list`` (environments and torch bases) or ``envs gc`` (what no run uses, what is old, what
-    is beyond the size limits)."""
-    manager = EnvCache(args.cache_dir or default_cache_dir())
+    is beyond the size limits); a cache directory that does not exist is an empty cache (and is not
+    created)."""
+    root = (args.cache_dir or default_cache_dir()).expanduser()
+    if root.exists() and not root.is_dir():
+        raise UsageError(f"cache directory {root} is not a directory")
     if args.action == "list":
-        return _list(manager)
+        if not root.is_dir():
+            print(f"no environments (no cache directory at {root})", file=sys.stderr)
+            return 0
+        return _list(EnvCache(root))
     if args.keep_last is None and args.max_size is None and args.older_than is None and args.bases_max_size is None:
         raise UsageError("envs gc needs --keep-last N, --max-size SIZE, --older-than AGE and/or --bases-max-size SIZE")
     if args.keep_last is not None and args.keep_last < 0:
@@ -68,6 +75,10 @@ def envs_command(args) -> int:
     max_size = parse_size(args.max_size) if args.max_size else None
     bases_max = parse_size(args.bases_max_size, "--bases-max-size") if args.bases_max_size else None
     older = parse_age(args.older_than) if args.older_than else None
+    if not root.is_dir():
+        print(f"removed 0 environment(s) (no cache directory at {root})")
+        return 0
+    manager = EnvCache(root)
     removed = manager.gc(keep_last=args.keep_last, max_size=max_size, older_than_s=older)
     bases, over = manager.gc_bases(older_than_s=older, max_size=bases_max)
     busy = sum(manager.in_use(info.fingerprint) for info in manager.list())

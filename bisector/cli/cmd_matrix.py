@@ -12,18 +12,23 @@ from pathlib import Path
 from typing import Optional
 
 from bisector.cli.args import matrix_overrides
+from bisector.data import specs_dir
+from bisector.envs import load_env_spec
 from bisector.matrix.bisects import bisect_regressions
+from bisector.matrix.cells import Plan
 from bisector.matrix.draft_text import write_drafts
-from bisector.matrix.grid_config import load_matrix_config
+from bisector.matrix.grid_config import MatrixConfig, load_matrix_config
 from bisector.matrix.grid_result import MatrixResult
 from bisector.matrix.history import grid_history, save_run
 from bisector.matrix.html import write_html
 from bisector.matrix.grid_report import render_text, write_reports
-from bisector.matrix.grid_run import run_matrix
+from bisector.matrix.grid_run import matrix_plan, run_matrix
 from bisector.matrix.issue_drafts import track
-from bisector.measure.assembly import check_executor
+from bisector.measure.assembly import check_executor, probe_device
 from bisector.paths import default_cache_dir, default_store_path
+from bisector.sources.index import pages_read_once
 from bisector.storage import RunState, Store
+from bisector.store_health import check_directory, check_run_paths
 
 
 def _config_path(args) -> Optional[Path]:
@@ -38,28 +43,48 @@ def _previous_drafts(store: Store, result: MatrixResult):
     return MatrixResult.model_validate(runs[-1].result).issue_drafts if runs else []
 
 
+def _preflight(config: MatrixConfig, args, issues: Path) -> Plan:
+    """Everything that can be refused before a cell is measured (or the store created): the executor,
+    the probe and its arguments, the store, the cache, report and drafts directories, the env spec, and
+    every version of the grid on the index (the plan the run then measures)."""
+    check_executor(config.run.executor, config.run.ray_address)  # --executor ray without Ray
+    config.probe.check(probe_device(config.run.executor))
+    check_run_paths(config.run.store, config.run.cache_dir)
+    check_directory(args.out, "--out")
+    check_directory(issues, "--issues")
+    if args.html is not None:
+        check_directory(args.html, "--html")
+    load_env_spec(config.matrix.env, specs_dir())
+    return matrix_plan(config, config.run.cache_dir or default_cache_dir())
+
+
 def matrix_command(args) -> int:
     """Run ``bisector matrix``; the exit code says whether a confirmed regression was found."""
     config = load_matrix_config(_config_path(args), matrix_overrides(args))
-    config.probe.script()  # an unknown probe is a usage error before any work
-    check_executor(config.run.executor)  # so is --executor ray without Ray
-    store = Store(config.run.store or default_store_path())
-    cache_dir = config.run.cache_dir or default_cache_dir()
-    command = ["bisector", *sys.argv[1:]]
     issues = args.issues if args.issues is not None else args.out / "issues"
-    try:
-        result, runner, cells = run_matrix(config, store, cache_dir, args.baseline, command)
-        if args.bisect_on_regression and (result.confirmed or result.new_steps):
-            result = bisect_regressions(config, result, runner, cells, store, cache_dir, args.out)
-        result = result.model_copy(update={"issue_drafts": track(_previous_drafts(store, result), result,
-                                                                 config.criterion)})
-        drafts = write_drafts(result, config, store, issues)
-        paths = write_reports(result, args.out, issues)
-        if args.html is not None:
-            paths["html"] = write_html(result, args.html, args.out, drafts)
-        paths.update({f"issue draft {title}": path for title, path in drafts.items()})
-        save_run(store, config, result, RunState.DONE, command)
-    finally:
-        store.close()
+    with pages_read_once():
+        plan = _preflight(config, args, issues)
+        store = Store(config.run.store or default_store_path())
+        cache_dir = config.run.cache_dir or default_cache_dir()
+        command = ["bisector", *sys.argv[1:]]
+        try:
+            result, runner, cells = run_matrix(config, store, cache_dir, args.baseline, command, plan)
+            try:
+                if args.bisect_on_regression and (result.confirmed or result.new_steps):
+                    result = bisect_regressions(config, result, runner, cells, store, cache_dir, args.out)
+                result = result.model_copy(update={"issue_drafts": track(_previous_drafts(store, result), result,
+                                                                         config.criterion)})
+                drafts = write_drafts(result, config, store, issues)
+                paths = write_reports(result, args.out, issues)
+                if args.html is not None:
+                    paths["html"] = write_html(result, args.html, args.out, drafts)
+                paths.update({f"issue draft {title}": path for title, path in drafts.items()})
+            except BaseException as exc:   # the run is over: it is never left "running"
+                save_run(store, config, result, RunState.FAILED if isinstance(exc, Exception) else
+                         RunState.INTERRUPTED, command)
+                raise
+            save_run(store, config, result, RunState.DONE, command)
+        finally:
+            store.close()
     print(paths["json"].read_text().rstrip() if args.json else render_text(result, paths))
     return result.exit_code

@@ -24,13 +24,14 @@ from bisector.errors import UsageError
 from bisector.explain.registry import compact_details, explainer_for
 from bisector.jobfile import builtin_job, stack
 from bisector.measure.assembly import build_engine
-from bisector.measure.gpus import gpu_label
+from bisector.measure.gpus import GpuPool, detect_gpus, gpu_label
 from bisector.measure.probe_spec import ProbeSpec
 from bisector.paths import default_store_path
 from bisector.report.live import progress_for, showing
 from bisector.sources.index import find_release, list_releases, release_candidate
 from bisector.sources.installer_config import resolve_index_url
 from bisector.storage import RunKind, RunRow, Store, now
+from bisector.store_health import check_run_paths
 
 SHOWN = 8   # metrics listed without --all
 
@@ -88,7 +89,10 @@ def probe_command(args) -> int:
                       args.torch)
     release = find_release(list_releases(resolve_index_url(args.index_url), name), version)
     probe, metric = _job_probe(args)
-    probe.script()  # an unknown probe is one line before anything is created
+    # a bad probe (a built-in probe's own check of its arguments), store or cache is one line before
+    # anything is created
+    probe.check(GpuPool(detect_gpus()[:1]).device)
+    check_run_paths(args.store, args.cache_dir)
     store = Store(args.store or default_store_path())
     # one probe: exactly one GPU (by UUID) when there are any, else every core
     engine = build_engine(RunSection(cache_dir=args.cache_dir), store, max_gpus=1)

@@ -45,6 +45,8 @@ EXAMPLES = {
                ("one run as JSON", "bisector report 1d17df1b72b4 --format json"),
                ("a repro script to attach, checked in both environments", "bisector report --repro repro.py")],
     "runs": [("every stored run", "bisector runs"), ("in another store", "bisector runs --store ci.sqlite")],
+    "store": [("is the store sound (PRAGMA integrity_check)", "bisector store check"),
+              ("a new store from every readable row of a damaged one", "bisector store recover --store ci.sqlite")],
     "envs": [("the cached environments", "bisector envs list"),
              ("keep the 10 newest and at most 20 GB", "bisector envs gc --keep-last 10 --max-size 20G"),
              ("torch bases: none unused for two weeks, at most 30 GB of them",

@@ -23,14 +23,15 @@ from bisector.cli.cmd_diff import diff_command
 from bisector.cli.cmd_envs import envs_command
 from bisector.cli.cmd_matrix import matrix_command
 from bisector.cli.cmd_probe import probe_command
+from bisector.cli.cmd_store import store_command
 from bisector.cli.run_kinds import log_text, pick_run, report_text
-from bisector.config import JobConfig
+from bisector.config import JobConfig, validated
 from bisector.jobfile import load_config
 from bisector.measure.probe_spec import builtin_names, builtin_version
 from bisector.errors import BisectorError, UsageError
 from bisector.paths import default_store_path
 from bisector.procs import SHUTDOWN, Interrupted, request_shutdown, stop_all
-from bisector.redact import redact_text
+from bisector.redact import RedactingStream
 from bisector.report.culprit_lines import through_companion
 from bisector.report.live import progress_for, showing
 from bisector.report.progress import PrintHandler, console_width, wrapped
@@ -99,15 +100,23 @@ def _given(table) -> bool:
 def _resumed(args, config_path: Optional[Path]):
     """The configuration, command and id of a stored run, for ``--resume [RUN]``: RUN is a run id or a
     config hash (or a prefix of one); without it, the latest run of the job that ./bisect.toml and the
-    other flags give (by its config hash), or with neither, the latest bisect run."""
+    other flags give (by its config hash), or with neither, the latest bisect run. A named run keeps its
+    own job, probe and criterion (a flag that would change them is refused, not ignored); [run] flags
+    (how to run it) apply."""
+    overrides = {k: v for k, v in run_overrides(args).items() if k != "run"}   # how to run it is no part of the job
+    changing = [key for table in ("job", "env", "probe", "criterion") for key, value in overrides[table].items()
+                if _given(value)] + (["config"] if args.config is not None else [])
+    if args.resume and changing:
+        flags = ", ".join(f"--{key.replace('_', '-')}" for key in changing)
+        raise UsageError(f"--resume reruns a stored run with its own configuration; {flags} would change it "
+                         "(start a new run without --resume, or --resume without a run id to find it by them)")
     store = _reading(args.store)
     if store is None:
         raise UsageError("no stored runs to resume (nothing has been measured yet)")
-    overrides = {k: v for k, v in run_overrides(args).items() if k != "run"}   # how to run it is no part of the job
     if args.resume:
         found = store.get_run(args.resume)
         runs = [found] if found else store.runs_with_hash(args.resume, RunKind.BISECT)
-        what = f"run or config hash {args.resume!r}"
+        what = f"run or config hash {_shown(args.resume)}"
     elif config_path is not None or _given(overrides):
         wanted = config_hash(load_config(config_path, run_overrides(args)))
         runs, what = store.runs_with_hash(wanted, RunKind.BISECT), f"run of this job (config hash {wanted})"
@@ -117,14 +126,21 @@ def _resumed(args, config_path: Optional[Path]):
     if run is None or run.kind is not RunKind.BISECT:
         raise UsageError(f"no bisect {what} to resume in {store.path}")
     print(f"resuming run {run.id} (config {run.config_hash}): {' '.join(run.command)}", file=sys.stderr)
-    return JobConfig.model_validate(run.config), run.command, run.id
+    data = dict(run.config)
+    data["run"] = {**(data.get("run") or {}), **{k: v for k, v in run_overrides(args)["run"].items() if v is not None}}
+    return validated(JobConfig, data, f"run {run.id}"), run.command, run.id
+
+
+def _shown(run_id: Optional[str]) -> str:
+    """A run id as an error message quotes it (a pasted novel is cut)."""
+    return repr(run_id if run_id is None or len(run_id) <= 40 else run_id[:40] + "...")
 
 
 def cmd_log(args) -> int:
     """A stored run's git-bisect-style log (any kind; default: the latest finished run, of --kind)."""
     store = _reading(args.store)
     if store is None:
-        raise UsageError(f"no run {args.run!r} in {default_store_path()}" if args.run
+        raise UsageError(f"no run {_shown(args.run)} in {default_store_path()}" if args.run
                          else f"no runs in {default_store_path()}")
     print(log_text(store, pick_run(store, args.run, args.kind)))
     return 0
@@ -199,7 +215,7 @@ def _repro(args, store: Store) -> int:
 
 
 COMMANDS = {"matrix": matrix_command, "run": cmd_run, "log": cmd_log, "runs": cmd_runs, "report": cmd_report,
-            "envs": envs_command, "probe": probe_command, "diff": diff_command}
+            "envs": envs_command, "probe": probe_command, "diff": diff_command, "store": store_command}
 
 
 def version_text() -> str:
@@ -256,8 +272,18 @@ def _logging(args) -> None:
 
 
 def main(argv: Optional[list[str]] = None) -> int:
-    """Parse ``argv`` (default: sys.argv), run the command, and return its exit code."""
-    args = _parse(list(sys.argv[1:] if argv is None else argv))
+    """Parse ``argv`` (default: sys.argv), run the command, and return its exit code; everything it
+    prints goes through the redaction pass (bisector.redact)."""
+    streams = sys.stdout, sys.stderr
+    sys.stdout, sys.stderr = RedactingStream(sys.stdout), RedactingStream(sys.stderr)
+    try:
+        return _main(list(sys.argv[1:] if argv is None else argv))
+    finally:
+        sys.stdout, sys.stderr = streams
+
+
+def _main(argv: list[str]) -> int:
+    args = _parse(argv)
     if isinstance(args, int):
         return args
     _logging(args)
@@ -276,12 +302,18 @@ def main(argv: Optional[list[str]] = None) -> int:
     except BisectorError as exc:
         if args.debug:
             raise
-        print(f"bisector: error: {redact_text(str(exc))}", file=sys.stderr)
+        print(f"bisector: error: {exc}", file=sys.stderr)
         return exc.exit_code
+    except OSError as exc:   # the machine said no (a full disk, a read-only file system): not a bug of ours
+        if args.debug:
+            raise
+        where = f": {exc.filename}" if exc.filename else ""
+        print(f"bisector: error: {exc.strerror or exc}{where}", file=sys.stderr)
+        return 1
     except Exception as exc:  # noqa: BLE001 - last resort: one line, not a traceback
         if args.debug:
             raise
-        print(f"bisector: internal error: {type(exc).__name__}: {redact_text(str(exc))} "
+        print(f"bisector: internal error: {type(exc).__name__}: {exc} "
               "(rerun with --debug for the traceback)", file=sys.stderr)
         return 1
 

@@ -11,6 +11,7 @@ from pydantic import BaseModel, ConfigDict, field_validator, model_validator
 
 from bisector.core.measurement import Measurement, Status
 from bisector.core.stats import CONFIRM_ALPHA, CONFIRM_MISS
+from bisector.core.strict_numbers import numbers
 from bisector.core.units import human_value
 from bisector.core.verdict import Verdict
 from bisector.errors import UsageError
@@ -34,7 +35,17 @@ class Compare(enum.StrEnum):
     STATS = "stats"
 
 
-STATS_REPEATS, STATS_MAX_REPEATS, STATS_MIN_EFFECT = 5, 100, "5%"
+STATS_REPEATS, STATS_MAX_REPEATS, STATS_MIN_EFFECT, STATS_ALPHA = 5, 100, "5%", 0.0002
+MAX_REPEATS = 1000   # measurements of one candidate: beyond this a run would only end when killed
+
+
+def fewest_pairs(alpha: float) -> int:
+    """The fewest pairs of samples whose comparison can reach p <= ``alpha`` at all (the smallest one-sided
+    p-value of n against n samples, perfectly separated, is 1 / C(2n, n))."""
+    n = 1
+    while 1 / math.comb(2 * n, n) > alpha:
+        n += 1
+    return n
 
 
 class Criterion(BaseModel):
@@ -60,7 +71,9 @@ class Criterion(BaseModel):
     confirm: Optional[bool] = None
     compare: Compare = Compare.THRESHOLD
     min_effect: Optional[str] = None
-    alpha: float = 0.0002
+    alpha: Optional[float] = None   # stats mode only (default STATS_ALPHA there)
+
+    _numbers = numbers("threshold", "noise", "repeats", "max_repeats", "alpha")
 
     @property
     def should_confirm(self) -> bool:
@@ -74,20 +87,13 @@ class Criterion(BaseModel):
             raise ValueError(f"'{value}' is not a percentage like '20%' or a number")
         return None if value is None else str(value)
 
-    @field_validator("threshold", "noise")
-    @classmethod
-    def _finite(cls, value: Optional[float]) -> Optional[float]:
-        if value is not None and not math.isfinite(value):
-            raise ValueError(f"must be a finite number, not {value}")
-        return value
-
     @model_validator(mode="before")
     @classmethod
     def _stats_defaults(cls, data):
         """Stats mode samples a first round of 5 pairs, then a pair at a time up to 100, unless told otherwise; floor 5%."""
         if isinstance(data, dict) and str(data.get("compare") or "") == Compare.STATS:
             data = {"repeats": STATS_REPEATS, "max_repeats": STATS_MAX_REPEATS, "min_effect": STATS_MIN_EFFECT,
-                    **{k: v for k, v in data.items() if v is not None}}
+                    "alpha": STATS_ALPHA, **{k: v for k, v in data.items() if v is not None}}
         return data
 
     @model_validator(mode="after")
@@ -98,8 +104,16 @@ class Criterion(BaseModel):
             if self.threshold is not None or self.max_increase is not None or self.auto:
                 raise ValueError("compare = stats judges by the samples: give min_effect, not threshold, "
                                  "max_increase or auto")
-        if not 0 < self.alpha < 0.5:
-            raise ValueError("alpha must be between 0 and 0.5")
+            if not 0 < self.alpha < 0.5:
+                raise ValueError("alpha must be between 0 and 0.5")
+            if self.max_repeats < fewest_pairs(self.alpha):
+                raise ValueError(f"compare = stats at alpha {self.alpha:g} needs at least {fewest_pairs(self.alpha)} "
+                                 f"pairs of samples before any two can be told apart; max_repeats is "
+                                 f"{self.max_repeats}")
+        elif self.min_effect is not None or self.alpha is not None:
+            given = " and ".join(k for k in ("min_effect", "alpha") if getattr(self, k) is not None)
+            raise ValueError(f"{given} {'are' if ' and ' in given else 'is'} for compare = stats (--compare stats), "
+                             "which this criterion does not use")
         return self
 
     def effect_floor(self, good_median: float) -> float:
@@ -117,6 +131,9 @@ class Criterion(BaseModel):
             raise ValueError("a threshold rule needs a metric")
         if self.repeats < 1 or self.max_repeats < self.repeats:
             raise ValueError("repeats must be >= 1 and <= max_repeats")
+        if self.max_repeats > MAX_REPEATS:
+            raise ValueError(f"max_repeats must be at most {MAX_REPEATS} (repeats {self.repeats}, max_repeats "
+                             f"{self.max_repeats})")
         if self.noise < 0:
             raise ValueError("noise must be >= 0")
         return self

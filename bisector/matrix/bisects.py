@@ -17,6 +17,7 @@ from bisector.matrix.cells import Cell
 from bisector.matrix.grid_config import MatrixConfig
 from bisector.matrix.grid_result import BisectAttachment, MatrixResult
 from bisector.matrix.grid_run import CellRunner
+from bisector.redact import write_redacted
 from bisector.report.progress import PrintHandler
 from bisector.report.render import render_markdown
 from bisector.storage import Store
@@ -60,7 +61,7 @@ def _bisect_one(config: MatrixConfig, runner: CellRunner, cache_dir: Path, out: 
         return BisectAttachment(package=pkg, good=good, bad=bad, status="error",
                                 markdown=f"The bisect could not run: {exc}")
     md = render_markdown(res)
-    (out / f"{stem}.md").write_text(md)
+    write_redacted(out / f"{stem}.md", md)
     return BisectAttachment(package=pkg, good=good, bad=bad, status=res.status.value, run_id=res.run_id,
                             first_bad=res.first_bad.ref if res.first_bad else None,
                             last_good=res.last_good.ref if res.last_good else None,

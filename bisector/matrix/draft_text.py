@@ -20,6 +20,7 @@ from bisector.matrix.grid_config import MatrixConfig
 from bisector.matrix.grid_result import IssueDraft, MatrixResult
 from bisector.matrix.issue_drafts import worse
 from bisector.report.common import md_code, md_escape
+from bisector.redact import write_redacted
 from bisector.report.render import render_markdown
 from bisector.storage import Store
 
@@ -96,6 +97,6 @@ def write_drafts(result: MatrixResult, config: MatrixConfig, store: Store, out: 
         out.mkdir(parents=True, exist_ok=True)
     for d in result.issue_drafts:
         path = out / d.file
-        path.write_text(text(d, result, config, store))
+        write_redacted(path, text(d, result, config, store))
         written[title(d) + (" (resolved)" if d.status == "resolved" else "")] = path
     return written

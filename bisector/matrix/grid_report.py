@@ -14,6 +14,7 @@ from bisector.core.units import human_value
 from bisector.matrix.grid_result import CellResult, CellVerdict, MatrixResult
 from bisector.matrix import report_cells
 from bisector.matrix.report_trend import findings, markdown_sections, text_lines
+from bisector.redact import write_redacted
 from bisector.report.common import md_escape
 
 MARKDOWN_FILE, JSON_FILE = "matrix.md", "matrix.json"
@@ -223,8 +224,8 @@ def write_reports(result: MatrixResult, out: Path, issues: Optional[Path] = None
     folder of the issue drafts, linked from ``matrix.md`` when it is inside ``out``."""
     out.mkdir(parents=True, exist_ok=True)
     plots = write_plots(result, out)
-    (out / MARKDOWN_FILE).write_text(markdown(result, plots, _relative(issues, out)))
-    (out / JSON_FILE).write_text(json.dumps(json_data(result, plots), indent=2) + "\n")
+    write_redacted(out / MARKDOWN_FILE, markdown(result, plots, _relative(issues, out)))
+    write_redacted(out / JSON_FILE, json.dumps(json_data(result, plots), indent=2) + "\n")
     return {"markdown": out / MARKDOWN_FILE, "json": out / JSON_FILE,
             **{f"plot {m}": out / name for m, name in plots.items()}}
 

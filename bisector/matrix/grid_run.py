@@ -175,8 +175,9 @@ def _start(config: MatrixConfig, store: Store, plan: Plan, baseline: Optional[Ma
                         history=len(grid_history(store, gid)))
 
 
-def _plan(config: MatrixConfig, cache_dir: Path) -> Plan:
-    """The run's cells; the invalid combinations are said (stderr) before anything is built."""
+def matrix_plan(config: MatrixConfig, cache_dir: Path) -> Plan:
+    """The run's cells; the invalid combinations are said (stderr) before anything is built; an index
+    that cannot be read is nothing measured."""
     try:
         plan = plan_cells(config, cache_dir)
     except UsageError:
@@ -189,13 +190,14 @@ def _plan(config: MatrixConfig, cache_dir: Path) -> Plan:
 
 
 def run_matrix(config: MatrixConfig, store: Store, cache_dir: Path, baseline_id: Optional[str],
-               command: list[str]) -> tuple[MatrixResult, CellRunner, list[Cell]]:
-    """Plan, measure, compare and confirm one matrix run; the run is stored as it starts and ends."""
+               command: list[str], plan: Optional[Plan] = None) -> tuple[MatrixResult, CellRunner, list[Cell]]:
+    """Plan (unless the preflight's ``plan`` is given), measure, compare and confirm one matrix run; the
+    run is stored as it starts and ends."""
     spec = load_env_spec(config.matrix.env, specs_dir())
     if TORCH not in {*config.matrix.packages, *config.matrix.pins}:   # else each cell's torch is its base
         spec = choose_torch(spec, None, config.matrix.packages[0], config.matrix.index_url)
     baseline = load_baseline(store, grid_id(config), baseline_id)
-    plan = _plan(config, cache_dir)
+    plan = plan or matrix_plan(config, cache_dir)
     cells = plan.cells
     result = _start(config, store, plan, baseline)
     prefetch = config.run.prefetch if config.run.prefetch is not None else True

@@ -19,6 +19,7 @@ from bisector.matrix.grid_result import CellResult, HistoryLine, MatrixResult
 from bisector.matrix.report_cells import counts, standing, where
 from bisector.matrix.steps import grid_lines
 from bisector.matrix.svg_chart import Chart, Series, esc, svg
+from bisector.redact import write_redacted
 
 PAGE = "index.html"
 SERIES_PER_CHART = 10
@@ -132,7 +133,7 @@ def _links(result: MatrixResult, out: Path, report_dir: Path, drafts: dict[str, 
         rows.append(f'<li><a class="report" href="{MARKDOWN_FILE}">{MARKDOWN_FILE}</a>: the run\'s report</li>')
     for b in result.bisects:
         if b.report_file and _SAFE_FILE.fullmatch(b.report_file):
-            (out / b.report_file).write_text(b.markdown)
+            write_redacted(out / b.report_file, b.markdown)
             first = f", first bad {esc(b.first_bad)}" if b.first_bad else ""
             rows.append(f'<li><a class="bisect-report" href="{esc(b.report_file)}">bisect {esc(b.package)} '
                         f'{esc(b.good)} → {esc(b.bad)}</a>: {esc(b.status)}{first}</li>')
@@ -164,6 +165,4 @@ def write_html(result: MatrixResult, out: Path, report_dir: Path, drafts: dict[s
     """Write ``index.html`` (and copies of the files it links to) into ``out``; ``drafts``: the issue
     drafts (title -> file) to link."""
     out.mkdir(parents=True, exist_ok=True)
-    target = out / PAGE
-    target.write_text(page(result, _links(result, out, report_dir, drafts or {})))
-    return target
+    return write_redacted(out / PAGE, page(result, _links(result, out, report_dir, drafts or {})))

@@ -11,6 +11,7 @@ from __future__ import annotations
 import atexit
 import importlib
 import importlib.util
+import socket
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional, Protocol
@@ -24,6 +25,7 @@ from bisector.measure.probe_spec import ProbeSpec
 from bisector.paths import default_cache_dir
 from bisector.storage import Store
 
+RAY_CONNECT_S = 5.0
 RAY_MISSING = "--executor ray needs Ray, which is not installed here: pip install 'bisector[ray]'"
 
 
@@ -38,10 +40,28 @@ class EngineSettings(Protocol):
     ray_address: Optional[str]
 
 
-def check_executor(kind: ExecutorKind) -> None:
-    """A usage error (one line, before any work) when the executor asked for cannot run here."""
-    if kind is ExecutorKind.RAY and importlib.util.find_spec("ray") is None:
+def check_executor(kind: ExecutorKind, address: Optional[str] = None) -> None:
+    """A usage error (one line, before any work) when the executor asked for cannot run here, or the Ray
+    cluster named by ``address`` (HOST:PORT, ray://HOST:PORT) does not answer within a few seconds (Ray
+    itself would keep trying for minutes, deaf to SIGTERM)."""
+    if kind is not ExecutorKind.RAY:
+        return
+    if importlib.util.find_spec("ray") is None:
         raise UsageError(RAY_MISSING)
+    if address in (None, "auto", "local"):
+        return
+    host, _, port = address.removeprefix("ray://").rpartition(":")
+    try:
+        socket.create_connection((host.strip("[]"), int(port)), timeout=RAY_CONNECT_S).close()
+    except OSError as exc:
+        raise UsageError(f"no Ray cluster answers at {address} ({exc.strerror or exc}); start one with `ray start "
+                         "--head`, or name the running one") from None
+
+
+def probe_device(kind: ExecutorKind) -> str:
+    """The device a built-in probe's preflight checks its arguments for: this machine's (a cluster's nodes
+    are not this machine, so there it checks the arguments, not the memory)."""
+    return "cuda" if kind is ExecutorKind.RAY else GpuPool(detect_gpus()).device
 
 
 def make_executor(kind: ExecutorKind, envs: EnvManager, gpus: Optional[GpuPool] = None,

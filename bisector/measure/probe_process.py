@@ -14,9 +14,9 @@ from bisector.measure.protocol import RESULT_ENV, ProbeResult
 from bisector.measure.probe_spec import ProbeSpec
 from bisector.procs import Completed, run_bounded
 
+RESULT_MAX_BYTES = 8 << 20
 _OOM = re.compile(r"OutOfMemoryError|CUDA out of memory|out of memory|Cannot allocate memory|MemoryError")
 _IMPORT = re.compile(r"^(ModuleNotFoundError|ImportError)\b", re.M)
-Wrap = Callable[[list[str]], list[str]]  # turns the probe's command into the one launched (a Ray node's guard)
 
 
 class ProbeOutcome:
@@ -69,6 +69,12 @@ def _read_result(path: Path, done: Completed) -> ProbeOutcome:
     if not path.exists() or path.stat().st_size == 0:
         return ProbeOutcome(Status.BAD_OUTPUT, done.seconds, reason="probe exited 0 without writing a result",
                             exit_code=done.returncode, stderr_tail=done.stderr_tail)
+    size = path.stat().st_size
+    if size > RESULT_MAX_BYTES:   # it would be stored with every measurement: refused, never truncated
+        return ProbeOutcome(Status.BAD_OUTPUT, done.seconds, exit_code=done.returncode, stderr_tail=done.stderr_tail,
+                            reason=f"the probe's result is {size / 2**20:.1f} MiB, over the {RESULT_MAX_BYTES >> 20} "
+                                   "MiB bisector reads: write metrics and small facts to $BISECTOR_RESULT, bulky data "
+                                   "to a file of the probe's own")
     try:
         result = ProbeResult.model_validate(json.loads(path.read_text()))
     except ValidationError as exc:
@@ -91,16 +97,20 @@ def _read_result(path: Path, done: Completed) -> ProbeOutcome:
 
 
 def run_probe(spec: ProbeSpec, python: Path, env: dict[str, str], workdir: Optional[Path] = None,
-              on_line: Optional[Callable[[str], None]] = None, wrap: Optional[Wrap] = None) -> ProbeOutcome:
-    """Run the probe with ``python`` (the candidate env's interpreter) and the env's variables;
-    ``on_line`` sees its stderr lines as they come (live progress); ``wrap`` launches its command
-    through another one."""
+              on_line: Optional[Callable[[str], None]] = None) -> ProbeOutcome:
+    """Run the probe with ``python`` (the candidate env's interpreter) and the env's variables, under the
+    launcher (nothing it starts outlives it, nor bisector); ``on_line`` sees its stderr lines as they come
+    (live progress). A command that is not in the environment or on its PATH is an environment failure."""
     with tempfile.TemporaryDirectory(prefix="bisector-probe-") as tmp:
         result_path = Path(tmp) / "result.json"
         run_env = {**env, RESULT_ENV: str(result_path)}
         argv = spec.argv(python)
-        done = run_bounded(wrap(argv) if wrap else argv, run_env, cwd=workdir or Path(tmp), timeout=spec.timeout,
-                           on_line=on_line)
+        try:
+            done = run_bounded(argv, run_env, cwd=workdir or Path(tmp), timeout=spec.timeout, on_line=on_line,
+                               supervise=True)
+        except FileNotFoundError:
+            return ProbeOutcome(Status.ENV_FAILED, 0.0, reason=f"the probe command {argv[0]!r} is neither in the "
+                                "environment's bin nor on PATH")
         if spec.exit_code_mode and not done.timed_out:
             return ProbeOutcome(Status.EXIT_CODE, done.seconds, exit_code=done.returncode,
                                 reason=_last_line(done.stderr_tail) or None, stderr_tail=done.stderr_tail)

@@ -4,16 +4,23 @@ from __future__ import annotations
 import ast
 import hashlib
 import json
+import os
 import shlex
+import sys
 from pathlib import Path
 from typing import Optional
 
 from pydantic import BaseModel, ConfigDict, model_validator
 
 from bisector.data import probes_dir
+from bisector.core.strict_numbers import numbers
 from bisector.errors import UsageError
+from bisector.procs import run_bounded
 
 CONTRACT = "_probe_contract.py"   # the shared result writer every built-in probe imports
+PREFLIGHT = "_preflight.py"        # a built-in probe package's own check of its arguments (stdlib only)
+PREFLIGHT_TIMEOUT_S = 60
+SHELL_OPERATORS = set("();<>|&")
 
 
 def builtin_script(name: str) -> Path:
@@ -59,6 +66,27 @@ def builtin_files(script: Path) -> list[Path]:
     return own + ([contract] if contract.is_file() else [])
 
 
+def _check_command(cmd: str) -> None:
+    """An exit-code probe's command: parsed as a shell would split it, but run without one."""
+    lexer = shlex.shlex(cmd, posix=True, punctuation_chars=True)
+    lexer.whitespace_split = True
+    try:
+        words = list(lexer)
+    except ValueError as exc:
+        raise UsageError(f"--probe-cmd cannot be parsed: {exc}") from None
+    if not words:
+        raise UsageError("--probe-cmd is empty")
+    operator = next((w for w in words if set(w) <= SHELL_OPERATORS), None)
+    if operator is not None:
+        raise UsageError(f"--probe-cmd {cmd!r} has shell syntax ({operator!r}), but it runs without a shell: "
+                         f"--probe-cmd \"sh -c '...'\" runs one")
+    program = shlex.split(cmd)[0]
+    if "/" in program and not os.path.isabs(program):
+        raise UsageError(f"--probe-cmd runs in a scratch directory: give {program} as an absolute path")
+    if os.path.isabs(program) and not (os.path.isfile(program) and os.access(program, os.X_OK)):
+        raise UsageError(f"--probe-cmd: {program} is not an executable file")
+
+
 class ProbeSpec(BaseModel):
     """Exactly one of: ``name`` (a built-in probe in probes/), ``path`` (a user's Python script
     writing ``{"metrics": ...}`` to $BISECTOR_RESULT) or ``cmd`` (exit-code contract:
@@ -72,6 +100,8 @@ class ProbeSpec(BaseModel):
     args: list[str] = []
     timeout: float = 1800.0
 
+    _numbers = numbers("timeout")
+
     @model_validator(mode="after")
     def _one_kind(self) -> "ProbeSpec":
         given = [k for k in ("name", "path", "cmd") if getattr(self, k)]
@@ -79,6 +109,12 @@ class ProbeSpec(BaseModel):
             raise ValueError("give exactly one of name, path, cmd" + (f" (got {', '.join(given)})" if given else ""))
         if self.timeout <= 0:
             raise ValueError("timeout must be positive")
+        return self
+
+    @model_validator(mode="after")
+    def _path_expanded(self) -> "ProbeSpec":
+        if self.path is not None and str(self.path).startswith("~"):
+            self.path = self.path.expanduser()   # (a stored config holds the home directory as ~)
         return self
 
     @property
@@ -96,6 +132,24 @@ class ProbeSpec(BaseModel):
         if not path.is_file():
             raise UsageError(f"probe script {self.path} not found")
         return path
+
+    def check(self, device: str) -> None:
+        """Everything about the probe that can be known before a run (a usage error otherwise): the script
+        exists; a command parses, has no shell syntax and names a program that can exist; a built-in
+        probe's own ``_preflight.py`` accepts its arguments on ``device`` (and this machine can hold them)."""
+        if self.cmd is not None:
+            _check_command(self.cmd)
+            return
+        script = self.script()
+        checker = script.parent / PREFLIGHT
+        if self.name is None or script.name != "__main__.py" or not checker.is_file():
+            return
+        done = run_bounded([sys.executable, "-I", "-S", str(checker), *self.args],
+                           {**os.environ, "BISECTOR_DEVICE": device}, timeout=PREFLIGHT_TIMEOUT_S)
+        if done.returncode != 0:
+            lines = [ln for ln in (done.stderr_tail or done.stdout_tail).splitlines() if ln.strip()]
+            raise UsageError(f"probe {self.name} {' '.join(self.args)}: "
+                             f"{lines[-1].strip() if lines else f'its check exited {done.returncode}'}")
 
     def argv(self, python: Path) -> list[str]:
         """The command run inside the environment (argument list, never a shell)."""

@@ -13,7 +13,6 @@ from __future__ import annotations
 import contextlib
 import functools
 import os
-import sys
 import tempfile
 from pathlib import Path
 from typing import Iterator, Optional
@@ -30,17 +29,6 @@ from bisector.paths import default_cache_dir
 
 NODE_CACHE_ENV = "BISECTOR_NODE_CACHE_DIR"  # set on a node (before `ray start`) to choose its cache
 
-# Run as `python -I -c GUARD <parent pid> <argv...>`: the probe dies with the worker that started it
-# (PR_SET_PDEATHSIG), so a worker killed mid-probe leaves no orphan still measuring.
-GUARD = """import ctypes, os, signal, sys
-try:
-    ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)
-except (AttributeError, OSError):
-    pass
-if os.getppid() != int(sys.argv[1]):
-    os._exit(137)
-os.execvp(sys.argv[2], sys.argv[2:])
-"""
 
 
 class ProbeFiles(BaseModel):
@@ -94,11 +82,6 @@ def materialized(probe: ProbeSpec, shipped: ProbeFiles) -> Iterator[ProbeSpec]:
         yield ProbeSpec(path=Path(tmp, shipped.script), args=probe.args, timeout=probe.timeout)
 
 
-def guard(argv: list[str]) -> list[str]:
-    """``argv`` launched so that it dies with this process."""
-    return [sys.executable, "-I", "-c", GUARD, str(os.getpid()), *argv]
-
-
 @functools.lru_cache(maxsize=8)
 def node_envs(cache_dir: Optional[str], backend: Optional[str]) -> EnvManager:
     """This node's environment manager (one per worker process and cache)."""
@@ -125,7 +108,7 @@ def take_on_node(payload_json: str, files_json: str, node: str, gpus: list[str])
     if recipe.fingerprint != job.recipe.fingerprint:
         return _failed(out, mismatch(node, recipe, job.recipe)).model_dump_json()
     with materialized(job.probe, shipped) as probe:
-        m = take_measurement(envs, job.model_copy(update={"probe": probe}), lambda: _given(gpus), recipe, guard)
+        m = take_measurement(envs, job.model_copy(update={"probe": probe}), lambda: _given(gpus), recipe)
     out.measurement = m
     if m.details.get("proved"):
         out.proved = Proved.model_validate(m.details["proved"])

@@ -20,7 +20,7 @@ from bisector.envs import Environment, EnvManager, Recipe
 from bisector.envs.build.backends import site_packages
 from bisector.envs.check.proof import homes_of, proof_env, proof_problems, read_proof, static_report
 from bisector.errors import EnvironmentFailure
-from bisector.measure.probe_process import ProbeOutcome, Wrap, run_probe
+from bisector.measure.probe_process import ProbeOutcome, run_probe
 from bisector.measure.probe_spec import ProbeSpec
 from bisector.procs import SHUTDOWN, Interrupted
 
@@ -70,15 +70,15 @@ def proved(env: Environment) -> Proved:
     return Proved(version=info.installed_version, revision=info.installed_revision, provided=dict(info.provided))
 
 
-def take_measurement(envs: EnvManager, job: TakeJob, gpu_slot: GpuSlot = no_gpu, recipe: Optional[Recipe] = None,
-                     wrap: Optional[Wrap] = None) -> Measurement:
+def take_measurement(envs: EnvManager, job: TakeJob, gpu_slot: GpuSlot = no_gpu,
+                     recipe: Optional[Recipe] = None) -> Measurement:
     """Build (or reuse) the environment of ``recipe`` (default: the job's) and run the probe; an
     environment failure is an ENV_FAILED measurement; nothing is returned if interrupted."""
     with activity.doing(job.label or f"{job.base.package} {job.base.candidate}", kind="measure"):
-        return _take(envs, job, gpu_slot, recipe or job.recipe, wrap)
+        return _take(envs, job, gpu_slot, recipe or job.recipe)
 
 
-def _take(envs: EnvManager, job: TakeJob, gpu_slot: GpuSlot, recipe: Recipe, wrap: Optional[Wrap]) -> Measurement:
+def _take(envs: EnvManager, job: TakeJob, gpu_slot: GpuSlot, recipe: Recipe) -> Measurement:
     start = time.monotonic()
     base = job.base
     activity.update("environment")
@@ -92,7 +92,7 @@ def _take(envs: EnvManager, job: TakeJob, gpu_slot: GpuSlot, recipe: Recipe, wra
         env_seconds = time.monotonic() - start
         with tempfile.TemporaryDirectory(prefix="bisector-proof-") as tmp:
             proof = Path(tmp) / "proof.jsonl"
-            outcome = _run(job, env, gpu_slot, wrap, _proof_vars(env, proof))
+            outcome = _run(job, env, gpu_slot, _proof_vars(env, proof))
             try:
                 env = envs.settle_health(env, recipe, _proof(env, recipe, proof))
             except EnvironmentFailure as exc:
@@ -123,14 +123,13 @@ def _proof(env: Environment, recipe: Recipe, path: Path) -> Optional[list[str]]:
     return proof_problems(read_proof(path), static, recipe.target, site, recipe.base)
 
 
-def _run(job: TakeJob, env: Environment, gpu_slot: GpuSlot, wrap: Optional[Wrap],
-         extra: Optional[dict[str, str]] = None) -> ProbeOutcome:
+def _run(job: TakeJob, env: Environment, gpu_slot: GpuSlot, extra: Optional[dict[str, str]] = None) -> ProbeOutcome:
     probe_env = {**env.run_env(), "BISECTOR_PACKAGE": job.base.package, "BISECTOR_CANDIDATE": job.base.candidate,
                  "BISECTOR_DEVICE": job.device, "BISECTOR_CPUS": str(max(1, job.cpus)), **(extra or {})}
     with gpu_slot() as gpu:  # one probe per GPU; environments build without holding one
         if gpu is not None:
             probe_env["CUDA_VISIBLE_DEVICES"] = gpu
         activity.update("probe")
-        outcome = run_probe(job.probe, env.python, probe_env, on_line=activity.line_updater(), wrap=wrap)
+        outcome = run_probe(job.probe, env.python, probe_env, on_line=activity.line_updater())
     check_shutdown()
     return outcome

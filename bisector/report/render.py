@@ -32,6 +32,7 @@ from typing import Optional
 
 from bisector.core.result import BisectResult, made_by
 from bisector.errors import UsageError
+from bisector.redact import write_redacted
 from bisector.report.culprit_lines import full_headline
 from bisector.report.common import explainer, explanation, result_metric, story
 from bisector.report.markdown import markdown
@@ -100,6 +101,6 @@ def write_reports(store: Store, result: BisectResult) -> Path:
     """Write markdown and JSON reports next to the store: <store dir>/reports/<run>.{md,json}."""
     out = store.path.parent / "reports"
     out.mkdir(parents=True, exist_ok=True)
-    (out / f"{result.run_id}.md").write_text(render_markdown(result))
-    (out / f"{result.run_id}.json").write_text(render_json(result))
+    write_redacted(out / f"{result.run_id}.md", render_markdown(result))
+    write_redacted(out / f"{result.run_id}.json", render_json(result))
     return out

@@ -28,6 +28,8 @@ CLONE_TIMEOUT_S = 3600   # a first clone of a large repository
 _PR = re.compile(r"\(#(\d+)\)|Merge pull request #(\d+)")
 _SEP = "\x1f"
 _SHELL_CHARS = ";|&$`<>\\'\""
+GIT_REDIRECTS = ("GIT_DIR", "GIT_WORK_TREE", "GIT_INDEX_FILE", "GIT_OBJECT_DIRECTORY",
+                 "GIT_ALTERNATE_OBJECT_DIRECTORIES", "GIT_COMMON_DIR", "GIT_NAMESPACE")
 
 
 class GitFailure(BisectorError):
@@ -55,7 +57,7 @@ class _BoundedGit(gitpython.Git):
         if as_process:  # streaming would bypass procs; nothing here needs it
             raise NotImplementedError("bisector reads git's output whole")
         argv = [str(a) for a in command]
-        done = run_bounded(argv, {**os.environ, **(env or {}), "GIT_TERMINAL_PROMPT": "0"},
+        done = run_bounded(argv, {**_environment(), **(env or {}), "GIT_TERMINAL_PROMPT": "0"},
                            cwd=Path(self._working_dir) if self._working_dir else None,
                            timeout=kill_after_timeout or TIMEOUT_S, limit=None, on_line=activity.line_updater())
         out, err = done.stdout_tail, done.stderr_tail.rstrip("\n")
@@ -66,6 +68,12 @@ class _BoundedGit(gitpython.Git):
             why = f"timed out after {kill_after_timeout or TIMEOUT_S:.0f}s" if done.timed_out else err
             raise _CommandError(argv, status, why, out)
         return (status, out, err) if with_extended_output else out
+
+
+def _environment() -> dict[str, str]:
+    """os.environ without what would point git at another repository, index or object store
+    (bisector.sources.repo_checks refuses a run that has them set; other git calls just drop them)."""
+    return {k: v for k, v in os.environ.items() if k not in GIT_REDIRECTS}
 
 
 class _Repo(gitpython.Repo):
@@ -120,15 +128,20 @@ def is_url(repo: str) -> bool:
     return bool(re.match(r"^[a-zA-Z][a-zA-Z0-9+.-]*://", repo)) or bool(re.match(r"^[\w.-]+@[\w.-]+:", repo))
 
 
-def open_repo(repo: str, cache_dir: Path) -> Path:
-    """A local repository path, or a URL cloned once into the cache and fetched afterwards."""
+def local_repo(repo: str) -> Path:
+    """The path of a local repository (its top directory, or a bare repository)."""
     if repo.startswith("-"):
         raise UsageError(f"invalid repository {repo!r}")
+    path = Path(repo).expanduser().resolve()
+    if not (path / ".git").exists() and not (path / "HEAD").exists():
+        raise UsageError(f"repository {repo} not found (no git repository at {path})")
+    return path
+
+
+def open_repo(repo: str, cache_dir: Path) -> Path:
+    """A local repository path, or a URL cloned once into the cache and fetched afterwards."""
     if not is_url(repo):
-        path = Path(repo).expanduser().resolve()
-        if not (path / ".git").exists() and not (path / "HEAD").exists():
-            raise UsageError(f"repository {repo} not found (no git repository at {path})")
-        return path
+        return local_repo(repo)
     target = cache_dir / "repos" / hashlib.sha256(repo.encode()).hexdigest()[:16]
     if (target / "HEAD").exists():
         _run(repository(target), "fetch", "--quiet", "--tags", "--force", "origin")
@@ -154,6 +167,22 @@ def resolve(repo: Path, ref: str) -> str:
         raise UsageError(f"unknown ref '{ref}' in {repo}") from None
 
 
+def work_tree_top(path: Path) -> Optional[Path]:
+    """The top directory of the git work tree ``path`` lies in (None: in none, or a bare repository)."""
+    try:
+        return Path(_run(_BoundedGit(working_dir=str(path)), "rev-parse", "--show-toplevel").strip())
+    except GitFailure:
+        return None
+
+
+def show_file(repo: Path, ref: str, name: str) -> Optional[str]:
+    """The text of file ``name`` at ``ref`` (None when it has none)."""
+    try:
+        return _run(repository(repo), "show", f"{ref}:{name}")
+    except GitFailure:
+        return None
+
+
 def is_ancestor(repo: Path, older: str, newer: str) -> bool:
     """Whether commit ``older`` is an ancestor of ``newer`` (both full SHAs)."""
     try:
@@ -163,8 +192,11 @@ def is_ancestor(repo: Path, older: str, newer: str) -> bool:
 
 
 def merge_base(repo: Path, a: str, b: str) -> str:
-    """The merge-base of two commits."""
-    return _run(repository(repo), "merge-base", a, b).strip()
+    """The merge-base of two commits; a usage error when they share no history."""
+    try:
+        return _run(repository(repo), "merge-base", a, b).strip()
+    except GitFailure:
+        raise UsageError(f"{a[:12]} and {b[:12]} share no history in {repo} (no merge-base)") from None
 
 
 def first_parent_range(repo: Path, good_sha: str, bad_sha: str, first_parent: bool = True) -> list[str]:

@@ -1,6 +1,7 @@
 """Release candidates from a package index (PEP 691 JSON simple API, PEP 700 upload times)."""
 from __future__ import annotations
 
+import base64
 import contextlib
 
 import datetime as dt
@@ -70,13 +71,26 @@ def _parse_time(value: Optional[str]) -> Optional[dt.datetime]:
     return dt.datetime.fromisoformat(value.replace("Z", "+00:00"))
 
 
+def _authenticated(url: str, headers: dict[str, str]) -> tuple[str, dict[str, str]]:
+    """``user:password@`` in an index URL as the Basic credentials pip and uv send (urllib would read it
+    as part of the host name)."""
+    parts = urllib.parse.urlsplit(url)
+    if parts.username is None and parts.password is None:
+        return url, headers
+    user, password = urllib.parse.unquote(parts.username or ""), urllib.parse.unquote(parts.password or "")
+    token = base64.b64encode(f"{user}:{password}".encode()).decode()
+    host = parts.hostname + (f":{parts.port}" if parts.port else "")
+    return urllib.parse.urlunsplit(parts._replace(netloc=host)), {**headers, "Authorization": f"Basic {token}"}
+
+
 def fetch_project(index_url: str, package: str, timeout: float = 60) -> dict:
     """Fetch a project's PEP 691 JSON page from the index."""
     name = canonicalize_name(package)
     url = urllib.parse.urljoin(index_url.rstrip("/") + "/", name + "/")
     if url.startswith("file:"):
         raise UsageError(f"index {redact_url(index_url)} is a file index; an HTTP(S) simple API is needed")
-    request = urllib.request.Request(url, headers={"Accept": JSON_ACCEPT})
+    plain, headers = _authenticated(url, {"Accept": JSON_ACCEPT})
+    request = urllib.request.Request(plain, headers=headers)
     try:
         with urllib.request.urlopen(request, timeout=timeout) as response:
             return json.load(response)

@@ -120,7 +120,8 @@ def _plan_workers(spec, requested):
     """How many cells at once, and on the CPU why even one cannot run here: the largest cell's
     estimate against this machine's available memory (each worker holds one cell)."""
     from _cells import plan
-    from _models import available_memory, cell_memory, memory_problem
+    from _budget import available_memory
+    from _models import cell_memory, memory_problem
     from _workers import plan_workers, worker_count
 
     n_cells = len(plan(spec))

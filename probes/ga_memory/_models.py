@@ -11,24 +11,13 @@ import inspect
 
 import torch
 
+from _budget import OPTIMIZER_STATE, bytes_per_param, ffn_size, mixed_or_ga, rough_params
+
 ATTN_NAMES = {"flash": "flash_attention_2"}
-# Host bytes per parameter a cell holds: optimizer state, fp32 weights and gradients, and 2 more for
-# mixed precision or accumulation (at pythia-1.4b's shape, Trainer, CPU, the bf16 GA=2 cell peaked at
-# 9.86 B/param of live tensors and its process at 13.65 GiB RSS)
-OPTIMIZER_STATE = {"sgd": 0, "adamw": 8}
-STEP_BYTES_PER_PARAM = 4 + 4
-MIXED_OR_GA_EXTRA = 2
+# Host bytes a cell needs beyond bytes_per_param (_budget) per parameter: at pythia-1.4b's shape,
+# Trainer, CPU, the bf16 GA=2 cell peaked at 9.86 B/param of live tensors and its process at 13.65 GiB RSS
 CELL_OVERHEAD = 256 << 20  # a worker's own Python objects and pages beyond the fork it shares
 ALLOCATOR_SLACK = 0.05     # the host allocator's slack over the tensors' bytes
-
-
-def _ffn_size(spec: dict, hidden: int) -> int:
-    base = spec["shape"].get("intermediate_size")
-    if base:  # a shape: scale its FFN with the width
-        return int(round(base * hidden / spec["shape_hidden"]))
-    if spec["arch"] == "llama":  # SwiGLU: ~8/3 h, rounded to a multiple of 8 like the real models
-        return max(8, 8 * round(hidden * 8 / 3 / 8))
-    return 4 * hidden
 
 
 def make_config(spec: dict, hidden: int):
@@ -38,7 +27,7 @@ def make_config(spec: dict, hidden: int):
 
     fields = {k: v for k, v in spec["shape"].items() if k != "intermediate_size"}
     fields.update(hidden_size=hidden, num_hidden_layers=spec["layers"], num_attention_heads=spec["heads"],
-                  intermediate_size=_ffn_size(spec, hidden), vocab_size=spec["vocab"],
+                  intermediate_size=ffn_size(spec, hidden), vocab_size=spec["vocab"],
                   max_position_embeddings=spec["max_positions"], use_cache=spec["use_cache"],
                   tie_word_embeddings=False)
     try:
@@ -75,28 +64,19 @@ def enable_checkpointing(model, use_reentrant) -> str:
 
 
 def count_params(spec: dict, hidden: int) -> int:
-    """Parameters of the model at ``hidden``, counted on the meta device (no memory, no init)."""
+    """Parameters of the model at ``hidden``, counted on the meta device (no memory, no init): one layer and
+    two, the rest of the stack by their difference (the layers are alike), so a deep model counts as fast."""
     from transformers import AutoModelForCausalLM
 
-    with torch.device("meta"):
-        model = AutoModelForCausalLM.from_config(make_config(spec, hidden))
-    return sum(p.numel() for p in model.parameters())
+    def count(layers: int) -> int:
+        with torch.device("meta"):
+            model = AutoModelForCausalLM.from_config(make_config({**spec, "layers": layers}, hidden))
+        return sum(p.numel() for p in model.parameters())
 
-
-def rough_params(spec: dict, hidden: int) -> int:
-    """An upper-ish estimate of the parameters (attention, FFN, embeddings), without building."""
-    per_layer = 4 * hidden * hidden + 3 * hidden * _ffn_size(spec, hidden)
-    return spec["layers"] * per_layer + 2 * spec["vocab"] * hidden
-
-
-def _mixed_or_ga(spec: dict) -> bool:
-    return any(p != "fp32" for p in spec["precisions"]) or max(spec["ga"]) > 1
-
-
-def bytes_per_param(spec: dict) -> int:
-    """Host bytes per parameter the spec's most demanding cell holds: fp32 weights and gradients,
-    16-bit copies or the accumulation's extra, optimizer state."""
-    return STEP_BYTES_PER_PARAM + (MIXED_OR_GA_EXTRA if _mixed_or_ga(spec) else 0) + OPTIMIZER_STATE[spec["optimizer"]]
+    if spec["layers"] <= 2:
+        return count(spec["layers"])
+    one, two = count(1), count(2)
+    return one + (spec["layers"] - 1) * (two - one)
 
 
 def cell_memory(spec: dict, workers: int = 1, available=None):
@@ -125,7 +105,7 @@ def memory_problem(spec: dict, need: int, available: int):
     n = count_params(spec, hidden)
     return (f"the model at width {hidden} has {n:,} parameters: a training step needs about {need / gib:.1f} GiB "
             f"({bytes_per_param(spec)} bytes per parameter: fp32 weights and gradients"
-            f"{', 16-bit copies or accumulation' if _mixed_or_ga(spec) else ''}"
+            f"{', 16-bit copies or accumulation' if mixed_or_ga(spec) else ''}"
             f"{', optimizer state' if OPTIMIZER_STATE[spec['optimizer']] else ''}), "
             f"and {available / gib:.1f} GiB of memory is available; use --device cuda or smaller --sizes")
 
@@ -177,15 +157,3 @@ def make_batches(spec: dict, n: int, device, seq_len: int):
         ids = torch.randint(0, spec["vocab"], shape, generator=gen).to(device)
         out.append({"input_ids": ids, "labels": ids.clone()})
     return out
-
-
-def available_memory():
-    """Host memory available now (MemAvailable), or None where /proc/meminfo is missing."""
-    try:
-        with open("/proc/meminfo") as fh:
-            for line in fh:
-                if line.startswith("MemAvailable:"):
-                    return int(line.split()[1]) * 1024
-    except (OSError, ValueError, IndexError):
-        pass
-    return None

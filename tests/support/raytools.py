@@ -33,6 +33,12 @@ def wait_for(predicate, timeout: float = 120.0, what: str = "condition"):
     raise AssertionError(f"timed out waiting for {what}")
 
 
+def parent_of(pid: int) -> int:
+    """The parent of process ``pid`` (a probe's parent is its launcher; the launcher's, the Ray worker)."""
+    with open(f"/proc/{pid}/stat") as fh:
+        return int(fh.read().rsplit(")", 1)[1].split()[1])
+
+
 def alive(pid: int) -> bool:
     """Whether process ``pid`` still runs (a zombie counts as gone)."""
     try:

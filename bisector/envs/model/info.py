@@ -11,6 +11,7 @@ from typing import Optional
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from bisector.envs.model.env_spec import InstallTarget
+from bisector.redact import redact_text
 
 INFO_NAME = "bisector-env.json"
 SCHEMA = 1
@@ -100,5 +101,5 @@ def read_info(env_dir: Path) -> Optional[EnvInfo]:
 
 
 def write_info(env_dir: Path, info: EnvInfo) -> None:
-    """Store the env's info atomically."""
-    write_atomic(env_dir / INFO_NAME, info.model_dump_json(indent=1))
+    """Store the env's info atomically (an index URL's credentials masked: only the recipe in memory holds them)."""
+    write_atomic(env_dir / INFO_NAME, redact_text(info.model_dump_json(indent=1), home=False))
