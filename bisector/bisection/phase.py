@@ -81,18 +81,30 @@ class Phase:
             while batch := search.next_batch():
                 self._batch_started(batch)
                 if self.prefetch:
-                    ahead = search.speculative(2 * self.jobs + 1)  # both next midpoints, and one after
-                    self.measurer.prefetch([self.candidates[i] for i in ahead])
+                    self.measurer.prefetch([self.candidates[i] for i in self._ahead(search, batch)])
                 self._speculate(search, batch)
                 for index, j in zip(batch, pool.map(lambda i: self._judge(i, calibrated), batch)):
                     out.judgements[index] = j
                     search.record(index, j.verdict)
                     self.on_step(self.name, self.candidates[index], j)
         self._speculate(search, [])  # the answer is known: what is still speculative no longer matters
+        if self.prefetch:
+            self.measurer.prefetch([])  # nor are the builds still queued for it
         out.search = search.result()
         if self.confirm and out.search.outcome is Outcome.FOUND:
             out.confirmed = self._confirm(out)
         return out
+
+    def _ahead(self, search: Search, batch: list[int]) -> list[int]:
+        """What to build while ``batch`` is judged: its members waiting for one of the ``jobs`` slots,
+        then both next midpoints and one after, unless the batch holds an endpoint not yet judged: the
+        endpoints alone may end the run (the regression predates the range, or there is none), so
+        nothing inside the range is built before their verdicts are known."""
+        waiting = batch[self.jobs:]
+        ends = {0, len(self.candidates) - 1}
+        if ends & set(batch):
+            return waiting
+        return waiting + [i for i in search.speculative(2 * self.jobs + 1) if i not in waiting]
 
     def _speculate(self, search: Search, batch: list[int]) -> None:
         """Spare slots (beyond the ``jobs`` judged at once) measure what comes next: the batch's members

@@ -225,9 +225,10 @@ class Measurer:
             self.executor.cancel(h)
 
     def prefetch(self, candidates: list[Candidate]) -> None:
-        """Build the environments of candidates that may be probed next, in the background (here:
-        on a cluster each node builds its own)."""
-        if candidates and self.executor.builds_here:
+        """Build the environments of candidates that may be probed next, in the background, in place of
+        what was asked for before (none: the builds still queued are dropped); here only: on a cluster
+        each node builds its own."""
+        if self.executor.builds_here:
             self.envs.prefetch(self.spec, [self.target(c) for c in candidates], recipe=self._recipe)
 
 
