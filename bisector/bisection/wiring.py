@@ -32,7 +32,7 @@ def job_measurers(config: JobConfig, store: Store) -> Measurers:
     envs = EnvManager(run.cache_dir or default_cache_dir(), backend=run.env_backend, defer_health=True)
     gpus = detect_gpus()
     pool = GpuPool(gpus)
-    executor = make_executor(run.executor, envs, pool, run.ray_address, run.cache_dir)
+    executor = make_executor(run.executor, envs, pool, run.ray_address, run.cache_dir, warm=run.warm)
     cpus = probe_cpus(run.jobs, gpus) if executor.builds_here else 1
     return Measurers(store, envs, job_spec(config), config.probe, index_url=config.job.index_url,
                      gpus=pool, cpus=cpus, executor=executor)

@@ -193,7 +193,8 @@ def run_matrix(config: MatrixConfig, store: Store, cache_dir: Path, baseline_id:
     envs = EnvManager(cache_dir, backend=config.run.env_backend, defer_health=True)
     prefetch = config.run.prefetch if config.run.prefetch is not None else True
     gpus = GpuPool(detect_gpus())
-    executor = make_executor(config.run.executor, envs, gpus, config.run.ray_address, config.run.cache_dir)
+    executor = make_executor(config.run.executor, envs, gpus, config.run.ray_address, config.run.cache_dir,
+                             warm=config.run.warm)
     runner = CellRunner(store, envs, spec, config.probe, config.matrix.packages, config.matrix.pins,
                         config.matrix.index_url, result.run_id, config.run.jobs, prefetch, gpus, executor)
     save_run(store, config, result, RunState.RUNNING, command)

@@ -19,6 +19,7 @@ from bisector.core.measurement import Measurement
 from bisector.envs import EnvManager
 from bisector.measure.gpus import GpuPool
 from bisector.measure.take import TakeJob, take_measurement
+from bisector.measure.warm_pool import WarmPool
 
 OnDone = Callable[[Measurement], Measurement]
 
@@ -84,15 +85,17 @@ class LocalExecutor:
     speculates = False  # spare cores prebuild the next environments instead (the measurer's prefetch)
     builds_here = True
 
-    def __init__(self, envs: EnvManager, gpus: Optional[GpuPool] = None, threads: int = 32):
+    def __init__(self, envs: EnvManager, gpus: Optional[GpuPool] = None, threads: int = 32, warm: bool = True):
         self.envs, self.gpus = envs, gpus or GpuPool([])
         self.device, self.kind = self.gpus.device, self.gpus.kind
         self.slots = len(self.gpus.gpus) or (os.cpu_count() or 1)
         self._pool = cf.ThreadPoolExecutor(max_workers=threads, thread_name_prefix="bisector-measure")
+        self.warm = WarmPool(enabled=warm)  # built-in probes run as forks of warm workers
 
     def submit(self, job: TakeJob, on_done: OnDone, speculative: bool = False) -> Handle:
         handle = Handle(job, speculative)
-        inner = self._pool.submit(lambda: on_done(take_measurement(self.envs, job, lambda: _gpu_id(self.gpus))))
+        inner = self._pool.submit(lambda: on_done(take_measurement(self.envs, job, lambda: _gpu_id(self.gpus),
+                                                                   warm=self.warm)))
         inner.add_done_callback(lambda f: _settle(handle.future, f))
         handle.inner = inner
         return handle
@@ -106,6 +109,7 @@ class LocalExecutor:
 
     def close(self) -> None:
         self._pool.shutdown(wait=False, cancel_futures=True)
+        self.warm.close()
 
 
 def _settle(target: cf.Future, source: cf.Future) -> None:

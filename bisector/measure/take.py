@@ -22,6 +22,7 @@ from bisector.envs.check.proof import homes_of, proof_env, proof_problems, read_
 from bisector.errors import EnvironmentFailure
 from bisector.measure.probe_process import ProbeOutcome, Wrap, run_probe
 from bisector.measure.probe_spec import ProbeSpec
+from bisector.measure.warm_pool import WarmPool
 from bisector.procs import SHUTDOWN, Interrupted
 
 GpuSlot = Callable[[], ContextManager[Optional[str]]]  # held around the probe run: CUDA_VISIBLE_DEVICES or None
@@ -71,14 +72,16 @@ def proved(env: Environment) -> Proved:
 
 
 def take_measurement(envs: EnvManager, job: TakeJob, gpu_slot: GpuSlot = no_gpu, recipe: Optional[Recipe] = None,
-                     wrap: Optional[Wrap] = None) -> Measurement:
-    """Build (or reuse) the environment of ``recipe`` (default: the job's) and run the probe; an
-    environment failure is an ENV_FAILED measurement; nothing is returned if interrupted."""
+                     wrap: Optional[Wrap] = None, warm: Optional[WarmPool] = None) -> Measurement:
+    """Build (or reuse) the environment of ``recipe`` (default: the job's) and run the probe (in a child
+    of the environment's warm worker where ``warm`` has one for it); an environment failure is an
+    ENV_FAILED measurement; nothing is returned if interrupted."""
     with activity.doing(job.label or f"{job.base.package} {job.base.candidate}", kind="measure"):
-        return _take(envs, job, gpu_slot, recipe or job.recipe, wrap)
+        return _take(envs, job, gpu_slot, recipe or job.recipe, wrap, warm)
 
 
-def _take(envs: EnvManager, job: TakeJob, gpu_slot: GpuSlot, recipe: Recipe, wrap: Optional[Wrap]) -> Measurement:
+def _take(envs: EnvManager, job: TakeJob, gpu_slot: GpuSlot, recipe: Recipe, wrap: Optional[Wrap],
+          warm: Optional[WarmPool]) -> Measurement:
     start = time.monotonic()
     base = job.base
     activity.update("environment")
@@ -92,7 +95,7 @@ def _take(envs: EnvManager, job: TakeJob, gpu_slot: GpuSlot, recipe: Recipe, wra
         env_seconds = time.monotonic() - start
         with tempfile.TemporaryDirectory(prefix="bisector-proof-") as tmp:
             proof = Path(tmp) / "proof.jsonl"
-            outcome = _run(job, env, gpu_slot, wrap, _proof_vars(env, proof))
+            outcome = _run(job, env, gpu_slot, wrap, _proof_vars(env, proof), warm)
             try:
                 env = envs.settle_health(env, recipe, _proof(env, recipe, proof))
             except EnvironmentFailure as exc:
@@ -124,13 +127,14 @@ def _proof(env: Environment, recipe: Recipe, path: Path) -> Optional[list[str]]:
 
 
 def _run(job: TakeJob, env: Environment, gpu_slot: GpuSlot, wrap: Optional[Wrap],
-         extra: Optional[dict[str, str]] = None) -> ProbeOutcome:
+         extra: Optional[dict[str, str]] = None, warm: Optional[WarmPool] = None) -> ProbeOutcome:
     probe_env = {**env.run_env(), "BISECTOR_PACKAGE": job.base.package, "BISECTOR_CANDIDATE": job.base.candidate,
                  "BISECTOR_DEVICE": job.device, "BISECTOR_CPUS": str(max(1, job.cpus)), **(extra or {})}
     with gpu_slot() as gpu:  # one probe per GPU; environments build without holding one
         if gpu is not None:
             probe_env["CUDA_VISIBLE_DEVICES"] = gpu
         activity.update("probe")
-        outcome = run_probe(job.probe, env.python, probe_env, on_line=activity.line_updater(), wrap=wrap)
+        outcome = run_probe(job.probe, env.python, probe_env, on_line=activity.line_updater(), wrap=wrap,
+                            warm=warm.bound(f"{env.path}@{env.info.created.isoformat()}") if warm else None)
     check_shutdown()
     return outcome
