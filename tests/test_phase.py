@@ -144,6 +144,7 @@ def test_endpoints_that_end_the_run_prefetch_nothing_inside_the_range(planted):
 def test_inner_candidates_are_prefetched_only_after_both_endpoints_are_judged(jobs):
     res, measurer = _phase_events(step_at(5), jobs=jobs)
     assert res.search.first_bad == 5
+    assert measurer.warmed[0] == [(VERSIONS[0], 0), (VERSIONS[-1], 0)]  # both endpoints' workers start at once
     events = measurer.events
     first_inner = next(i for i, (kind, what) in enumerate(events)
                        if kind == "prefetch" and set(what) - {VERSIONS[0], VERSIONS[-1]})

@@ -106,19 +106,25 @@ def bisector(*args: str, cache: Path, store: Path) -> list[str]:
 
 
 def test_stats_mode_samples_fork_from_one_warm_worker_per_environment(tmp_path, accelerate_envs):
-    store = tmp_path / "s.db"
-    argv = bisector("run", "--package", "accelerate", "--mode", "releases", "--good", "0.27.0", "--bad", "0.27.1",
-                    "--probe", "step_time", *[f"--probe-arg={a}" for a in TINY], "--metric", "step_seconds",
-                    "--compare", "stats", "--max-repeats", "12", "--json", cache=accelerate_envs, store=store)
-    proc = subprocess.run(argv, capture_output=True, text=True, timeout=900)
-    assert proc.returncode in (0, 3), proc.stderr[-3000:]
-    rows = sqlite3.connect(store).execute("SELECT env_fingerprint, details FROM measurements").fetchall()
-    launches = [(env, json.loads(details)["launch"]) for env, details in rows]
-    assert len(launches) >= 24 and all(launch["mode"] == "warm" for _, launch in launches), launches[:3]
-    workers = {env: {launch["worker_pid"] for e, launch in launches if e == env} for env, _ in launches}
-    assert len(workers) == 2 and all(len(pids) == 1 for pids in workers.values())  # two warm workers, interleaved
+    runs = []
+    for store in (tmp_path / "first.db", tmp_path / "again.db"):  # the second finds the environments built
+        argv = bisector("run", "--package", "accelerate", "--mode", "releases", "--good", "0.27.0", "--bad", "0.27.1",
+                        "--probe", "step_time", *[f"--probe-arg={a}" for a in TINY], "--metric", "step_seconds",
+                        "--compare", "stats", "--max-repeats", "12", "--json", cache=accelerate_envs, store=store)
+        proc = subprocess.run(argv, capture_output=True, text=True, timeout=900)
+        assert proc.returncode in (0, 3), proc.stderr[-3000:]
+        rows = sqlite3.connect(store).execute("SELECT env_fingerprint, details FROM measurements ORDER BY created")
+        runs.append([(env, json.loads(details)["launch"]) for env, details in rows])
+    for launches in runs:
+        assert len(launches) >= 24 and all(launch["mode"] == "warm" for _, launch in launches), launches[:3]
+        workers = {env: {launch["worker_pid"] for e, launch in launches if e == env} for env, _ in launches}
+        assert len(workers) == 2 and all(len(pids) == 1 for pids in workers.values())  # two workers, interleaved
     healths = {json.loads(p.read_text())["health"] for p in accelerate_envs.glob("envs/*/bisector-env.json")}
     assert healths == {"proved"}  # each new environment's import proved by its first (warm) run
+    first_good, first_bad = (launch for _, launch in runs[1][:2])
+    spans = [(x["worker_started_at"], x["worker_started_at"] + x["worker_start_s"]) for x in (first_good, first_bad)]
+    assert max(s for s, _ in spans) < min(e for _, e in spans)  # both endpoints' workers started together
+    assert first_bad["worker_wait_s"] < 0.5  # ready before the first pair was taken
 
 
 def _worker_children(ancestor: int) -> tuple[int, list[int]]:

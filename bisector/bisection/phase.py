@@ -83,6 +83,7 @@ class Phase:
                 if self.prefetch:
                     self.measurer.prefetch([self.candidates[i] for i in self._ahead(search, batch)])
                 self._speculate(search, batch)
+                self.measurer.warm([(self.candidates[i], 0) for i in batch])  # e.g. both endpoints' workers at once
                 for index, j in zip(batch, pool.map(lambda i: self._judge(i, calibrated), batch)):
                     out.judgements[index] = j
                     search.record(index, j.verdict)

@@ -27,6 +27,9 @@ class Measures(Protocol):
     def speculate(self, needed: list[Candidate], likely: list[Candidate]) -> None:
         """Measure ``likely`` candidates ahead on spare slots; cancel what is neither needed nor likely."""
 
+    def warm(self, samples: list[tuple[Candidate, int]]) -> None:
+        """Ready, together, what these (candidate, repeat) samples will run in, before they are taken."""
+
 
 class MeasurerFactory(Protocol):
     """Makes each phase's measurer; says which spec environments follow and which GPUs probes get."""

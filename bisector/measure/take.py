@@ -126,15 +126,25 @@ def _proof(env: Environment, recipe: Recipe, path: Path) -> Optional[list[str]]:
     return proof_problems(read_proof(path), static, recipe.target, site, recipe.base)
 
 
+def probe_environment(job: TakeJob, env: Environment) -> dict[str, str]:
+    """The variables the job's probe runs under in ``env`` (a run adds its result file, proof and GPU)."""
+    return {**env.run_env(), "BISECTOR_PACKAGE": job.base.package, "BISECTOR_CANDIDATE": job.base.candidate,
+            "BISECTOR_DEVICE": job.device, "BISECTOR_CPUS": str(max(1, job.cpus))}
+
+
+def warm_identity(env: Environment) -> str:
+    """Which build of an environment a warm worker imported from (a rebuilt one gets a new worker)."""
+    return f"{env.path}@{env.info.created.isoformat()}"
+
+
 def _run(job: TakeJob, env: Environment, gpu_slot: GpuSlot, wrap: Optional[Wrap],
          extra: Optional[dict[str, str]] = None, warm: Optional[WarmPool] = None) -> ProbeOutcome:
-    probe_env = {**env.run_env(), "BISECTOR_PACKAGE": job.base.package, "BISECTOR_CANDIDATE": job.base.candidate,
-                 "BISECTOR_DEVICE": job.device, "BISECTOR_CPUS": str(max(1, job.cpus)), **(extra or {})}
+    probe_env = {**probe_environment(job, env), **(extra or {})}
     with gpu_slot() as gpu:  # one probe per GPU; environments build without holding one
         if gpu is not None:
             probe_env["CUDA_VISIBLE_DEVICES"] = gpu
         activity.update("probe")
         outcome = run_probe(job.probe, env.python, probe_env, on_line=activity.line_updater(), wrap=wrap,
-                            warm=warm.bound(f"{env.path}@{env.info.created.isoformat()}") if warm else None)
+                            warm=warm.bound(warm_identity(env)) if warm else None)
     check_shutdown()
     return outcome

@@ -58,6 +58,10 @@ class WarmPool:
         self._reaper: Optional[threading.Thread] = None
         atexit.register(self.close)
 
+    def serves(self, spec: ProbeSpec) -> bool:
+        """Whether runs of ``spec`` may fork from a warm worker (built-in probes, with warm workers on)."""
+        return self.enabled and spec.name is not None and not spec.exit_code_mode
+
     def run(self, spec: ProbeSpec, python: Path, env: dict[str, str], cwd: Path, identity: str,
             on_line: Optional[Callable[[str], None]] = None) -> Launch:
         """Run the probe in a child of the warm worker of this environment (``identity``: the
@@ -68,7 +72,7 @@ class WarmPool:
         if spec.name is None or spec.exit_code_mode:
             return Launch(None, {"mode": "cold", "why": "not a built-in probe"})
         script = spec.script()
-        key = (str(python), str(script), _code_hash(script), identity, _shared_hash(env))
+        key = _key(python, script, identity, env)
         start = time.monotonic()
         server, why = self._server(key, python, script, env, spec.timeout)
         if server is None:
@@ -82,9 +86,15 @@ class WarmPool:
             return Launch(None, {"mode": "cold", "why": f"{exc}; run again in a plain process"})
         details = {"mode": "warm", "worker_pid": server.proc.pid, "runs_served": server.served}
         if server.served == 1 or waited > 0.05:
-            details.update(worker_wait_s=round(waited, 3), worker_start_s=round(server.start_seconds or 0.0, 3),
-                           worker_imports_s=server.import_seconds)
+            details.update(worker_wait_s=round(waited, 3), worker_started_at=round(server.started_at, 3),
+                           worker_start_s=round(server.start_seconds or 0.0, 3), worker_imports_s=server.import_seconds)
         return Launch(done, details)
+
+    def start(self, spec: ProbeSpec, python: Path, env: dict[str, str], identity: str) -> None:
+        """Have the worker a run with these would use ready (started now if needed), without a run."""
+        if self.serves(spec):
+            script = spec.script()
+            self._server(_key(python, script, identity, env), python, script, env, spec.timeout)
 
     def bound(self, identity: str) -> Callable[..., Launch]:
         """:meth:`run` for the environment ``identity`` (what bisector.measure.probe_process.run_probe takes)."""
@@ -174,6 +184,12 @@ class WarmPool:
 
 def _idle(server: WarmServer) -> bool:
     return server.busy == 0 and server.waiting == 0 and server.ready.is_set()
+
+
+def _key(python: Path, script: Path, identity: str, env: dict[str, str]) -> tuple:
+    """Which worker serves a run: the interpreter, the probe's code, the environment's build and the
+    variables every run there shares."""
+    return str(python), str(script), _code_hash(script), identity, _shared_hash(env)
 
 
 def _shared_hash(env: dict[str, str]) -> str:

@@ -79,6 +79,7 @@ class WarmServer:
         self.waiting = 0   # runs waiting for it to be ready (the pool counts them)
         self.last_used = time.monotonic()
         self._started = time.monotonic()
+        self.started_at = time.time()
         try:
             self.proc = subprocess.Popen([str(python), str(worker), str(script)], env={**env, FD_ENV: str(there.fileno())},
                                          stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
