@@ -35,13 +35,12 @@ class ProbeOutcome:
         self.exit_code = exit_code
         self.result = result
         self.stderr_tail = stderr_tail
+        self.launch: Optional[dict] = None  # how it was launched (a warm worker's fork, or why not), when known
 
     def wrong_device(self, why: str) -> "ProbeOutcome":
         """The same run, turned into a SKIP-class measurement (its metrics dropped, its result kept)."""
         return ProbeOutcome(Status.WRONG_DEVICE, self.seconds, reason=why, exit_code=self.exit_code,
                             result=self.result, stderr_tail=self.stderr_tail)
-
-    launch: Optional[dict] = None  # how it was launched (warm worker or plain process), when known
 
     def details(self) -> dict:
         """What is stored next to the metrics: the stderr tail, how it was launched and the result's other fields."""

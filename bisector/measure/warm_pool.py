@@ -30,7 +30,6 @@ from bisector.procs import Completed
 
 WORKER = "_warm_worker.py"
 PER_RUN = (RESULT_ENV, PROOF_ENV, MODULES_ENV, "CUDA_VISIBLE_DEVICES", "BISECTOR_CPUS")
-NOT_FOR_THE_WORKER = ("CUDA_VISIBLE_DEVICES",)
 MAX_LOSSES = 2          # a worker that ended under its runs this often: the probe runs cold there
 IDLE_CHECK_S = 5.0
 
@@ -103,6 +102,7 @@ class WarmPool:
     def _server(self, key: tuple, python: Path, script: Path, env: dict[str, str],
                 timeout: float) -> tuple[Optional[WarmServer], str]:
         """The ready worker of ``key`` (started now if needed), or None and why it cannot serve."""
+        evicted: list[WarmServer] = []
         with self._lock:
             if self._closed:
                 return None, "the run is ending"
@@ -113,13 +113,15 @@ class WarmPool:
                 del self._servers[key]
                 server = None
             if server is None:
-                self._make_room()
+                evicted = self._make_room()
                 worker_env = {k: v for k, v in env.items() if k not in PER_RUN}
                 worker_env[PROOF_ENV] = "/dev/null"  # the proof hook registers; each run names its own file
                 server = WarmServer(python, probes_dir() / WORKER, script, worker_env)
                 self._servers[key] = server
                 self._start_reaper()
             server.waiting += 1
+        for old in evicted:
+            old.close()
         try:
             why = server.wait_ready(timeout)
         finally:
@@ -134,12 +136,15 @@ class WarmPool:
         server.close()
         return None, why
 
-    def _make_room(self) -> None:
-        """End the least recently used idle workers until one more fits (called holding the lock)."""
+    def _make_room(self) -> list[WarmServer]:
+        """Take out the least recently used idle workers until one more fits (called holding the lock);
+        the caller ends them."""
         idle = sorted((s.last_used, k) for k, s in self._servers.items() if _idle(s))
+        out = []
         while len(self._servers) >= self.capacity and idle:
             _, key = idle.pop(0)
-            self._servers.pop(key).close()
+            out.append(self._servers.pop(key))
+        return out
 
     def _lost(self, key: tuple, server: WarmServer) -> None:
         with self._lock:
