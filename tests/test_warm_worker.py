@@ -131,9 +131,9 @@ def test_a_worker_that_ends_takes_its_running_runs_with_it(tmp_path):
     pidfile = tmp_path / "grandchild"
     result = tmp_path / "r.json"
 
-    def kill_soon():
-        for _ in range(200):
-            if result.exists():
+    def kill_soon():  # once the run has started its grandchild
+        for _ in range(400):
+            if pidfile.exists() and pidfile.read_text():
                 break
             time.sleep(0.05)
         os.kill(server.proc.pid, signal.SIGKILL)
