@@ -113,10 +113,13 @@ class WarmPool:
                 del self._servers[key]
                 server = None
             if server is None:
-                evicted = self._make_room()
                 worker_env = {k: v for k, v in env.items() if k not in PER_RUN}
                 worker_env[PROOF_ENV] = "/dev/null"  # the proof hook registers; each run names its own file
-                server = WarmServer(python, probes_dir() / WORKER, script, worker_env)
+                try:
+                    server = WarmServer(python, probes_dir() / WORKER, script, worker_env)
+                except OSError as exc:  # the plain run will say what is wrong with this interpreter
+                    return None, f"the warm worker could not start: {exc}"
+                evicted = self._make_room()
                 self._servers[key] = server
                 self._start_reaper()
             server.waiting += 1

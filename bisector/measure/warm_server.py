@@ -64,7 +64,6 @@ class WarmServer:
     """The worker for ``script`` under ``python`` with the environment ``env`` (what every run shares)."""
 
     def __init__(self, python: Path, worker: Path, script: Path, env: dict[str, str]):
-        self.script = script
         here, there = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         self._sock = here
         self._lock = threading.Lock()
