@@ -35,7 +35,8 @@ def run(repo: str, good: str, bad: str, cache: Path, store: Path) -> dict:
     for (text,) in db.execute("SELECT details FROM measurements WHERE run_id=?", (out["run_id"],)):
         details = json.loads(text)
         launch = details.get("launch") or {}  # a warm worker started ahead of its first run counts as probe time
-        probe_s += details.get("probe_seconds", 0.0) + launch.get("worker_start_s", 0.0) - launch.get("worker_wait_s", 0.0)
+        probe_s += details.get("probe_seconds", 0.0)
+        probe_s += launch.get("worker_start_s", 0.0) - launch.get("worker_wait_s", 0.0)
     first = out["first_bad"] or {}
     return {"wall": wall, "probe": probe_s, "steps": len(out["steps"]), "probes": out["probes_run"],
             "named": f"{first.get('ref')} (#{first.get('pr')})" if first.get("pr") else first.get("ref")}

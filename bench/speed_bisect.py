@@ -116,7 +116,8 @@ def main() -> int:
         print(f"{name:<46} {seconds:7.2f} {seconds / imports:8.2f}x")
     cold_steps, warm_steps = [s for _, s in cold], [s for _, s in warm]
     p_value = mannwhitneyu(cold_steps, warm_steps).pvalue
-    print(f"warm step against cold: {statistics.median(w for w, _ in cold) / statistics.median(w for w, _ in warm):.1f}x "
+    faster = statistics.median(w for w, _ in cold) / statistics.median(w for w, _ in warm)
+    print(f"warm step against cold: {faster:.1f}x "
           f"faster a run; step_seconds measured cold {statistics.median(cold_steps) * 1000:.1f} ms, warm "
           f"{statistics.median(warm_steps) * 1000:.1f} ms (MWU p={p_value:.2f}, {args.samples} each)")
     print(f"target: per-sample wall <= 0.5x the import: {own / imports:.2f}x "

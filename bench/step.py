@@ -53,7 +53,6 @@ def split(store: Path, wall: float) -> tuple[dict[str, float], int, str]:
     """The run's wall split into PARTS, its step count and the good endpoint's environment."""
     parts = dict.fromkeys(PARTS, 0.0)
     measurements = Store(store).measurements_for("accelerate")
-    waits = 0.0
     for m in measurements:
         env_s = m.details.get("env_seconds", 0.0)
         launch = m.details.get("launch") or {}
@@ -61,10 +60,10 @@ def split(store: Path, wall: float) -> tuple[dict[str, float], int, str]:
         inside = [t.get(k, 0.0) for k in ("interpreter_start_s", "imports_s", "model_build_s", "steps_s")]
         parts["environment ready"] += env_s
         parts["warm workers: start (imports, per worker)"] += launch.get("worker_start_s", 0.0)
-        waits += launch.get("worker_wait_s", 0.0)
         for name, value in zip(PARTS[2:6], inside):
             parts[name] += value
-        parts["probe: rest (setup, fit, result, exit)"] += m.seconds - env_s - launch.get("worker_wait_s", 0.0) - sum(inside)
+        rest = m.seconds - env_s - launch.get("worker_wait_s", 0.0) - sum(inside)
+        parts["probe: rest (setup, fit, result, exit)"] += rest
     parts["tool: CLI, index, search, store, report"] = wall - sum(parts.values())
     return parts, len(measurements), measurements[0].details["env_path"]
 
@@ -98,7 +97,8 @@ def main() -> int:
           f"cold (--no-warm) {runs['cold'][0]:.1f} s")
     print(f"{'part':<44} {'warm s/step':>11} {'share':>7} {'cold s/step':>11} {'share':>7}")
     for part in PARTS:
-        cells = [f"{runs[n][1][part] / runs[n][2]:11.2f} {runs[n][1][part] / runs[n][0]:7.1%}" for n in ("warm", "cold")]
+        cells = [f"{runs[n][1][part] / runs[n][2]:11.2f} {runs[n][1][part] / runs[n][0]:7.1%}"
+                 for n in ("warm", "cold")]
         print(f"{part:<44} {cells[0]} {cells[1]}")
     warm_step, cold_step = (runs[n][0] / runs[n][2] for n in ("warm", "cold"))
     print(f"a step: warm {warm_step:.2f} s, cold {cold_step:.2f} s ({cold_step / warm_step:.2f}x); "

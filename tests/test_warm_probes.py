@@ -114,7 +114,9 @@ def test_stats_mode_samples_fork_from_one_warm_worker_per_environment(tmp_path, 
         proc = subprocess.run(argv, capture_output=True, text=True, timeout=900)
         assert proc.returncode in (0, 3), proc.stderr[-3000:]
         rows = sqlite3.connect(store).execute("SELECT env_fingerprint, details FROM measurements ORDER BY created")
-        runs.append([(env, json.loads(details)["launch"]) for env, details in rows])
+        rows = [(env, json.loads(details)) for env, details in rows]
+        assert not [d["stderr_tail"] for _, d in rows if "Exception ignored" in d["stderr_tail"]]  # atexit hooks clean
+        runs.append([(env, details["launch"]) for env, details in rows])
     for launches in runs:
         assert len(launches) >= 24 and all(launch["mode"] == "warm" for _, launch in launches), launches[:3]
         workers = {env: {launch["worker_pid"] for e, launch in launches if e == env} for env, _ in launches}

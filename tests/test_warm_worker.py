@@ -219,3 +219,10 @@ def test_the_pool_runs_custom_and_refused_probes_cold_and_remembers_a_refusal(tm
     off = WarmPool(enabled=False)
     assert off.run(ProbeSpec(name="step_time"), Path(sys.executable), {}, tmp_path, "here").details["why"] == \
         "warm workers are off"
+
+
+def test_the_worker_and_the_contract_name_the_same_opt_in():
+    texts = {name: (probes_dir() / name).read_text() for name in ("_warm_worker.py", "_probe_contract.py")}
+    assert 'HOOK = "warm_imports"' in texts["_warm_worker.py"] and 'WARM_HOOK = "warm_imports"' in texts["_probe_contract.py"]
+    for probe in ("ga_memory", "step_time"):
+        assert "\ndef warm_imports():" in (probes_dir() / probe / "__main__.py").read_text()

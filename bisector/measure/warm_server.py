@@ -80,10 +80,10 @@ class WarmServer:
         self._started = time.monotonic()
         self.started_at = time.time()
         try:
-            self.proc = subprocess.Popen([str(python), str(worker), str(script)], env={**env, FD_ENV: str(there.fileno())},
-                                         stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                                         stderr=subprocess.DEVNULL, pass_fds=[there.fileno()], start_new_session=True,
-                                         cwd=str(script.parent))
+            self.proc = subprocess.Popen([str(python), str(worker), str(script)],
+                                         env={**env, FD_ENV: str(there.fileno())}, stdin=subprocess.DEVNULL,
+                                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                                         pass_fds=[there.fileno()], start_new_session=True, cwd=str(script.parent))
         finally:
             there.close()
         threading.Thread(target=self._read, name=f"bisector-warm-{self.proc.pid}", daemon=True).start()
@@ -153,7 +153,8 @@ class WarmServer:
         return self.refused
 
     def run(self, args: list[str], env: dict[str, str], cwd: Path, timeout: Optional[float],
-            on_line: Optional[Callable[[str], None]], drop_atexit: list[str], start: Optional[float] = None) -> Completed:
+            on_line: Optional[Callable[[str], None]], drop_atexit: list[str],
+            start: Optional[float] = None) -> Completed:
         """One probe run forked by the worker, watched like a plain one (its seconds counted from ``start``,
         default now); raises WarmLost when the worker ended before the run's end was known."""
         start = time.monotonic() if start is None else start
