@@ -46,12 +46,8 @@ HOOK = "warm_imports"  # the probe's opt-in (probes/_probe_contract.py, WARM_HOO
 UNSHAREABLE_LIBS = ("libcuda.so", "libnvidia-ml.so")  # loaded only once CUDA / NVML is initialised
 
 
-def _send(sock, message, fds=()):
-    data = json.dumps(message).encode()
-    if fds:
-        sock.sendmsg([data], [(socket.SOL_SOCKET, socket.SCM_RIGHTS, array.array("i", fds))])
-    else:
-        sock.send(data)
+def _send(sock, message):
+    sock.send(json.dumps(message).encode())
 
 
 def _receive(sock):
