@@ -108,6 +108,9 @@ class HistoryMeasurer:
     def speculate(self, pending: list[Candidate], likely: list[Candidate]) -> None:
         pass
 
+    def warm(self, samples: list[tuple[Candidate, int]]) -> None:
+        pass  # values come from the history: nothing to start
+
 
 def histories(count: int, n: int, seed: int) -> list[History]:
     """Three in four with a +20% step at a seeded index, one in four without a step."""

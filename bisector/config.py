@@ -104,6 +104,7 @@ class RunSection(BaseModel):
 
     jobs: int = 1
     prefetch: Optional[bool] = None
+    warm: bool = True                             # built-in probes fork from a warm worker per environment
     store: Optional[Path] = None
     cache_dir: Optional[Path] = None
     env_backend: Optional[str] = None

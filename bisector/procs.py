@@ -45,7 +45,10 @@ def request_shutdown() -> None:
 
 
 def _pidfd(proc: subprocess.Popen) -> Optional[int]:
-    """A descriptor that becomes readable when ``proc`` exits (Linux >= 5.3), or None."""
+    """A descriptor that becomes readable when ``proc`` exits (Linux >= 5.3), or None (also for a child
+    of another process, whose exit code comes from its parent: its handle's ``wait`` is waited on)."""
+    if not isinstance(proc, subprocess.Popen):
+        return None
     try:
         return os.pidfd_open(proc.pid)
     except (AttributeError, OSError):
@@ -198,7 +201,18 @@ def run_bounded(argv: list[str], env: Optional[dict[str, str]], cwd: Optional[Pa
         raise Interrupted()
     start = time.monotonic()
     proc = spawn(argv, env, cwd, supervise=supervise, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-    tails = [_Tail(proc.stdout, limit), _Tail(proc.stderr, limit, on_line)]
+    return watch(proc, proc.stdout, proc.stderr, start, timeout, limit, on_line)
+
+
+def watch(proc, stdout, stderr, start: float, timeout: Optional[float] = None, limit: Optional[int] = TAIL_BYTES,
+          on_line: Optional[Callable[[str], None]] = None) -> Completed:
+    """Watch a started child to its end as :func:`run_bounded` does: its output drained from the pipes
+    ``stdout`` and ``stderr`` (binary files), its group stopped on timeout or shutdown. ``proc`` is a
+    ``Popen`` or an object like one (``pid``, ``poll()``, ``wait(timeout)``: a warm worker's child)
+    whose pid leads its own process group; ``start`` is when it was asked for (``time.monotonic``)."""
+    with _active_lock:
+        _active.add(proc)
+    tails = [_Tail(stdout, limit), _Tail(stderr, limit, on_line)]
     for t in tails:
         t.start()
     try:

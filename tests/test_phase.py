@@ -109,6 +109,52 @@ def test_kway_batches_and_prefetch_of_the_next_round():
     assert run_phase(step_at(5), prefetch=False)[2].prefetched == []
 
 
+class _Ordered(FakeMeasurer):
+    """The fake, with its measurements and prefetch requests in one timeline."""
+
+    def __init__(self, table):
+        super().__init__(table, {})
+        self.events: list[tuple[str, object]] = []
+
+    def measure(self, c, repeat=0):
+        self.events.append(("measure", c.ref))
+        return super().measure(c, repeat)
+
+    def prefetch(self, candidates):
+        self.events.append(("prefetch", [c.ref for c in candidates]))
+        super().prefetch(candidates)
+
+
+def _phase_events(table: dict, jobs: int = 1):
+    measurer = _Ordered(table)
+    res = Phase("releases", CANDS, measurer, Criterion(metric="m", threshold=1.5), lambda *_: None, jobs=jobs).run()
+    return res, measurer
+
+
+@pytest.mark.parametrize("planted", [0, 8])
+def test_endpoints_that_end_the_run_prefetch_nothing_inside_the_range(planted):
+    res, measurer = _phase_events(step_at(planted))
+    assert res.search.outcome in (Outcome.PREDATES_RANGE, Outcome.NO_REGRESSION)
+    inside = {ref for batch in measurer.prefetched for ref in batch} - {VERSIONS[0], VERSIONS[-1]}
+    assert inside == set()
+    assert measurer.prefetched == [[VERSIONS[-1]], []]  # the waiting endpoint, then the queue dropped
+
+
+@pytest.mark.parametrize("jobs", [1, 3])
+def test_inner_candidates_are_prefetched_only_after_both_endpoints_are_judged(jobs):
+    res, measurer = _phase_events(step_at(5), jobs=jobs)
+    assert res.search.first_bad == 5
+    assert measurer.warmed[0] == [(VERSIONS[0], 0), (VERSIONS[-1], 0)]  # both endpoints' workers start at once
+    events = measurer.events
+    first_inner = next(i for i, (kind, what) in enumerate(events)
+                       if kind == "prefetch" and set(what) - {VERSIONS[0], VERSIONS[-1]})
+    judged = [i for i, (kind, what) in enumerate(events) if kind == "measure" and what in (VERSIONS[0], VERSIONS[-1])]
+    assert len(judged) == 2 and max(judged) < first_inner
+    assert [e for e in events if e[0] == "prefetch"][-1] == ("prefetch", [])  # the answer is known: queue dropped
+    asked = {ref for kind, ref in events if kind == "measure"}
+    assert asked & {ref for batch in measurer.prefetched for ref in batch} - {VERSIONS[-1]}  # and it was used
+
+
 # -- widen -------------------------------------------------------------------------------------
 
 OLDER = [Candidate(package="p", kind=CandidateKind.RELEASE, ref=f"0.{i}.0") for i in range(10)]

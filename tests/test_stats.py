@@ -96,6 +96,17 @@ def test_samples_are_interleaved_good_then_candidate_with_slotted_repeats():
     assert j.evidence.vs_good.comparison is Comparison.DIFFERENT and len(j.evidence.samples) == len(j.measurements)
 
 
+def test_each_comparison_first_readies_both_sides_at_once():
+    """Both workers of a comparison start together, with the first samples each side will take."""
+    paired, measurer = judge_of({"1.3.0": noisy(1.2, 13), "1.4.0": noisy(1.2, 14)}, stats())
+    paired.endpoints()
+    paired.judge(CAND, slot=3)
+    c4 = next(c for c in CANDS if c.ref == "1.4.0")
+    paired.confirm_step(CAND, 100, c4, 100)
+    assert measurer.warmed == [[("1.0.0", 0), ("1.7.0", 0)], [("1.0.0", 300), ("1.3.0", 0)],
+                               [("1.3.0", 100), ("1.4.0", 100)]]
+
+
 @pytest.mark.parametrize("level, extra, verdict, why", [
     (1.2, {}, Verdict.BAD, "different: "),
     (1.0, {}, Verdict.GOOD, "same: "),

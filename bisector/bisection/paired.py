@@ -11,6 +11,8 @@ endpoint's samples are worse than the candidate's, provided the shift is below `
 takes another pair (after a first round of ``repeats``), and after ``max_repeats`` is a SKIP with its
 numbers. The culprit is confirmed by the boundary pair's fresh samples compared with each other.
 
+Each comparison first readies both sides at once (``Measures.warm``: their environments and warm workers,
+so each interleaved sample costs its step and a fork, and the endpoints' two workers start together).
 Every sample is a stored measurement with its own repeat index, so a resumed run asks for exactly the
 same measurements and reuses all of them: the candidate's own repeats count from ``first_repeat``,
 and the good endpoint's repeats for slot ``s`` are ``s * max_repeats`` onwards (slot 0: the
@@ -68,6 +70,7 @@ class PairedJudge:
         reference for every candidate after them); the good endpoint is GOOD by definition, the bad one BAD when it is worse by at
         least ``min_effect``, GOOD when it is not, SKIP when still UNKNOWN after ``max_repeats``."""
         good, bad = _Samples([]), _Samples([])
+        self.measurer.warm([(self.good, 0), (self.bad, 0)])  # both workers start at once
         while True:
             self._round(good, self.good, 0, bad, self.bad, 0)
             j = self._verdict(bad, good.values(self.metric), ENDPOINT_RULE_OUT, endpoint=True)
@@ -98,6 +101,7 @@ class PairedJudge:
         with self._lock:
             reference = self._values(self.reference)
         own, cand = _Samples([]), _Samples([])
+        self.measurer.warm([(self.good, slot * self.criterion.max_repeats), (c, first_repeat)])
         while True:
             self._round(own, self.good, slot * self.criterion.max_repeats, cand, c, first_repeat)
             now = own.values(self.metric)
@@ -117,6 +121,7 @@ class PairedJudge:
         (``CONFIRM_ALPHA``) at each look, and SAME rules out the step missing it with ``miss``
         (``CONFIRM_MISS``): a false culprit has to pass both, and drift hits both sides of these pairs."""
         ref, cand = _Samples([]), _Samples([])
+        self.measurer.warm([(last_good, good_first), (first_bad, bad_first)])
         while True:
             self._round(ref, last_good, good_first, cand, first_bad, bad_first)
             j = self._verdict(cand, ref.values(self.metric), self.rule_out, against_bad=False,

@@ -87,15 +87,18 @@ class Phase:
         with ThreadPoolExecutor(max_workers=self.jobs) as pool:
             while batch := search.next_batch():
                 self._batch_started(batch)
-                prefetched = self._prefetch(search, out, False)
+                if self.prefetch:
+                    self.measurer.prefetch([self.candidates[i] for i in self._ahead(search, batch)])
                 self._speculate(search, batch)
+                self.measurer.warm([(self.candidates[i], 0) for i in batch])  # e.g. both endpoints' workers at once
                 for index, j in zip(batch, pool.map(lambda i: self._judge(i, calibrated), batch)):
                     out.judgements[index] = j
                     search.record(index, j.verdict)
                     self.on_step(self.name, self.candidates[index], j)
-                    prefetched = self._prefetch(search, out, prefetched)   # once an endpoint has measured
                 self._stop_when_unmeasurable(out)
         self._speculate(search, [])  # the answer is known: what is still speculative no longer matters
+        if self.prefetch:
+            self.measurer.prefetch([])  # nor are the builds still queued for it
         out.search = search.result()
         if self.confirm and out.search.outcome is Outcome.FOUND:
             out.confirmed = self._confirm(out)
@@ -104,15 +107,16 @@ class Phase:
     def _end_judgements(self, out: PhaseResult) -> list[Optional[Judgement]]:
         return [out.judgements.get(0), out.judgements.get(len(self.candidates) - 1)]
 
-    def _prefetch(self, search: Search, out: PhaseResult, done: bool) -> bool:
-        """Build the likely next candidates' environments in the background (both next midpoints, and one
-        after), but only once an endpoint has measured something: no inner candidate is built for a
-        setting neither endpoint can measure. Whether this batch's prefetch has started."""
-        measured = any(j is not None and not _unmeasured(j) for j in self._end_judgements(out))
-        if done or not self.prefetch or not measured:
-            return done
-        self.measurer.prefetch([self.candidates[i] for i in search.speculative(2 * self.jobs + 1)])
-        return True
+    def _ahead(self, search: Search, batch: list[int]) -> list[int]:
+        """What to build while ``batch`` is judged: its members waiting for one of the ``jobs`` slots,
+        then both next midpoints and one after, unless the batch holds an endpoint not yet judged: the
+        endpoints alone may end the run (the regression predates the range, or there is none), so
+        nothing inside the range is built before their verdicts are known."""
+        waiting = batch[self.jobs:]
+        ends = {0, len(self.candidates) - 1}
+        if ends & set(batch):
+            return waiting
+        return waiting + [i for i in search.speculative(2 * self.jobs + 1) if i not in waiting]
 
     def _stop_when_unmeasurable(self, out: PhaseResult) -> None:
         """Both endpoints measured nothing (a broken setting, not a regression): the inner candidates would

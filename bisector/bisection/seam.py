@@ -21,10 +21,14 @@ class Measures(Protocol):
         """Repeat ``repeat`` of ``c``: stored, or taken now."""
 
     def prefetch(self, candidates: list[Candidate]) -> None:
-        """Prepare what these candidates' measurements will need, in the background."""
+        """Prepare what these candidates' measurements will need, in the background, in place of what was
+        asked for before (an empty list drops what is still queued)."""
 
     def speculate(self, needed: list[Candidate], likely: list[Candidate]) -> None:
         """Measure ``likely`` candidates ahead on spare slots; cancel what is neither needed nor likely."""
+
+    def warm(self, samples: list[tuple[Candidate, int]]) -> None:
+        """Ready, together, what these (candidate, repeat) samples will run in, before they are taken."""
 
 
 class MeasurerFactory(Protocol):

@@ -76,6 +76,9 @@ def add_execution_flags(p: argparse.ArgumentParser, command: str):
     g = p.add_argument_group("execution")
     g.add_argument("-j", "--jobs", type=int, help=jobs_help)
     g.add_argument("--prefetch", action=argparse.BooleanOptionalAction, default=None, help=prefetch_help)
+    g.add_argument("--warm", action=argparse.BooleanOptionalAction, default=None,
+                   help="run built-in probes as forks of a warm worker per environment, which imports the ML stack "
+                        "once (default: on; --no-warm: a fresh interpreter per probe run)")
     g.add_argument("--store", type=Path, help="SQLite store (default: in the user cache dir)")
     g.add_argument("--cache-dir", type=Path, help="environment and repository cache")
     g.add_argument("--env-backend", choices=["uv", "virtualenv"],
@@ -109,8 +112,9 @@ def shared_overrides(args: argparse.Namespace) -> dict[str, Any]:
     """The [probe], [criterion] and [run] tables from the flags ``run`` and ``matrix`` share (None = not given)."""
     return {"probe": probe_overrides(args),
             "criterion": {_dest(flag): getattr(args, _dest(flag), None) for flag, *_ in CRITERION_FLAGS},
-            "run": {"jobs": args.jobs, "prefetch": args.prefetch, "store": args.store, "cache_dir": args.cache_dir,
-                    "env_backend": args.env_backend, "executor": args.executor, "ray_address": args.ray_address}}
+            "run": {"jobs": args.jobs, "prefetch": args.prefetch, "warm": args.warm, "store": args.store,
+                    "cache_dir": args.cache_dir, "env_backend": args.env_backend, "executor": args.executor,
+                    "ray_address": args.ray_address}}
 
 
 def run_overrides(args: argparse.Namespace) -> dict[str, Any]:

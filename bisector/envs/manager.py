@@ -91,10 +91,14 @@ class EnvManager:
         recipe = recipe or (lambda target: self.recipe(spec, target))
         cheap = [self.recipe_is_cheap(spec, t) for t in targets]
         recipes = [recipe(t) for t, ok in zip(targets, cheap) if ok]
-        todo = [r for r in recipes if quick_check(self.env_dir(r), r.fingerprint)[0] is not State.READY]
+        todo = [r for r in recipes if not self.is_ready(r)]
         self._prefetcher.submit(todo)
         if self.prefetch_bases:
             self._base_prefetcher.submit([spec_for_target(spec, t) for t, ok in zip(targets, cheap) if not ok])
+
+    def is_ready(self, recipe: Recipe) -> bool:
+        """Whether the env of ``recipe`` is built and usable as it is (read from disk; nothing is built)."""
+        return quick_check(self.env_dir(recipe), recipe.fingerprint)[0] is State.READY
 
     def wait_prefetch(self, timeout: Optional[float] = None) -> bool:
         """Block until background builds are done (True) or ``timeout`` passes (False)."""

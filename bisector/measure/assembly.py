@@ -38,6 +38,7 @@ class EngineSettings(Protocol):
     env_backend: Optional[str]
     executor: ExecutorKind
     ray_address: Optional[str]
+    warm: bool
 
 
 def check_executor(kind: ExecutorKind, address: Optional[str] = None) -> None:
@@ -65,13 +66,14 @@ def probe_device(kind: ExecutorKind) -> str:
 
 
 def make_executor(kind: ExecutorKind, envs: EnvManager, gpus: Optional[GpuPool] = None,
-                  ray_address: Optional[str] = None, cache_dir: Optional[Path] = None) -> Executor:
-    """The executor of a run; a Ray one is closed (its tasks cancelled) when the process exits.
+                  ray_address: Optional[str] = None, cache_dir: Optional[Path] = None, warm: bool = True) -> Executor:
+    """The executor of a run; a Ray one is closed (its tasks cancelled) when the process exits. ``warm``:
+    the local executor runs built-in probes as forks of warm workers (bisector.measure.warm_pool).
 
     ``cache_dir``: the cache each Ray node builds environments in (its own disk, at this path,
     unless the node sets BISECTOR_NODE_CACHE_DIR); None: each node's default cache."""
     if kind is ExecutorKind.LOCAL:
-        return LocalExecutor(envs, gpus)
+        return LocalExecutor(envs, gpus, warm=warm)
     check_executor(kind)
     module = importlib.import_module("bisector.measure.ray_executor")  # imports Ray: only when asked for
     executor = module.RayExecutor(ray_address, cache_dir=str(cache_dir) if cache_dir else None)
@@ -115,5 +117,5 @@ def build_engine(run: EngineSettings, store: Store, max_gpus: Optional[int] = No
                       prefetch_bases=run.prefetch is True)
     gpus = detect_gpus()
     pool = GpuPool(gpus[:max_gpus] if max_gpus is not None else gpus)
-    executor = make_executor(run.executor, envs, pool, run.ray_address, run.cache_dir)
+    executor = make_executor(run.executor, envs, pool, run.ray_address, run.cache_dir, warm=run.warm)
     return Engine(store=store, envs=envs, pool=pool, executor=executor, jobs=max(1, run.jobs))

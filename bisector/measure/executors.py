@@ -15,10 +15,13 @@ import enum
 import os
 from typing import Callable, Collection, Iterator, Optional, Protocol
 
+from bisector import activity
 from bisector.core.measurement import Measurement
 from bisector.envs import EnvManager
+from bisector.errors import EnvironmentFailure
 from bisector.measure.gpus import GpuPool
-from bisector.measure.take import TakeJob, take_measurement
+from bisector.measure.take import TakeJob, probe_environment, take_measurement, warm_identity
+from bisector.measure.warm_pool import WarmPool
 
 OnDone = Callable[[Measurement], Measurement]
 
@@ -69,6 +72,10 @@ class Executor(Protocol):
     def cancel(self, handle: Handle) -> None:
         """Stop a measurement that no longer matters (one that already returned stays stored)."""
 
+    def prewarm(self, jobs: list[TakeJob]) -> None:
+        """Have what these jobs' probes run in ready, together, before they are taken (their environments
+        and warm workers, where this executor has them); returns when they are."""
+
     def close(self) -> None:
         """Cancel what is still running and release the executor's resources."""
 
@@ -86,15 +93,17 @@ class LocalExecutor:
     speculates = False  # spare cores prebuild the next environments instead (the measurer's prefetch)
     builds_here = True
 
-    def __init__(self, envs: EnvManager, gpus: Optional[GpuPool] = None, threads: int = 32):
+    def __init__(self, envs: EnvManager, gpus: Optional[GpuPool] = None, threads: int = 32, warm: bool = True):
         self.envs, self.gpus = envs, gpus or GpuPool([])
         self.device, self.kind, self.gpu_names = self.gpus.device, self.gpus.kind, self.gpus.names
         self.slots = len(self.gpus.gpus) or (os.cpu_count() or 1)
         self._pool = cf.ThreadPoolExecutor(max_workers=threads, thread_name_prefix="bisector-measure")
+        self.warm = WarmPool(capacity=self.slots + 1, enabled=warm)  # built-in probes fork from warm workers
 
     def submit(self, job: TakeJob, on_done: OnDone, speculative: bool = False) -> Handle:
         handle = Handle(job, speculative)
-        inner = self._pool.submit(lambda: on_done(take_measurement(self.envs, job, lambda: _gpu_id(self.gpus))))
+        inner = self._pool.submit(lambda: on_done(take_measurement(self.envs, job, lambda: _gpu_id(self.gpus),
+                                                                   warm=self.warm)))
         inner.add_done_callback(lambda f: _settle(handle.future, f))
         handle.inner = inner
         return handle
@@ -106,8 +115,27 @@ class LocalExecutor:
         if handle.inner is not None and handle.inner.cancel():
             handle.future.cancel()
 
+    def prewarm(self, jobs: list[TakeJob]) -> None:
+        """Start the warm workers of the jobs' built environments, all at once, and wait until they are
+        ready: interleaved samples then each cost a fork, and two workers' imports overlap on two cores.
+        An environment not built yet is left to its measurement (which builds it, and records a failure
+        once), its worker started by its first run."""
+        jobs = [job for job in jobs if self.warm.serves(job.probe) and self.envs.is_ready(job.recipe)]
+        for future in [self._pool.submit(self._prewarm, job) for job in jobs]:
+            future.result()
+
+    def _prewarm(self, job: TakeJob) -> None:
+        with activity.doing(job.label or f"{job.base.package} {job.base.candidate}", kind="measure"):
+            activity.update("warm worker")
+            try:
+                with self.envs.using(job.recipe) as env:
+                    self.warm.start(job.probe, env.python, probe_environment(job, env), warm_identity(env))
+            except EnvironmentFailure:
+                pass  # removed meanwhile, and now broken: its measurement records it
+
     def close(self) -> None:
         self._pool.shutdown(wait=False, cancel_futures=True)
+        self.warm.close()
 
 
 def _settle(target: cf.Future, source: cf.Future) -> None:

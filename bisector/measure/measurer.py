@@ -149,10 +149,24 @@ class Measurer:
                            env_fingerprint=address.env_fingerprint, probe_fingerprint=self.probe_fp,
                            repeat=repeat, run_id=self.run_id, status=Status.RUNNING, seconds=0.0)
 
+    def warm(self, samples: list[tuple[Candidate, int]]) -> None:
+        """Ready, together, what the next of these (candidate, repeat) samples run in (their environments
+        and warm workers), so interleaved samples each cost a fork; stored samples need nothing."""
+        jobs = []
+        for c, repeat in samples:
+            address = self._address(c, repeat)
+            if address.recipe is not None and address.key not in self._inflight and not self._reusable(address.key):
+                jobs.append(self._job(c, address, repeat))
+        if jobs:
+            self.executor.prewarm(jobs)
+
+    def _job(self, c: Candidate, address: _Address, repeat: int) -> TakeJob:
+        return TakeJob(base=self._base(c, address, repeat), recipe=address.recipe, probe=self.probe,
+                       device=self.executor.device, cpus=self.cpus, label=f"{c.package} {c.short}{self.tag}")
+
     def _submit(self, c: Candidate, address: _Address, repeat: int, speculative: bool) -> Handle:
         """Hand the measurement to the executor (called holding the lock)."""
-        job = TakeJob(base=self._base(c, address, repeat), recipe=address.recipe, probe=self.probe,
-                      device=self.executor.device, cpus=self.cpus, label=f"{c.package} {c.short}{self.tag}")
+        job = self._job(c, address, repeat)
         handle = self.executor.submit(job, self._arrived, speculative=speculative)
         self._inflight[address.key] = handle
         handle.future.add_done_callback(lambda _: self._forget(handle))
@@ -233,9 +247,10 @@ class Measurer:
             self.executor.cancel(h)
 
     def prefetch(self, candidates: list[Candidate]) -> None:
-        """Build the environments of candidates that may be probed next, in the background (here:
-        on a cluster each node builds its own)."""
-        if candidates and self.executor.builds_here:
+        """Build the environments of candidates that may be probed next, in the background, in place of
+        what was asked for before (none: the builds still queued are dropped); here only: on a cluster
+        each node builds its own."""
+        if self.executor.builds_here:
             self.envs.prefetch(self.spec, [self.target(c) for c in candidates], recipe=self._recipe)
 
 

@@ -12,11 +12,14 @@ from pydantic import ValidationError
 from bisector.core.measurement import Status
 from bisector.measure.protocol import RESULT_ENV, ProbeResult
 from bisector.measure.probe_spec import ProbeSpec
+from bisector.measure.warm_pool import Launch
 from bisector.procs import Completed, run_bounded
 
 RESULT_MAX_BYTES = 8 << 20
 _OOM = re.compile(r"OutOfMemoryError|CUDA out of memory|out of memory|Cannot allocate memory|MemoryError")
 _IMPORT = re.compile(r"^(ModuleNotFoundError|ImportError)\b", re.M)
+# runs the probe (spec, python, env, cwd, on_line) in a warm worker's child where it can: bisector.measure.warm_pool
+WarmRun = Callable[[ProbeSpec, Path, dict, Path, Optional[Callable[[str], None]]], Launch]
 
 
 class ProbeOutcome:
@@ -32,6 +35,7 @@ class ProbeOutcome:
         self.exit_code = exit_code
         self.result = result
         self.stderr_tail = stderr_tail
+        self.launch: Optional[dict] = None  # how it was launched (a warm worker's fork, or why not), when known
 
     def wrong_device(self, why: str) -> "ProbeOutcome":
         """The same run, turned into a SKIP-class measurement (its metrics dropped, its result kept)."""
@@ -39,8 +43,10 @@ class ProbeOutcome:
                             result=self.result, stderr_tail=self.stderr_tail)
 
     def details(self) -> dict:
-        """What is stored next to the metrics: the stderr tail and the result's other fields."""
+        """What is stored next to the metrics: the stderr tail, how it was launched and the result's other fields."""
         data = {"stderr_tail": self.stderr_tail[-4000:]}
+        if self.launch:
+            data["launch"] = self.launch
         if self.result is not None:
             data["result"] = self.result.model_dump(exclude={"metrics"}, exclude_none=True)
         return data
@@ -97,28 +103,38 @@ def _read_result(path: Path, done: Completed) -> ProbeOutcome:
 
 
 def run_probe(spec: ProbeSpec, python: Path, env: dict[str, str], workdir: Optional[Path] = None,
-              on_line: Optional[Callable[[str], None]] = None) -> ProbeOutcome:
-    """Run the probe with ``python`` (the candidate env's interpreter) and the env's variables, under the
-    launcher (nothing it starts outlives it, nor bisector); ``on_line`` sees its stderr lines as they come
-    (live progress). A command that is not in the environment or on its PATH is an environment failure."""
+              on_line: Optional[Callable[[str], None]] = None, warm: Optional[WarmRun] = None) -> ProbeOutcome:
+    """Run the probe with ``python`` (the candidate env's interpreter) and the env's variables: in a warm
+    worker's child where ``warm`` can, else under the launcher (nothing it starts outlives it, nor
+    bisector); ``on_line`` sees its stderr lines as they come (live progress). A command that is not in
+    the environment or on its PATH is an environment failure."""
     with tempfile.TemporaryDirectory(prefix="bisector-probe-") as tmp:
         result_path = Path(tmp) / "result.json"
         run_env = {**env, RESULT_ENV: str(result_path)}
         argv = spec.argv(python)
-        try:
-            done = run_bounded(argv, run_env, cwd=workdir or Path(tmp), timeout=spec.timeout, on_line=on_line,
-                               supervise=True)
-        except FileNotFoundError:
-            return ProbeOutcome(Status.ENV_FAILED, 0.0, reason=f"the probe command {argv[0]!r} is neither in the "
-                                "environment's bin nor on PATH")
-        if spec.exit_code_mode and not done.timed_out:
-            return ProbeOutcome(Status.EXIT_CODE, done.seconds, exit_code=done.returncode,
-                                reason=_last_line(done.stderr_tail) or None, stderr_tail=done.stderr_tail)
-        if done.timed_out or (done.returncode != 0 and not _has_result(result_path)):
-            status, reason = _failure(done)
-            return ProbeOutcome(status, done.seconds, reason=reason, exit_code=done.returncode,
-                                stderr_tail=done.stderr_tail)
-        return _read_result(result_path, done)
+        launch = warm(spec, python, run_env, workdir or Path(tmp), on_line) if warm else None
+        done = launch.done if launch is not None else None
+        if done is None:
+            try:
+                done = run_bounded(argv, run_env, cwd=workdir or Path(tmp), timeout=spec.timeout, on_line=on_line,
+                                   supervise=True)
+            except FileNotFoundError:
+                return ProbeOutcome(Status.ENV_FAILED, 0.0, reason=f"the probe command {argv[0]!r} is neither in "
+                                    "the environment's bin nor on PATH")
+        outcome = _outcome(spec, done, result_path)
+        outcome.launch = launch.details if launch is not None else None
+        return outcome
+
+
+def _outcome(spec: ProbeSpec, done: Completed, result_path: Path) -> ProbeOutcome:
+    if spec.exit_code_mode and not done.timed_out:
+        return ProbeOutcome(Status.EXIT_CODE, done.seconds, exit_code=done.returncode,
+                            reason=_last_line(done.stderr_tail) or None, stderr_tail=done.stderr_tail)
+    if done.timed_out or (done.returncode != 0 and not _has_result(result_path)):
+        status, reason = _failure(done)
+        return ProbeOutcome(status, done.seconds, reason=reason, exit_code=done.returncode,
+                            stderr_tail=done.stderr_tail)
+    return _read_result(result_path, done)
 
 
 def _has_result(path: Path) -> bool:

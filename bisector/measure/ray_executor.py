@@ -119,6 +119,9 @@ class RayExecutor:
     def wait_any(self, handles: Collection[Handle], timeout: Optional[float] = None) -> list[Handle]:
         return wait_any(handles, timeout)
 
+    def prewarm(self, jobs: list[TakeJob]) -> None:
+        """Nothing to ready here: each task builds its environment and runs its probe on its node."""
+
     def cancel(self, handle: Handle) -> None:
         with self._lock:
             queued = [a for a in self._queue if a.handle is handle]

@@ -22,6 +22,7 @@ from bisector.envs.check.proof import homes_of, proof_env, proof_problems, read_
 from bisector.errors import EnvironmentFailure
 from bisector.measure.probe_process import ProbeOutcome, run_probe
 from bisector.measure.probe_spec import ProbeSpec
+from bisector.measure.warm_pool import WarmPool
 from bisector.procs import SHUTDOWN, Interrupted
 
 GpuSlot = Callable[[], ContextManager[Optional[str]]]  # held around the probe run: CUDA_VISIBLE_DEVICES or None
@@ -70,15 +71,16 @@ def proved(env: Environment) -> Proved:
     return Proved(version=info.installed_version, revision=info.installed_revision, provided=dict(info.provided))
 
 
-def take_measurement(envs: EnvManager, job: TakeJob, gpu_slot: GpuSlot = no_gpu,
-                     recipe: Optional[Recipe] = None) -> Measurement:
-    """Build (or reuse) the environment of ``recipe`` (default: the job's) and run the probe; an
-    environment failure is an ENV_FAILED measurement; nothing is returned if interrupted."""
+def take_measurement(envs: EnvManager, job: TakeJob, gpu_slot: GpuSlot = no_gpu, recipe: Optional[Recipe] = None,
+                     warm: Optional[WarmPool] = None) -> Measurement:
+    """Build (or reuse) the environment of ``recipe`` (default: the job's) and run the probe (in a child
+    of the environment's warm worker where ``warm`` has one for it); an environment failure is an
+    ENV_FAILED measurement; nothing is returned if interrupted."""
     with activity.doing(job.label or f"{job.base.package} {job.base.candidate}", kind="measure"):
-        return _take(envs, job, gpu_slot, recipe or job.recipe)
+        return _take(envs, job, gpu_slot, recipe or job.recipe, warm)
 
 
-def _take(envs: EnvManager, job: TakeJob, gpu_slot: GpuSlot, recipe: Recipe) -> Measurement:
+def _take(envs: EnvManager, job: TakeJob, gpu_slot: GpuSlot, recipe: Recipe, warm: Optional[WarmPool]) -> Measurement:
     start = time.monotonic()
     base = job.base
     activity.update("environment")
@@ -92,7 +94,7 @@ def _take(envs: EnvManager, job: TakeJob, gpu_slot: GpuSlot, recipe: Recipe) -> 
         env_seconds = time.monotonic() - start
         with tempfile.TemporaryDirectory(prefix="bisector-proof-") as tmp:
             proof = Path(tmp) / "proof.jsonl"
-            outcome = _run(job, env, gpu_slot, _proof_vars(env, proof))
+            outcome = _run(job, env, gpu_slot, _proof_vars(env, proof), warm)
             try:
                 env = envs.settle_health(env, recipe, _proof(env, recipe, proof))
             except EnvironmentFailure as exc:
@@ -123,13 +125,25 @@ def _proof(env: Environment, recipe: Recipe, path: Path) -> Optional[list[str]]:
     return proof_problems(read_proof(path), static, recipe.target, site, recipe.base)
 
 
-def _run(job: TakeJob, env: Environment, gpu_slot: GpuSlot, extra: Optional[dict[str, str]] = None) -> ProbeOutcome:
-    probe_env = {**env.run_env(), "BISECTOR_PACKAGE": job.base.package, "BISECTOR_CANDIDATE": job.base.candidate,
-                 "BISECTOR_DEVICE": job.device, "BISECTOR_CPUS": str(max(1, job.cpus)), **(extra or {})}
+def probe_environment(job: TakeJob, env: Environment) -> dict[str, str]:
+    """The variables the job's probe runs under in ``env`` (a run adds its result file, proof and GPU)."""
+    return {**env.run_env(), "BISECTOR_PACKAGE": job.base.package, "BISECTOR_CANDIDATE": job.base.candidate,
+            "BISECTOR_DEVICE": job.device, "BISECTOR_CPUS": str(max(1, job.cpus))}
+
+
+def warm_identity(env: Environment) -> str:
+    """Which build of an environment a warm worker imported from (a rebuilt one gets a new worker)."""
+    return f"{env.path}@{env.info.created.isoformat()}"
+
+
+def _run(job: TakeJob, env: Environment, gpu_slot: GpuSlot, extra: Optional[dict[str, str]] = None,
+         warm: Optional[WarmPool] = None) -> ProbeOutcome:
+    probe_env = {**probe_environment(job, env), **(extra or {})}
     with gpu_slot() as gpu:  # one probe per GPU; environments build without holding one
         if gpu is not None:
             probe_env["CUDA_VISIBLE_DEVICES"] = gpu
         activity.update("probe")
-        outcome = run_probe(job.probe, env.python, probe_env, on_line=activity.line_updater())
+        outcome = run_probe(job.probe, env.python, probe_env, on_line=activity.line_updater(),
+                            warm=warm.bound(warm_identity(env)) if warm else None)
     check_shutdown()
     return outcome

@@ -68,6 +68,33 @@ def _import_transformers(args, importlib) -> None:
         transformers.Trainer  # noqa: B018
 
 
+WARM_FAMILIES = ("gpt_neox", "llama")
+WARM_HELPERS = ("_cells", "_fit", "_loops", "_meter_cpu", "_meter_cuda", "_models", "_precision", "_result",
+                "_trainer_loop", "_workers")
+
+
+def warm_imports():
+    """The warm worker's opt-in (probes/_probe_contract.py): what any run of this probe may import, done
+    once per environment (the built-in families, the Trainer, the probe's own helpers), then the heap
+    frozen as ``_import_stack`` freezes it. A run's own ``_import_stack`` then finds them imported."""
+    import importlib
+
+    import torch  # noqa: F401
+    from accelerate import Accelerator  # noqa: F401
+    import transformers
+
+    for family in WARM_FAMILIES:
+        try:
+            importlib.import_module(f"transformers.models.{family}.modeling_{family}")
+        except ImportError:
+            pass  # a family this release lacks: a run asking for it says so
+    transformers.AutoModelForCausalLM  # noqa: B018 - resolve the lazy attributes now
+    transformers.Trainer  # noqa: B018
+    for helper in WARM_HELPERS:
+        importlib.import_module(helper)
+    gc.freeze()
+
+
 def _family(args) -> str:
     if not args.model_config:
         return args.arch

@@ -35,6 +35,23 @@ from _probe_contract import write_result  # noqa: E402
 NAME, VERSION, SCHEMA = "step_time", "1.1", "step_time/1"
 
 
+def warm_imports():
+    """The warm worker's opt-in (probes/_probe_contract.py): the modules any run imports, once per
+    environment (transformers' auto classes and the built-in families' modeling code)."""
+    import importlib
+
+    import transformers
+
+    for family in ("gpt_neox", "llama"):
+        try:
+            importlib.import_module(f"transformers.models.{family}.modeling_{family}")
+        except ImportError:
+            pass  # a family this release lacks: a run asking for it says so
+    transformers.AutoConfig  # noqa: B018 - resolve the lazy attributes now
+    transformers.AutoModelForCausalLM  # noqa: B018
+    import torch.optim  # noqa: F401
+
+
 def parse(argv=None) -> argparse.Namespace:
     p = argparse.ArgumentParser(prog="step_time", description=__doc__.splitlines()[0])
     p.add_argument("--arch", choices=["gpt_neox", "llama"], default="gpt_neox")

@@ -43,6 +43,7 @@ class FakeMeasurer:
         self.reused_keys: set[str] = set()
         self.asked: list[tuple[str, int]] = []
         self.prefetched: list[list[str]] = []
+        self.warmed: list[list[tuple[str, int]]] = []
 
     def measure(self, c: Candidate, repeat: int = 0) -> Measurement:
         self.asked.append((c.ref, repeat))
@@ -74,6 +75,9 @@ class FakeMeasurer:
 
     def speculate(self, needed: list[Candidate], likely: list[Candidate]) -> None:
         pass  # the fakes measure instantly: nothing to do ahead
+
+    def warm(self, samples: list[tuple[Candidate, int]]) -> None:
+        self.warmed.append([(c.ref, repeat) for c, repeat in samples])
 
 
 class FakeMeasurers:
