@@ -108,7 +108,7 @@ def per_task(work: Path, repo: Path, shas: list[str], spec: Path, probe: Path, t
             for r in range(tasks):
                 m.measure(cand, r)
             out[name] = (time.monotonic() - start) / tasks
-            env_path = Path(Store(m.store.path).measurements_for("tinypkg")[0].details["env_path"])
+            env_path = Path(Store(m.store.path).measurements_for("tinypkg")[0].env.path)
     finally:
         ray.shutdown()
     bare = []

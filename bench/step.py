@@ -65,7 +65,7 @@ def split(store: Path, wall: float) -> tuple[dict[str, float], int, str]:
         rest = m.seconds - env_s - launch.get("worker_wait_s", 0.0) - sum(inside)
         parts["probe: rest (setup, fit, result, exit)"] += rest
     parts["tool: CLI, index, search, store, report"] = wall - sum(parts.values())
-    return parts, len(measurements), measurements[0].details["env_path"]
+    return parts, len(measurements), measurements[0].env.path
 
 
 def import_seconds(env_dir: Path) -> float:

@@ -249,8 +249,9 @@ class Store:
 
     def _measurement(self, row: tuple) -> Measurement:
         details = hydrated(json.loads(row[12]), self._blob)
-        if isinstance(details.get("env_path"), str):   # stored with the home directory as ~ (redacted)
-            details["env_path"] = os.path.expanduser(details["env_path"])
+        env = details.get("env")
+        if isinstance(env, dict) and isinstance(env.get("path"), str):   # stored with the home directory as ~
+            details["env"] = {**env, "path": os.path.expanduser(env["path"])}   # (redacted)
         return Measurement(key=row[0], package=row[1], candidate=row[2], env_fingerprint=row[3],
                            probe_fingerprint=row[4], repeat=row[5], status=row[6], metrics=json.loads(row[7]),
                            exit_code=row[8], reason=row[9], seconds=row[10], created=row[11],

@@ -186,7 +186,7 @@ def test_a_causal_culprit_is_confirmed_in_its_own_reverted_environment(tmp_path,
     reverted = store.get_measurement(c["measurements"][0])
     plain = [m for m in store.measurements_for("tinypkg") if m.candidate == shas[-1] and m.key != reverted.key]
     store.close()
-    info = read_info(Path(reverted.details["env_path"]))
+    info = read_info(Path(reverted.env.path))
     assert info.installed_revision == f"{shas[-1]}-revert-{shas[3]}"           # proved by the health check
     assert plain and reverted.env_fingerprint != plain[0].env_fingerprint
     text = cli("report", out["run_id"], "--store", str(tmp_path / "s.db"), "--format", "text").stdout

@@ -12,6 +12,7 @@ from types import SimpleNamespace
 import pytest
 
 from bisector.bisection.boundary import environment_facts
+from bisector.core.facts import ResultFacts
 from bisector.core.candidate import Candidate, CandidateKind
 from bisector.envs import EnvManager, EnvSpec
 from bisector.measure.gpus import Gpu, GpuPool, cuda_runtime, detect_gpus, effective_jobs, gpu_label
@@ -207,7 +208,7 @@ def test_cuda_runtime_of_an_environment():
 def test_the_report_shows_the_gpu_its_memory_driver_and_cuda():
     device = {"type": "cuda", "name": "NVIDIA H200", "total_bytes": 150754820096, "driver": "570.86.15",
               "cuda": "13.0"}
-    facts = environment_facts({"device": device, "meter": "cuda"}, {}, "accelerate")
+    facts = environment_facts(ResultFacts(device=device, meter="cuda"), {}, "accelerate")
     assert (facts["gpu"], facts["driver"], facts["cuda"]) == ("NVIDIA H200, 140.4 GiB", "570.86.15", "13.0")
     assert gpu_label({"name": "NVIDIA H200"}) == "NVIDIA H200" and gpu_label({}) is None
 

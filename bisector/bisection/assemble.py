@@ -18,12 +18,12 @@ from bisector.commandline import with_flags
 from bisector.config import JobConfig
 from bisector.core.candidate import CandidateKind
 from bisector.core.criterion import describe_rule
+from bisector.core.facts import ResultFacts
 from bisector.core.measurement import Measurement, Status
 from bisector.core.probe_args import effective_args
 from bisector.core.result import BisectResult, Point, made_by
 from bisector.core.search import Outcome
 from bisector.envs import TORCH, EnvSpec
-from bisector.envs.check.project_url import repository_url
 from bisector.envs.model.env_spec import NO_BASE
 from bisector.explain.registry import compact_details
 from bisector.sources import git
@@ -51,7 +51,7 @@ def assemble(run: RunFacts, plan: Plan, phase: PhaseResult) -> BisectResult:
     for p in (first, last):
         if p is not None and p.kind is CandidateKind.COMMIT and p.link is None and repo_url:
             p.link, p.pr_link = f"{repo_url}/commit/{p.sha}", f"{repo_url}/pull/{p.pr}" if p.pr else None
-    sides = boundary_sides(phase, _result_details(phase))
+    sides = boundary_sides(phase, _first_result(phase))
     good_end, bad_end = _ends(run, *(run.outer or (plan, phase)))
     return BisectResult(
         run_id=run.run_id, package=job.package, mode=plan.candidates[0].kind, status=status, reason=reason,
@@ -87,7 +87,7 @@ def compare_link(repo_url: Optional[str], last: Optional[Point], first: Optional
 def metadata_url(phase: PhaseResult, index: Optional[int]) -> Optional[str]:
     """The repository URL that candidate ``index``'s metadata names, read in its measured environment."""
     for m in phase.judgements[index].measurements if index in phase.judgements else []:
-        url = repository_url(Path(m.details["env_path"])) if m.details.get("env_path") else None
+        url = m.env.repository_url if m.env else None
         if url:
             return url
     return None
@@ -129,24 +129,24 @@ def _point(run: RunFacts, phase: PhaseResult, index: Optional[int]) -> Optional[
     point = Point.of(phase.candidates[index], j.value if j else None, j.metrics if j else None)
     if j is not None:
         point.details = point_details(j.measurements)
-        side = judged_side(phase, index, _result_details(phase))
+        side = judged_side(phase, index, _first_result(phase))
         point.env, point.pins = point_environment(side, run.config.job.package, run.spec.companions)
     return point
 
 
 def point_details(measurements: list[Measurement]) -> dict:
     """Compact details of the last successful measurement (the one ``Point.metrics`` shows last)."""
-    ok = [m for m in measurements if m.status is Status.OK and (m.details or {}).get("result")]
-    return compact_details(ok[-1].details["result"], ok[-1].metrics) if ok else {}
+    ok = [m for m in measurements if m.status is Status.OK and m.result]
+    return compact_details(ok[-1].result.fields(), ok[-1].metrics) if ok else {}
 
 
-def _result_details(phase: PhaseResult) -> dict:
+def _first_result(phase: PhaseResult) -> ResultFacts:
     """The first successful probe result of the phase (what the probe says about itself)."""
     for j in phase.judgements.values():
         for m in j.measurements:
-            if m.status is Status.OK and m.details.get("result"):
-                return m.details["result"]
-    return {}
+            if m.status is Status.OK and m.result:
+                return m.result
+    return ResultFacts()
 
 
 def _probe_facts(config: JobConfig, phase: PhaseResult) -> dict:
@@ -156,11 +156,11 @@ def _probe_facts(config: JobConfig, phase: PhaseResult) -> dict:
     kind = "command" if probe.cmd else "built-in" if probe.name else "script"
     facts = {"probe": probe.label(), "kind": kind, "args": shlex.join(effective_args(probe.args)) or None,
              "timeout": probe.timeout, "fingerprint": probe.fingerprint()}
-    result = _result_details(phase)
-    info = result.get("probe") or {}
-    facts.update({k: info.get(k) for k in ("name", "version", "config_hash", "config") if info.get(k)})
-    if result.get("schema_version"):
-        facts["schema_version"] = result["schema_version"]
+    result = _first_result(phase)
+    facts.update({k: result.probe.get(k) for k in ("name", "version", "config_hash", "config")
+                  if result.probe.get(k)})
+    if result.schema_version:
+        facts["schema_version"] = result.schema_version
     return facts
 
 

@@ -3,36 +3,35 @@ companion packages that moved with the candidate (a possible other cause of the 
 from __future__ import annotations
 
 import platform
-from pathlib import Path
 from typing import Iterable
 
 from packaging.utils import canonicalize_name
 
 from bisector.bisection.phase import PhaseResult
+from bisector.core.facts import ResultFacts
 from bisector.core.measurement import Status
-from bisector.envs.model.info import read_info
 from bisector.measure.gpus import gpu_label
 
 STACK = ("torch", "transformers", "accelerate")
-Side = tuple[dict, dict]   # (the probe's result details, the environment's name -> version)
+Side = tuple[ResultFacts, dict]   # (the probe's result, the environment's name -> version)
 
 
-def environment_facts(details: dict, env: dict, package: str, companions: Iterable[str] = (),
+def environment_facts(result: ResultFacts, env: dict, package: str, companions: Iterable[str] = (),
                       own: bool = False) -> dict:
     """Python, torch (its build, local label kept, and where it comes from), CUDA, GPU, driver (or CPU),
     meter and the rest of the ML stack (with ``own`` the package under test too, and ``companions``),
-    from the probe's result ``details`` (preferred) and the environment's own record ``env``."""
+    from the probe's ``result`` (preferred) and the environment's own record ``env``."""
     names = dict.fromkeys([*STACK, *(canonicalize_name(c) for c in companions)])
     versions = {**{k: v for k, v in env.items() if k == "python" or k in names},
-                **{k: v for k, v in (details.get("versions") or {}).items() if v and v != "None"}}
-    device = details.get("device") or {}
+                **{k: v for k, v in result.versions.items() if v and v != "None"}}
+    device = result.device
     facts = {"python": versions.get("python"), "torch": versions.get("torch"), "torch from": env.get("torch from")}
     if device.get("type") == "cuda":
         facts.update(cuda=device.get("cuda"), gpu=gpu_label(device), driver=device.get("driver"))
     elif device:
         threads = f", {device['threads']} threads" if device.get("threads") else ""
         facts["cpu"] = f"{device.get('name') or 'unknown'}{threads}"
-    facts["meter"] = details.get("meter")
+    facts["meter"] = result.meter
     under_test = canonicalize_name(package)
     facts.update({k: versions.get(k) for k in list(names)[1:] if own or k != under_test})
     return {k: str(v) for k, v in facts.items() if v not in (None, "")}
@@ -41,9 +40,9 @@ def environment_facts(details: dict, env: dict, package: str, companions: Iterab
 def point_environment(side: Side, package: str, companions: Iterable[str]) -> tuple[dict, list[str]]:
     """A reported point's environment facts (the package under test and the spec's companions
     included) and every package of it as ``name==version`` (what a repro pins)."""
-    details, env = side
-    pins = sorted(f"{k}=={v}" for k, v in env.items() if k != "python")
-    return environment_facts(details, env, package, companions, own=True), pins
+    result, env = side
+    pins = sorted(f"{k}=={v}" for k, v in env.items() if k not in ("python", "torch from"))
+    return environment_facts(result, env, package, companions, own=True), pins
 
 
 def merge_sides(good: dict, bad: dict) -> dict:
@@ -55,31 +54,27 @@ def merge_sides(good: dict, bad: dict) -> dict:
     return out
 
 
-def judged_side(phase: PhaseResult, index: int, fallback_details: dict) -> Side:
-    """The probe's result details and the environment of candidate ``index`` (judged in ``phase``)."""
+def judged_side(phase: PhaseResult, index: int, fallback: ResultFacts) -> Side:
+    """The probe's result and the environment of candidate ``index`` (judged in ``phase``), as its
+    measurements recorded them."""
     ms = phase.judgements[index].measurements
-    ok = [m for m in ms if m.status is Status.OK and m.details.get("result")]
-    details = ok[-1].details["result"] if ok else fallback_details
-    paths = [m.details.get("env_path") for m in ms if m.details.get("env_path")]
-    info = next((i for p in paths for i in [read_info(Path(p))] if i is not None), None)
-    env = {"python": info.python_version, **dict(r.split("==", 1) for r in info.resolved if "==" in r),
-           **info.provided, **({"torch": info.torch} if info.torch else {}),
-           "torch from": info.torch_from} if info else {}
-    return details, env
+    ok = [m for m in ms if m.status is Status.OK and m.result]
+    env = next((m.env.versions() for m in ms if m.env), {})
+    return (ok[-1].result if ok else fallback), env
 
 
-def boundary_sides(phase: PhaseResult, fallback_details: dict) -> list[Side]:
+def boundary_sides(phase: PhaseResult, fallback: ResultFacts) -> list[Side]:
     """Last good and first bad (or the first measured candidate when there is no boundary)."""
     s = phase.search
     indices = [i for i in (s.last_good, s.first_bad) if i in phase.judgements] or list(phase.judgements)[:1]
-    return [judged_side(phase, index, fallback_details) for index in indices]
+    return [judged_side(phase, index, fallback) for index in indices]
 
 
 def environment_section(sides: list[Side], package: str, spec_name: str, spec_base: str) -> dict:
     """OS, Python, torch, CUDA, GPU, driver, meter and the ML stack: from the probe's result where it
     reports them, else from the environment's info file; shown once when both sides agree, side by
     side where they differ."""
-    facts = [environment_facts(details, env, package) for details, env in sides]
+    facts = [environment_facts(result, env, package) for result, env in sides]
     merged = merge_sides(*facts) if len(facts) == 2 else (facts[0] if facts else {})
     return {"os": platform.platform(), **merged, "env spec": spec_name, "env base": spec_base}
 

@@ -129,7 +129,7 @@ class RunRecorder:
         if not metric or self._metric_seen:
             return
         clean = [m for m in j.measurements if m.status is Status.OK and m.metrics and not
-                 ((m.details or {}).get("result") or {}).get("cell_errors")]
+                 (m.result and m.result.cell_errors)]
         if any(metric in m.metrics for m in clean):
             self._metric_seen = True
         elif clean:

@@ -15,6 +15,7 @@ import uuid
 from bisector.bisection.pins import apply_pins
 from bisector.cli.args import probe_overrides
 from bisector.config import RunSection, validated
+from bisector.core.facts import ResultFacts
 from bisector.core.measurement import Measurement, Status
 from bisector.core.units import human_value
 from bisector.data import specs_dir
@@ -47,10 +48,10 @@ def _header(name: str, version: str, m: Measurement, reused: bool, probe: ProbeS
         else f"measured in {m.seconds:.1f}s"
     why = f" — {m.reason}" if m.reason else ""
     args = f" {' '.join(probe.args)}" if probe.args else ""
-    result = (m.details or {}).get("result") or {}
-    meter = f", meter {result['meter']}" if result.get("meter") else ""
+    result = m.result or ResultFacts()
+    meter = f", meter {result.meter}" if result.meter else ""
     lines = [f"{name}=={version}: {m.status.value}, {when}{why}", f"  probe {probe.label()}{args}{meter}"]
-    device = result.get("device") or {}
+    device = result.device
     if device.get("type") == "cuda":
         facts = [gpu_label(device) or "an unnamed GPU"]
         facts += [f"{label} {device[k]}" for k, label in (("driver", "driver"), ("cuda", "CUDA")) if device.get(k)]
@@ -59,8 +60,8 @@ def _header(name: str, version: str, m: Measurement, reused: bool, probe: ProbeS
 
 
 def _metric_lines(m: Measurement, metric: str | None, everything: bool) -> list[str]:
-    details = (m.details or {}).get("result") or {}
-    explainer = explainer_for(details.get("schema_version"), m.metrics, details)
+    result = m.result or ResultFacts()
+    explainer = explainer_for(result.schema_version, m.metrics, result.fields())
     names = explainer.headline(m.metrics, metric)
     rest = [k for k in sorted(m.metrics) if k not in names]
     shown = names + (rest if everything else [] if names else rest[:SHOWN])
@@ -74,9 +75,10 @@ def _metric_lines(m: Measurement, metric: str | None, everything: bool) -> list[
 
 
 def _explained(m: Measurement, metric: str | None) -> list[str]:
-    details = (m.details or {}).get("result") or {}
-    explainer = explainer_for(details.get("schema_version"), m.metrics, details)
-    return [f"  {line}" for line in explainer.one_version(m.metrics, compact_details(details, m.metrics), metric)]
+    result = m.result or ResultFacts()
+    explainer = explainer_for(result.schema_version, m.metrics, result.fields())
+    return [f"  {line}" for line in explainer.one_version(m.metrics, compact_details(result.fields(), m.metrics),
+                                                          metric)]
 
 
 def probe_command(args) -> int:

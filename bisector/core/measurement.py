@@ -7,6 +7,8 @@ from typing import Any, Iterable, Optional
 
 from pydantic import BaseModel
 
+from bisector.core.facts import EnvFacts, ResultFacts
+
 
 class Status(enum.StrEnum):
     """How a measurement ended. String-valued: the store and the JSON reports hold the values."""
@@ -48,13 +50,31 @@ class Measurement(BaseModel):
     reason: Optional[str] = None
     seconds: float
     created: str = ""
-    details: dict[str, Any] = {}
+    details: dict[str, Any] = {}   # as stored; read through the typed views below
     run_id: Optional[str] = None
+
+    @property
+    def result(self) -> Optional[ResultFacts]:
+        """The probe result's declared fields beside its metrics (None: the probe wrote no result)."""
+        data = (self.details or {}).get("result")
+        return ResultFacts.model_validate(data) if isinstance(data, dict) and data else None
+
+    @property
+    def env(self) -> Optional[EnvFacts]:
+        """The environment as it was when this measurement used it (None: never built, or stored
+        before environments were recorded with their measurements)."""
+        data = (self.details or {}).get("env")
+        return EnvFacts.model_validate(data) if isinstance(data, dict) else None
+
+    def detail(self, name: str, default: Any = None) -> Any:
+        """One of the run's own records beside the result (``stderr_tail``, ``launch``, ``proved``,
+        ``env_seconds``, ``probe_seconds``), as stored."""
+        return (self.details or {}).get(name, default)
 
 
 def oom_cells(m: Measurement) -> list[str]:
     """The cells of a probe run that ran out of memory while others were measured (a partial OOM)."""
-    cells = ((m.details or {}).get("result") or {}).get("oom_cells") or []
+    cells = m.result.oom_cells if m.result else []
     return [str(c) for c in cells] if m.status is Status.OK else []
 
 

@@ -128,7 +128,7 @@ class Differ:
 def knobs_of(j: Judgement) -> Optional[dict]:
     """The effective settings the probe reported (``knobs`` in its result), if it did."""
     ok = [m for m in j.measurements if m.status is Status.OK]
-    return (ok[-1].details.get("result") or {}).get("knobs") if ok else None
+    return ok[-1].result.knobs if ok and ok[-1].result else None
 
 
 class _Search:

@@ -81,7 +81,7 @@ def failure_line(m: Measurement) -> str:
 
 def missing_metric_line(m: Measurement, metric: str) -> str:
     """Why a probe that ran gave no ``metric``: the probe's failed cells, else 'missing'."""
-    cells = ((m.details or {}).get("result") or {}).get("cells") or []
+    cells = m.result.cells if m.result else []
     failed = [c for c in cells if isinstance(c, dict) and c.get("error")]
     if not failed:
         return f"metric {metric} missing from the probe's result"

@@ -207,16 +207,15 @@ class Measurer:
     def _same_device(self, m: Measurement) -> Measurement:
         """A result measured on another device, or with another meter than this measurer's first,
         is a SKIP: CPU bytes are never compared with CUDA bytes."""
-        result = (m.details or {}).get("result") or {}
+        result = m.result
         if m.status is not Status.OK or not result:
             return m
-        device = result.get("device") or {}
-        ran_on, meter = device.get("type"), result.get("meter")
+        ran_on, meter = result.device.get("type"), result.meter
         problem = None
         if ran_on and ran_on != self.executor.device:
             problem = f"the probe ran on {ran_on}, the run measures on {self.executor.device}"
         elif ran_on == "cuda":
-            problem = _other_gpu(device.get("name"), self.executor.gpu_names)
+            problem = _other_gpu(result.device.get("name"), self.executor.gpu_names)
         with self._lock:
             if meter and self._meter is None:
                 self._meter = meter

@@ -110,8 +110,8 @@ def take_on_node(payload_json: str, files_json: str, node: str, gpus: list[str])
     with materialized(job.probe, shipped) as probe:
         m = take_measurement(envs, job.model_copy(update={"probe": probe}), lambda: _given(gpus), recipe)
     out.measurement = m
-    if m.details.get("proved"):
-        out.proved = Proved.model_validate(m.details["proved"])
+    if m.detail("proved"):
+        out.proved = Proved.model_validate(m.detail("proved"))
     return out.model_dump_json()
 
 

@@ -19,6 +19,8 @@ from bisector.core.measurement import Measurement, Status
 from bisector.envs import Environment, EnvManager, Recipe
 from bisector.envs.build.backends import site_packages
 from bisector.envs.check.proof import homes_of, proof_env, proof_problems, read_proof, static_report
+from bisector.core.facts import EnvFacts
+from bisector.envs.check.project_url import repository_url
 from bisector.errors import EnvironmentFailure
 from bisector.measure.probe_process import ProbeOutcome, run_probe
 from bisector.measure.probe_spec import ProbeSpec
@@ -100,14 +102,23 @@ def _take(envs: EnvManager, job: TakeJob, gpu_slot: GpuSlot, recipe: Recipe, war
             except EnvironmentFailure as exc:
                 check_shutdown()
                 return base.model_copy(update={"status": Status.ENV_FAILED, "reason": str(exc),
-                                               "details": {"env_path": str(env.path)},
+                                               "details": {"env": env_facts(env).model_dump()},
                                                "seconds": time.monotonic() - start})
     details = {**outcome.details(), "env_seconds": round(env_seconds, 3), "probe_seconds": round(outcome.seconds, 3),
-               "env_path": str(env.path),
-               "proved": proved(env).model_dump()}
+               "env": env_facts(env).model_dump(), "proved": proved(env).model_dump()}
     return base.model_copy(update={"status": outcome.status, "metrics": outcome.metrics, "details": details,
                                    "exit_code": outcome.exit_code, "reason": outcome.reason,
                                    "seconds": time.monotonic() - start})
+
+
+def env_facts(env: Environment) -> EnvFacts:
+    """The environment as this measurement used it (its record and its package's METADATA, read now:
+    nothing reads them again after the measurement, and on a Ray node they are that node's)."""
+    info = env.info
+    packages = {**dict(r.split("==", 1) for r in info.resolved if "==" in r), **info.provided,
+                **({"torch": info.torch} if info.torch else {})}
+    return EnvFacts(path=str(env.path), python=info.python_version, packages=packages, torch=info.torch,
+                    torch_from=info.torch_from, repository_url=repository_url(Path(env.path), info.dist_info))
 
 
 def _proof_vars(env: Environment, path: Path) -> dict[str, str]:

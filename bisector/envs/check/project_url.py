@@ -1,23 +1,22 @@
-"""Find a package's source repository in its installed metadata (for auto mode's commit refinement)."""
+"""Find a package's source repository in its installed metadata (read when a measurement uses the
+environment: the report's compare link, auto mode's commit refinement)."""
 from __future__ import annotations
 
 import email.parser
 from pathlib import Path
 from typing import Optional
 
-from bisector.envs.model.info import read_info
-
 PREFERRED = ("source", "source code", "repository", "code", "github", "homepage", "home")
 SCHEMES = ("https://", "http://", "git://", "ssh://", "file://")
 
 
-def repository_url(env_path: Path) -> Optional[str]:
-    """The repository URL the candidate's METADATA names (Project-URL Source/Repository/..., Home-page)."""
-    info = read_info(env_path)
-    if info is None or not info.dist_info:
+def repository_url(env_path: Path, dist_info: str) -> Optional[str]:
+    """The repository URL the candidate's METADATA (``dist_info`` in the environment at ``env_path``)
+    names: Project-URL Source/Repository/..., Home-page."""
+    if not dist_info:
         return None
     try:
-        meta = email.parser.Parser().parsestr((env_path / info.dist_info / "METADATA").read_text())
+        meta = email.parser.Parser().parsestr((env_path / dist_info / "METADATA").read_text())
     except OSError:
         return None
     labelled = {}

@@ -1,0 +1,46 @@
+"""What travels with a measurement, typed: the environment as it was when the probe ran in it
+(:class:`EnvFacts`, taken then, where the probe ran: on a Ray node, that node's environment) and the
+fields a probe result declares beside its metrics (:class:`ResultFacts`). Host code reads these,
+never an environment's files after the measurement, nor a measurement's ``details`` by key."""
+from __future__ import annotations
+
+from typing import Any, Optional
+
+from pydantic import BaseModel, ConfigDict
+
+
+class EnvFacts(BaseModel):
+    """A candidate environment when a measurement used it."""
+
+    path: str                                  # where it was built (on the machine that ran the probe)
+    python: Optional[str] = None
+    packages: dict[str, str] = {}              # name -> version: its own resolution, the base's, torch
+    torch: Optional[str] = None                # torch's build version (local label kept: 2.11.0+cu130)
+    torch_from: Optional[str] = None           # where that torch comes from
+    repository_url: Optional[str] = None       # the repository the package's METADATA names
+
+    def versions(self) -> dict[str, str]:
+        """python and every package, name -> version (the environment's record of itself)."""
+        return {**({"python": self.python} if self.python else {}), **self.packages,
+                **({"torch from": self.torch_from} if self.torch_from else {})}
+
+
+class ResultFacts(BaseModel):
+    """The fields of a probe result beside its metrics that host code reads (others pass through to
+    the probe's explainer as they are)."""
+
+    model_config = ConfigDict(extra="allow")
+
+    schema_version: Optional[Any] = None
+    probe: dict[str, Any] = {}                 # the probe's name, version, config hash and config
+    meter: Optional[str] = None
+    device: dict[str, Any] = {}
+    versions: dict[str, Any] = {}
+    cells: list[dict[str, Any]] = []
+    oom_cells: list[Any] = []
+    cell_errors: list[Any] = []
+    knobs: Optional[dict[str, Any]] = None
+
+    def fields(self) -> dict[str, Any]:
+        """Every field the probe wrote beside its metrics (what its explainer reads)."""
+        return self.model_dump(exclude_unset=True)
