@@ -1,4 +1,8 @@
-"""Shared fixtures: a session-wide environment cache (real envs are reused across tests)."""
+"""Shared fixtures (a session-wide environment cache: real envs are reused across tests) and the tiers:
+every test is marked by its folder, ``tests/unit`` (in-process, seconds in all), ``tests/process``
+(real processes, git repositories and local indexes, no environment builds) and ``tests/slow`` (real
+environments and probes). ``pytest tests/unit`` or ``-m unit`` runs one tier; ``-m "not slow"`` the
+first two."""
 from __future__ import annotations
 
 import sys
@@ -9,6 +13,19 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
+
+
+TIERS = ("unit", "process", "slow")
+
+
+def pytest_collection_modifyitems(config, items):
+    """Mark each test with its folder's tier (a test outside the three folders is refused)."""
+    for item in items:
+        parts = Path(str(item.fspath)).relative_to(ROOT / "tests").parts
+        tier = parts[0] if len(parts) > 1 and parts[0] in TIERS else None
+        if tier is None:
+            raise pytest.UsageError(f"{item.nodeid}: every test lives in tests/unit, tests/process or tests/slow")
+        item.add_marker(getattr(pytest.mark, tier))
 
 
 @pytest.fixture(scope="session")

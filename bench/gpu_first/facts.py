@@ -1,5 +1,5 @@
 """Step facts (planned 10 s on a GPU): what the run is on. nvidia-smi's listing, memory and driver
-(the raw text, which the host's GPU detection parses in tests/test_gpu_first.py), the ML stack's
+(the raw text, which the host's GPU detection parses in tests/process/test_gpu_first.py), the ML stack's
 versions, torch's view of device 0, the allocator's settings, NVML's name for the same UUID, and the
 probe's own device facts (what a measurement's result and the store key say)."""
 import os

@@ -5,7 +5,7 @@ budget: its own timeout is CAP seconds or what is left of ``$GF_BUDGET`` (counte
 ``$GF_START``), whichever is less, and with nothing left the step is skipped and said so. The step's
 output goes to ``$GF_OUT/NAME.log``; the step itself writes ``$GF_OUT/NAME.json`` (after every
 check, so a kill leaves what it found); a step that timed out or crashed gets a failed check saying
-so. ``python3 gf.py report`` writes ``$GF_OUT/check.md`` from the step files (see ``report.py``).
+so. ``python3 report.py`` writes ``$GF_OUT/check.md`` from the step files and bundles them.
 
 In a step: ``step = Step("meter")``, ``step.probe(label, *args)`` runs the built-in ga_memory probe
 as the orchestrator does (``$BISECTOR_RESULT``, ``$BISECTOR_DEVICE``) and keeps its result in
@@ -234,13 +234,7 @@ def bundle() -> None:
 def main(argv: list) -> int:
     if argv[:1] == ["step"] and len(argv) == 4:
         return run_step(argv[1], float(argv[2]), float(argv[3]))
-    if argv[:1] == ["report"]:
-        import report
-
-        code = report.main(out_dir())
-        bundle()
-        return code
-    print("usage: gf.py step NAME PLANNED_S CAP_S | gf.py report", file=sys.stderr)
+    print("usage: gf.py step NAME PLANNED_S CAP_S (the report: report.py)", file=sys.stderr)
     return 2
 
 

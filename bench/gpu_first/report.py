@@ -1,7 +1,7 @@
 """check.md from a run's step files: every check with PASS / FAIL / SKIP, the steps' planned and
 actual seconds, what the run was on, and the steps' tables (the seed's). The verdict line says FAIL
 when any check failed; INCOMPLETE when a step did not run (the budget) or, on a GPU, a check was
-skipped; else PASS. Runs on the host too: ``python3 bench/gpu_first/gf.py report`` with ``GF_OUT``."""
+skipped; else PASS. Runs on the host too: ``python3 bench/gpu_first/report.py`` with ``GF_OUT``."""
 import os
 import sys
 
@@ -71,4 +71,6 @@ def main(out: str) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main(gf.out_dir()))
+    code = main(gf.out_dir())
+    gf.bundle()
+    sys.exit(code)

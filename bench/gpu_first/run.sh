@@ -29,4 +29,4 @@ step oom         35              180
 step seed        150             300
 step allocator   60              200
 
-"$PY" "$HERE/gf.py" report
+"$PY" "$HERE/report.py"

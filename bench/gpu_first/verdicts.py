@@ -1,7 +1,7 @@
 """The checks of bench/gpu_first as pure functions of what the steps found (standard library only).
 
 Each returns ``(result, detail)``: ``PASS`` or ``FAIL`` (missing data is a FAIL, never a pass), and
-each can fail: ``tests/test_gpu_first.py`` feeds every one a case that must.
+each can fail: ``tests/process/test_gpu_first.py`` feeds every one a case that must.
 """
 from __future__ import annotations
 

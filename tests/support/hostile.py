@@ -1,4 +1,4 @@
-"""The hostile-input battery's world and its table of kinds (tests/test_hostile.py runs them).
+"""The hostile-input battery's world and its table of kinds (tests/process/test_hostile.py runs them).
 
 A kind is one input a careful user or an attacker might give, with what must come of it: the exit
 code and a piece of the one line that says why. Arguments may name the world's fixtures by

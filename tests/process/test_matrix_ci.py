@@ -1,0 +1,62 @@
+"""The CI recipe is tested: the CPU job of examples/nightly-matrix.yml, its "Run the matrix" and "Alert"
+steps run by bash exactly as they are written there (GitHub's expressions filled in as a scheduled run
+has them, ``bisector`` on PATH), over examples/matrix-cpu.toml on the real package index, two nights.
+The first night lists the invalid pair before anything is built and measures every valid cell (one
+needs its companions as of the newest pinned release's date), the second takes them from the store;
+both exit 0 and leave the report, the history page and the issue-draft folder to upload
+(BISECTOR_OFFLINE=1 skips this)."""
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+ROOT = Path(__file__).resolve().parents[2]
+WORKFLOW = ROOT / "examples" / "nightly-matrix.yml"
+JOB = "matrix-cpu"
+
+
+def job() -> dict:
+    return yaml.safe_load(WORKFLOW.read_text())["jobs"][JOB]
+
+
+def step(name: str) -> dict:
+    return next(s for s in job()["steps"] if s.get("name") == name)
+
+
+def expand(text: str, context: dict[str, str]) -> str:
+    """GitHub's ``${{ expr }}`` with the values of ``context``; an expression it lacks fails the test."""
+    def one(m: re.Match) -> str:
+        assert m[1] in context, f"the workflow uses ${{{{ {m[1]} }}}}, which this test does not know"
+        return context[m[1]]
+    return re.sub(r"\$\{\{\s*(.+?)\s*\}\}", one, text)
+
+
+def run_step(name: str, workspace: Path, context: dict[str, str], extra_env: dict[str, str]) -> subprocess.CompletedProcess:
+    env = {**os.environ, **{k: expand(str(v), context) for k, v in job()["env"].items()}, **extra_env}
+    return subprocess.run(["bash", "-e", "-c", expand(step(name)["run"], context)], cwd=workspace, env=env,
+                          capture_output=True, text=True, timeout=1500)
+
+
+def test_the_workflow_uploads_the_page_and_the_drafts_and_alerts_on_every_code():
+    env, upload = job()["env"], step("Upload the report, the history page and the issue drafts")
+    assert upload["if"] == "always()" and upload["with"]["path"] == "${{ env.MATRIX_OUT }}/"
+    run = step("Run the matrix")["run"]
+    assert '--html "$MATRIX_OUT/html"' in run and '--issues "$MATRIX_OUT/issues"' in run
+    assert env["MATRIX_CONFIG"] == "examples/matrix-cpu.toml" and (ROOT / env["MATRIX_CONFIG"]).is_file()
+    assert step("Save the matrix history")["if"] == "always()"
+    gpu = yaml.safe_load(WORKFLOW.read_text())["jobs"]["matrix-gpu"]
+    assert [s["run"] for s in gpu["steps"] if s.get("name") == "Alert"] == [step("Alert")["run"]]
+    for code, said in (("1", "confirmed regression"), ("3", "nothing could be measured"), ("4", "cells lost")):
+        context = {"steps.matrix.outputs.exit_code": code}
+        done = subprocess.run(["bash", "-e", "-c", expand(step("Alert")["run"], context)], capture_output=True, text=True)
+        assert done.returncode == 1 and done.stdout.startswith(f"::error::bisector matrix: {said}"), done.stdout
+
+
