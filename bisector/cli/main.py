@@ -31,7 +31,7 @@ from bisector.measure.probe_spec import builtin_names, builtin_version
 from bisector.errors import BisectorError, UsageError
 from bisector.paths import default_store_path
 from bisector.procs import SHUTDOWN, Interrupted, request_shutdown, stop_all
-from bisector.redact import RedactingStream
+from bisector.redact import RedactingStream, redact_text
 from bisector.report.culprit_lines import through_companion
 from bisector.report.live import progress_for, showing
 from bisector.report.progress import PrintHandler, console_width, wrapped
@@ -202,7 +202,7 @@ def _repro(args, store: Store) -> int:
     if not path.parent.is_dir():
         raise UsageError(f"--repro {path}: no directory {path.parent}")
     script = repro_script(result, config, path.name)
-    path.write_text(script.text)
+    path.write_text(redact_text(script.text, home=False))   # attached to a public issue: no secret in it
     path.chmod(0o755)
     print(f"wrote {path}; running it in the last good and first bad environments", file=sys.stderr)
     with pages_read_once(), showing(progress_for()):

@@ -10,9 +10,7 @@ fp16 GradScaler on the CPU.
 """
 from __future__ import annotations
 
-import json
 import os
-import subprocess
 import sys
 
 import pytest

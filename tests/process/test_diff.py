@@ -4,7 +4,6 @@ searched knob by knob, the package culprit followed, resumes from the store, and
 from __future__ import annotations
 
 import datetime as dt
-import json
 import os
 import subprocess
 import sys
@@ -12,9 +11,6 @@ from pathlib import Path
 
 import pytest
 
-import bisector
-from bisector.core.ddmin import single_bound
-from bisector.storage import RunKind, Store
 from tests.support.pkgindex import LocalIndex, build_wheel
 
 PROBES = Path(__file__).resolve().parent.parent / "probes"

@@ -7,10 +7,8 @@ from __future__ import annotations
 import datetime as dt
 import json
 import os
-import shutil
 import subprocess
 import sys
-import time
 import urllib.request
 import zipfile
 from pathlib import Path
@@ -18,9 +16,7 @@ from pathlib import Path
 import pytest
 
 from bisector.data import specs_dir
-from bisector.envs import EnvCache, EnvInfo, EnvManager, EnvSpec, InstallTarget, load_env_spec
-from bisector.envs.build import backends as backends_mod
-from bisector.envs.build import builder as builder_mod
+from bisector.envs import EnvInfo, EnvManager, EnvSpec, InstallTarget, load_env_spec
 from bisector.envs.build.commit_wheels import REVISION_FILE, stamp_wheel
 from bisector.envs.build.scm_version import commit_version, pretend_version_env
 from bisector.envs.model.environment import Environment
@@ -29,9 +25,9 @@ from bisector.envs.model.info import InterpreterStamp
 from bisector.envs.build.overlay import choose
 from bisector.envs.build.tool_runs import short_reason
 from bisector.envs.model.env_spec import companion_requirement
-from bisector.errors import EnvironmentFailure, UsageError
+from bisector.errors import UsageError
 from tests.support import LocalIndex, build_wheel
-from tests.support.gitrepo import commit, init_repo, package_files
+from tests.support.gitrepo import commit, init_repo
 
 ROOT = Path(__file__).resolve().parents[2]
 

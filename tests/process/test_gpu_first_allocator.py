@@ -3,12 +3,8 @@ history it reads, turned into the model's trace, and its CPU dry run end to end 
 from __future__ import annotations
 
 import importlib.util
-import json
 import os
-import subprocess
-import sys
 
-import pytest
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 STEP = os.path.join(ROOT, "bench", "gpu_first", "allocator_model.py")

@@ -9,10 +9,8 @@ the secrets planted in its environment appear in what it printed. The kinds that
 """
 from __future__ import annotations
 
-import json
 import os
 import shutil
-import signal
 import sqlite3
 import subprocess
 import sys

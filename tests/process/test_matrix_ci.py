@@ -7,15 +7,11 @@ both exit 0 and leave the report, the history page and the issue-draft folder to
 (BISECTOR_OFFLINE=1 skips this)."""
 from __future__ import annotations
 
-import json
 import os
 import re
-import shutil
 import subprocess
-import sys
 from pathlib import Path
 
-import pytest
 import yaml
 
 ROOT = Path(__file__).resolve().parents[2]

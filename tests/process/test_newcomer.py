@@ -4,12 +4,10 @@ and live progress under a pseudo-terminal."""
 from __future__ import annotations
 
 import datetime as dt
-import json
 import os
 import pty
 import select
 import subprocess
-import sys
 import time
 from pathlib import Path
 

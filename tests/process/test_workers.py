@@ -3,14 +3,11 @@ dies named for what killed it, its other cells measured all the same. Real forke
 cells are plain functions here (and a real probe run at the end)."""
 from __future__ import annotations
 
-import json
 import os
 import signal
-import subprocess
 import sys
 import time
 
-import pytest
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path[:0] = [os.path.join(ROOT, "probes", "ga_memory"), os.path.join(ROOT, "probes")]

@@ -1,10 +1,11 @@
 """The slow half of tests/process/test_gpu_first.py: its tests that build real environments and run real probes."""
 from __future__ import annotations
+
 import json
 import pytest
-import gf
-
 from tests.process.test_gpu_first import _host_side, dry_run  # noqa: F401 (helpers and fixtures)
+
+import gf  # noqa: E402 (bench/gpu_first is on sys.path once the process half is imported)
 
 
 @pytest.mark.slow

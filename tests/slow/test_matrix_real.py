@@ -1,5 +1,6 @@
 """The slow half of tests/unit/test_matrix.py: its tests that build real environments and run real probes."""
 from __future__ import annotations
+
 import datetime as dt
 import json
 import os

@@ -1,5 +1,6 @@
 """The slow half of tests/process/test_repro.py: its tests that build real environments and run real probes."""
 from __future__ import annotations
+
 import json
 import os
 import subprocess

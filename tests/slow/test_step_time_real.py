@@ -1,5 +1,6 @@
 """The slow half of tests/process/test_step_time.py: its tests that build real environments and run real probes."""
 from __future__ import annotations
+
 import pytest
 
 from tests.process.test_step_time import TINY, run_probe  # noqa: F401 (helpers and fixtures)

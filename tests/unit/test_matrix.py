@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import datetime as dt
 import json
-import os
 import re
 from pathlib import Path
 
@@ -18,7 +17,6 @@ from bisector.matrix.compare import compare
 from bisector.matrix.grid_config import MatrixSection
 from bisector.matrix.grid_result import BaselineCell, CellResult
 from bisector.sources.index import Release
-from bisector.storage import Store
 from tests.support.pkgindex import LocalIndex, build_wheel
 
 HERE = Path(__file__).resolve().parent.parent   # tests/
