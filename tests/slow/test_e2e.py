@@ -4,6 +4,7 @@ from __future__ import annotations
 import datetime as dt
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -280,12 +281,16 @@ def test_auto_mode_refines_to_the_commit_through_the_metadata_repository(tmp_pat
         said = " ".join(asked.stderr.split())   # the note, as wrapped to the log's 100 columns
         assert not (cache / "repos").exists() and f"metadata names file://{repo}" in said
         assert "add --clone" in json.loads(asked.stdout)["notes"][-1]
+        # what the releases measured travels with their measurements: with their environments gone, the
+        # rerun reuses them from the store and still finds the repository their metadata named
+        shutil.rmtree(cache / "envs")
         proc = cli(*args, "--clone")
     assert proc.returncode == 0, proc.stderr
     out = json.loads(proc.stdout)
     assert out["mode"] == "commit" and out["first_bad"]["sha"] == shas[6] and out["last_good"]["sha"] == shas[5]
     assert any("metadata" in n for n in out["notes"]) and (cache / "repos").is_dir()
     assert {s["phase"] for s in out["steps"]} == {"releases", "commits"}
+    assert all(s["reused"] for s in out["steps"] if s["phase"] == "releases")
 
 
 def test_probe_one_version(release_index, tmp_path, env_cache, plain_spec):
