@@ -83,7 +83,7 @@ class WarmPool:
         except WarmLost as exc:
             self._lost(key, server)
             return Launch(None, {"mode": "cold", "why": f"{exc}; run again in a plain process"})
-        details = {"mode": "warm", "worker_pid": server.proc.pid, "runs_served": server.served}
+        details = {"mode": "warm", "worker_pid": server.pid, "runs_served": server.served}
         if server.served == 1 or waited > 0.05:
             details.update(worker_wait_s=round(waited, 3), worker_started_at=round(server.started_at, 3),
                            worker_start_s=round(server.start_seconds or 0.0, 3), worker_imports_s=server.import_seconds)

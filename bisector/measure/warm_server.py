@@ -1,9 +1,10 @@
 """One warm worker (probes/_warm_worker.py): a fork server for one probe in one candidate environment,
 seen from the orchestrator.
 
-The worker is started with the environment's interpreter in its own session, a SOCK_SEQPACKET control
-socket its only link (when this process ends, the socket closes and the worker ends, killing its
-children). ``run`` asks it for one probe run: the write ends of two fresh pipes travel with the
+The worker is started with the environment's interpreter under the launcher (bisector.proc_launcher:
+it dies with bisector, even by ``kill -9``, and takes everything below the worker with it), a
+SOCK_SEQPACKET control socket its only link (when this process ends, the socket closes and the worker
+ends, killing its children). ``run`` asks it for one probe run: the write ends of two fresh pipes travel with the
 request and become the child's stdout and stderr, and the child is then watched exactly like a plain
 probe process (:func:`bisector.procs.watch`: bounded output, timeout, shutdown of its process
 group), its exit code coming from the worker, which is its parent.
@@ -21,7 +22,7 @@ import time
 from pathlib import Path
 from typing import Callable, Optional
 
-from bisector.procs import SHUTDOWN, Completed, Interrupted, stop_group, watch
+from bisector.procs import SHUTDOWN, Completed, Interrupted, forget, spawn, stop_group, watch
 
 FD_ENV = "BISECTOR_WARM_FD"
 MAX_MESSAGE = 1 << 20
@@ -79,11 +80,11 @@ class WarmServer:
         self.last_used = time.monotonic()
         self._started = time.monotonic()
         self.started_at = time.time()
+        self.pid = 0   # the worker's own (self.proc is its launcher), once it is ready
         try:
-            self.proc = subprocess.Popen([str(python), str(worker), str(script)],
-                                         env={**env, FD_ENV: str(there.fileno())}, stdin=subprocess.DEVNULL,
-                                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                                         pass_fds=[there.fileno()], start_new_session=True, cwd=str(script.parent))
+            self.proc = spawn([str(python), str(worker), str(script)], {**env, FD_ENV: str(there.fileno())},
+                              script.parent, supervise=True, stdout=subprocess.DEVNULL,
+                              stderr=subprocess.DEVNULL, pass_fds=[there.fileno()])
         finally:
             there.close()
         threading.Thread(target=self._read, name=f"bisector-warm-{self.proc.pid}", daemon=True).start()
@@ -103,6 +104,7 @@ class WarmServer:
     def _dispatch(self, message: dict) -> None:
         op = message.get("op")
         if op == "ready":
+            self.pid = int(message.get("pid") or 0)
             self.import_seconds = message.get("seconds")
             self.start_seconds = time.monotonic() - self._started
             self.ready.set()
@@ -209,6 +211,7 @@ class WarmServer:
             self.proc.wait(timeout=5)
         except subprocess.TimeoutExpired:
             stop_group(self.proc)
+        forget(self.proc)
         self._sock.close()
 
 

@@ -69,7 +69,7 @@ def test_each_run_is_a_fresh_copy_of_the_same_image(server, tmp_path):
         assert done.returncode == 0 and not done.timed_out, done.stderr_tail
         states.append(state)
         assert (tmp_path / f"exit-{i}").read_text() == str(state["pid"])  # ended like an interpreter
-    assert len({s["pid"] for s in states}) == 3 and all(s["ppid"] == server.proc.pid for s in states)
+    assert len({s["pid"] for s in states}) == 3 and all(s["ppid"] == server.pid for s in states)
     for i, s in enumerate(states):
         assert s["pgid"] == s["sid"] == s["pid"]                      # its own session and group
         assert s["env"] == {"PATH": os.environ["PATH"], "BISECTOR_RESULT": s["env"]["BISECTOR_RESULT"], "MARK": str(i)}
@@ -139,25 +139,26 @@ def test_nothing_a_run_started_outlives_it(server, tmp_path):
 def test_a_worker_that_ends_takes_its_running_runs_with_it(tmp_path):
     server = WarmServer(Path(sys.executable), WORKER, PROBE, dict(os.environ))
     assert server.wait_ready(60) is None
-    pidfile = tmp_path / "grandchild"
+    pidfile, daemon = tmp_path / "grandchild", tmp_path / "daemon"
     result = tmp_path / "r.json"
 
-    def kill_soon():  # once the run has started its grandchild
+    def kill_soon():  # once the run has started its grandchild and its daemon
         for _ in range(400):
-            if pidfile.exists() and pidfile.read_text():
+            if all(p.exists() and p.read_text() for p in (pidfile, daemon)):
                 break
             time.sleep(0.05)
-        os.kill(server.proc.pid, signal.SIGKILL)
+        os.kill(server.pid, signal.SIGKILL)   # the worker (its launcher then ends too)
 
     import threading
 
     threading.Thread(target=kill_soon, daemon=True).start()
     with pytest.raises(WarmLost, match="the warm worker ended"):
-        server.run([f"--spawn={pidfile}", "--sleep=60"], {"PATH": os.environ["PATH"], "BISECTOR_RESULT": str(result)},
+        server.run([f"--spawn={pidfile}", f"--daemon={daemon}", "--sleep=60"], {"PATH": os.environ["PATH"], "BISECTOR_RESULT": str(result)},
                    tmp_path, 60, None, [])
     state = json.loads(result.read_text())["state"]
     assert wait_gone(state["pid"])  # PR_SET_PDEATHSIG: the run dies with its worker
     assert wait_gone(int(pidfile.read_text()))  # and what it started goes with its process group
+    assert wait_gone(int(daemon.read_text()))   # a daemon too: the worker's launcher finds it (a subreaper)
     server.close()
 
 
@@ -169,8 +170,9 @@ HOST = textwrap.dedent("""
     s = WarmServer(Path(sys.executable), Path({worker!r}), Path({probe!r}), dict(os.environ))
     assert s.wait_ready(60) is None
     env = {{"PATH": os.environ["PATH"], "BISECTOR_RESULT": {result!r}}}
-    threading.Thread(target=s.run, args=(["--sleep=60"], env, Path({cwd!r}), 120, None, []), daemon=True).start()
-    print(s.proc.pid, flush=True)
+    args = ["--daemon={daemon}", "--sleep=60"]
+    threading.Thread(target=s.run, args=(args, env, Path({cwd!r}), 120, None, []), daemon=True).start()
+    print(s.pid, s.proc.pid, flush=True)
     threading.Event().wait()
 """)
 
@@ -178,18 +180,20 @@ HOST = textwrap.dedent("""
 def test_the_orchestrator_ending_ends_the_worker_and_its_runs(tmp_path):
     result = tmp_path / "r.json"
     code = HOST.format(root=str(Path(__file__).resolve().parents[2]), worker=str(WORKER), probe=str(PROBE),
-                       result=str(result), cwd=str(tmp_path))
+                       result=str(result), cwd=str(tmp_path), daemon=str(tmp_path / "daemon"))
     host = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
     try:
-        worker = int(host.stdout.readline())
-        for _ in range(400):
-            if result.exists():
+        worker, launcher = map(int, host.stdout.readline().split())
+        for _ in range(400):   # the run wrote its result, then started its daemon
+            if (tmp_path / "daemon").exists() and (tmp_path / "daemon").read_text():
                 break
             time.sleep(0.05)
         run_pid = json.loads(result.read_text())["state"]["pid"]
+        daemon = int((tmp_path / "daemon").read_text())   # it left the run's session (double fork, setsid)
         host.kill()
         host.wait()
-        assert wait_gone(worker) and wait_gone(run_pid)  # nothing outlives a kill -9 of the orchestrator
+        # nothing outlives a kill -9 of the orchestrator: the worker's launcher takes its whole tree with it
+        assert all(wait_gone(pid) for pid in (launcher, worker, run_pid, daemon))
     finally:
         host.kill()
 

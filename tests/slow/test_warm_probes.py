@@ -75,11 +75,11 @@ def test_runs_with_other_arguments_share_the_worker_and_per_run_variables_stay_o
     assert not names & {"CUDA_VISIBLE_DEVICES", "BISECTOR_RESULT", "BISECTOR_CPUS"} and "BISECTOR_DEVICE" in names
     third = warm_run(pool, ProbeSpec(name="step_time", args=TINY), tmp_path, TRANSFORMERS_VERBOSITY="error")
     assert third.launch["worker_pid"] != first.launch["worker_pid"]  # another shared environment: its own worker
-    assert {s.proc.pid for s in pool.alive()} == {first.launch["worker_pid"], third.launch["worker_pid"]}
+    assert {s.pid for s in pool.alive()} == {first.launch["worker_pid"], third.launch["worker_pid"]}
     warm_run(pool, ProbeSpec(name="step_time", args=TINY), tmp_path)  # the first worker, used last
     fourth = warm_run(pool, ProbeSpec(name="step_time", args=TINY), tmp_path, TRANSFORMERS_VERBOSITY="info")
     assert wait_gone(third.launch["worker_pid"])  # at most two stay: the least recently used idle one ends
-    assert {s.proc.pid for s in pool.alive()} == {first.launch["worker_pid"], fourth.launch["worker_pid"]}
+    assert {s.pid for s in pool.alive()} == {first.launch["worker_pid"], fourth.launch["worker_pid"]}
 
 
 def test_a_worker_whose_imports_initialised_cuda_is_refused(tmp_path):
@@ -129,15 +129,21 @@ def test_stats_mode_samples_fork_from_one_warm_worker_per_environment(tmp_path, 
     assert first_bad["worker_wait_s"] < 0.5  # ready before the first pair was taken
 
 
+def _parent(pid: int) -> int:
+    return int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
+
+
 def _worker_children(ancestor: int) -> tuple[int, list[int]]:
-    """The warm worker under ``ancestor`` and its children (the runs), or (0, [])."""
+    """The warm worker under ``ancestor`` (below its launcher) and its children (the runs), or (0, [])."""
     for pid in (int(p) for p in os.listdir("/proc") if p.isdigit()):
         try:
             cmd = Path(f"/proc/{pid}/cmdline").read_bytes()
-            ppid = int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
+            ppid = _parent(pid)
+            above = _parent(ppid) if ppid > 1 else 0
         except OSError:
             continue
-        if b"_warm_worker.py" in cmd and ppid == ancestor:
+        if b"_warm_worker.py" in cmd and ancestor in (ppid, above) \
+                and b"proc_launcher" not in cmd:
             kids = [int(c) for c in Path(f"/proc/{pid}/task/{pid}/children").read_text().split()]
             return pid, kids
     return 0, []
