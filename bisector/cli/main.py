@@ -5,6 +5,7 @@
 """
 from __future__ import annotations
 
+import json
 import logging
 import os
 import signal
@@ -12,6 +13,8 @@ import sys
 from collections import Counter
 from pathlib import Path
 from typing import Optional
+
+from pydantic import ValidationError
 
 from bisector import __version__
 from bisector.bisection.recorder import config_hash
@@ -104,12 +107,8 @@ def _resumed(args, config_path: Optional[Path]):
     own job, probe and criterion (a flag that would change them is refused, not ignored); [run] flags
     (how to run it) apply."""
     overrides = {k: v for k, v in run_overrides(args).items() if k != "run"}   # how to run it is no part of the job
-    changing = [key for table in ("job", "env", "probe", "criterion") for key, value in overrides[table].items()
-                if _given(value)] + (["config"] if args.config is not None else [])
-    if args.resume and changing:
-        flags = ", ".join(f"--{key.replace('_', '-')}" for key in changing)
-        raise UsageError(f"--resume reruns a stored run with its own configuration; {flags} would change it "
-                         "(start a new run without --resume, or --resume without a run id to find it by them)")
+    if args.resume and args.config is not None:
+        _refuse_changes(["config"])
     store = _reading(args.store)
     if store is None:
         raise UsageError("no stored runs to resume (nothing has been measured yet)")
@@ -117,6 +116,8 @@ def _resumed(args, config_path: Optional[Path]):
         found = store.get_run(args.resume)
         runs = [found] if found else store.runs_with_hash(args.resume, RunKind.BISECT)
         what = f"run or config hash {_shown(args.resume)}"
+        if runs and runs[0].kind is RunKind.BISECT:
+            _refuse_changes(_changed_by(runs[0].config, overrides))
     elif config_path is not None or _given(overrides):
         wanted = config_hash(load_config(config_path, run_overrides(args)))
         runs, what = store.runs_with_hash(wanted, RunKind.BISECT), f"run of this job (config hash {wanted})"
@@ -129,6 +130,37 @@ def _resumed(args, config_path: Optional[Path]):
     data = dict(run.config)
     data["run"] = {**(data.get("run") or {}), **{k: v for k, v in run_overrides(args)["run"].items() if v is not None}}
     return validated(JobConfig, data, f"run {run.id}"), run.command, run.id
+
+
+JOB_TABLES = ("job", "env", "probe", "criterion")
+
+
+def _changed_by(stored: dict, overrides: dict) -> list[str]:
+    """The flags among ``overrides`` that would change a stored run's job, probe or criterion (a flag
+    that repeats the stored value changes nothing)."""
+    given = {table: {k: v for k, v in overrides[table].items() if _given(v)} for table in JOB_TABLES}
+    if not any(given.values()):
+        return []
+    try:
+        base = JobConfig.model_validate(stored).model_dump(mode="json")
+    except ValidationError:
+        return []   # not a job this bisector reads: resuming it is refused as such
+    data = json.loads(json.dumps(stored))
+    for table, values in given.items():
+        data[table] = {**(data.get(table) or {}), **values}
+    try:
+        merged = validated(JobConfig, data, "the flags").model_dump(mode="json")
+    except UsageError:
+        return [key for values in given.values() for key in values]
+    return [key for table, values in given.items() for key in values
+            if merged[table].get(key) != base[table].get(key) or key not in merged[table]]
+
+
+def _refuse_changes(keys: list[str]) -> None:
+    if keys:
+        flags = ", ".join(f"--{key.replace('_', '-')}" for key in keys)
+        raise UsageError(f"--resume reruns a stored run with its own configuration; {flags} would change it "
+                         "(start a new run without --resume, or --resume without a run id to find it by them)")
 
 
 def _shown(run_id: Optional[str]) -> str:

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any, Optional
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, PrivateAttr, ValidationError
 
 
 class EnvFacts(BaseModel):
@@ -27,9 +27,11 @@ class EnvFacts(BaseModel):
 
 class ResultFacts(BaseModel):
     """The fields of a probe result beside its metrics that host code reads (others pass through to
-    the probe's explainer as they are)."""
+    the probe's explainer as they are). A custom probe's field of one of these names but another type
+    is left out of the typed view (:meth:`of`), never a crash; :meth:`fields` gives what it wrote."""
 
     model_config = ConfigDict(extra="allow")
+    _raw: dict[str, Any] = PrivateAttr(default_factory=dict)
 
     schema_version: Optional[Any] = None
     probe: dict[str, Any] = {}                 # the probe's name, version, config hash and config
@@ -38,9 +40,20 @@ class ResultFacts(BaseModel):
     versions: dict[str, Any] = {}
     cells: list[dict[str, Any]] = []
     oom_cells: list[Any] = []
-    cell_errors: list[Any] = []
+    cell_errors: int = 0                       # how many cells failed
     knobs: Optional[dict[str, Any]] = None
 
+    @classmethod
+    def of(cls, data: dict[str, Any]) -> "ResultFacts":
+        """The typed view of a stored result (its mistyped declared fields left out of it)."""
+        try:
+            facts = cls.model_validate(data)
+        except ValidationError as exc:
+            bad = {str(e["loc"][0]) for e in exc.errors() if e.get("loc")}
+            facts = cls.model_validate({k: v for k, v in data.items() if k not in bad})
+        facts._raw = dict(data)
+        return facts
+
     def fields(self) -> dict[str, Any]:
-        """Every field the probe wrote beside its metrics (what its explainer reads)."""
-        return self.model_dump(exclude_unset=True)
+        """Every field the probe wrote beside its metrics, as it wrote them (what its explainer reads)."""
+        return dict(self._raw) if self._raw else self.model_dump(exclude_unset=True)

@@ -5,7 +5,7 @@ import enum
 import statistics
 from typing import Any, Iterable, Optional
 
-from pydantic import BaseModel
+from pydantic import BaseModel, ValidationError
 
 from bisector.core.facts import EnvFacts, ResultFacts
 
@@ -57,14 +57,17 @@ class Measurement(BaseModel):
     def result(self) -> Optional[ResultFacts]:
         """The probe result's declared fields beside its metrics (None: the probe wrote no result)."""
         data = (self.details or {}).get("result")
-        return ResultFacts.model_validate(data) if isinstance(data, dict) and data else None
+        return ResultFacts.of(data) if isinstance(data, dict) and data else None
 
     @property
     def env(self) -> Optional[EnvFacts]:
         """The environment as it was when this measurement used it (None: never built, or stored
         before environments were recorded with their measurements)."""
         data = (self.details or {}).get("env")
-        return EnvFacts.model_validate(data) if isinstance(data, dict) else None
+        try:
+            return EnvFacts.model_validate(data) if isinstance(data, dict) else None
+        except ValidationError:
+            return None
 
     def detail(self, name: str, default: Any = None) -> Any:
         """One of the run's own records beside the result (``stderr_tail``, ``launch``, ``proved``,

@@ -21,6 +21,7 @@ from pathlib import Path
 import pytest
 
 from bisector.cli.main import main
+from bisector.jobfile import load_config
 from bisector.storage import RunKind, RunRow, Store, now
 from tests.support.hostile import (JOB_TOML, SECRET_ENV, URL_SECRET, Kind, World, build_world, children_of, commits,
                                    config_kind, local_index, processes_with, releases, toml)
@@ -45,6 +46,14 @@ def _damage(path: Path) -> None:
 
 def valid_store(tmp: Path, world: World) -> None:
     _store_with_runs(tmp / "s.db", 3)
+
+
+def store_with_a_job(tmp: Path, world: World) -> None:
+    """A store holding one bisect of the default job, run id feedface0000."""
+    store = Store(tmp / "s.db")
+    store.put_run(RunRow(id="feedface0000", created=now(), updated=now(), kind=RunKind.BISECT, command=["bisector"],
+                         config=load_config(None, {}).model_dump(mode="json"), status="interrupted"))
+    store.close()
 
 
 def damaged_store(tmp: Path, world: World) -> None:
@@ -204,11 +213,14 @@ FLAGS = [
     Kind("flags", "config too large", toml(""), 2, "larger than 1 MiB", files={"bisect.toml": "# x\n" * 300000}),
     Kind("flags", "config not text", toml(""), 2, "not valid TOML", files={"bisect.toml": "\udcff"}),
     Kind("flags", "resume with a flag it would ignore",
-         ["run", "--resume", "feedface", "--package", "x", "--store", "{tmp}/s.db"], 2, "--package would change it"),
+         ["run", "--resume", "feedface", "--package", "x", "--store", "{tmp}/s.db"], 2, "--package would change it",
+         setup=store_with_a_job),
     Kind("flags", "resume with a probe argument",
-         ["run", "--resume", "feedface", "--probe-arg=--seed=2", "--store", "{tmp}/s.db"], 2, "--args would change it"),
+         ["run", "--resume", "feedface", "--probe-arg=--seed=2", "--store", "{tmp}/s.db"], 2, "--args would change it",
+         setup=store_with_a_job),
     Kind("flags", "resume with a config file",
-         ["run", "--resume", "feedface", "--config", "{tmp}/b.toml", "--store", "{tmp}/s.db"], 2, "--config would change it"),
+         ["run", "--resume", "feedface", "--config", "{tmp}/b.toml", "--store", "{tmp}/s.db"], 2,
+         "--config would change it", setup=store_with_a_job),
     Kind("flags", "resume without a store", ["run", "--resume", "--store", "{tmp}/s.db"], 2, "no store at"),
     Kind("flags", "resume an unknown run", ["run", "--resume", "feedface", "--store", "{tmp}/s.db"], 2,
          "no bisect run or config hash 'feedface'", setup=valid_store),

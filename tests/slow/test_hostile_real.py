@@ -153,7 +153,7 @@ def test_a_store_in_a_read_only_directory_is_read_not_written(mounted, tmp_path,
     assert subprocess.run(["mount", "-o", "remount,ro", str(mounted)]).returncode == 0
     assert main(["runs", "--store", str(mounted / "s.db")]) == 0
     out, err = capsys.readouterr()
-    assert len(out.splitlines()) == 3 and "run0002" in out, err
+    assert len(out.splitlines()) == 5 and "run0002" in out and out.splitlines()[-1] == "3 run(s): 3 bisect", err
     assert main(["log", "run0001", "--store", str(mounted / "s.db")]) == 0
     capsys.readouterr()
     code = main(["run", "--package", "tinypkg", "--good", "1", "--bad", "2", "--probe-cmd", "true",

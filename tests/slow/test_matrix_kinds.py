@@ -48,11 +48,13 @@ def test_every_kind_is_listed_and_filtered(store, capsys):
     assert store["codes"] == [0, 0, 0, 1] and sorted(store["runs"]) == ["bisect", "diff", "matrix", "probe"]
     capsys.readouterr()
     assert main(["runs", "--store", store["db"]]) == 0
-    kinds = [line.split()[2] for line in capsys.readouterr().out.splitlines()]
-    assert kinds == ["probe", "bisect", "diff", "matrix"]
+    header, *lines, total = capsys.readouterr().out.splitlines()
+    assert header.split() == ["run", "config", "updated", "kind", "status", "what"]
+    assert [line.split()[3] for line in lines] == ["probe", "bisect", "diff", "matrix"]
+    assert total == "4 run(s): 1 bisect, 1 diff, 1 matrix, 1 probe"
     assert main(["runs", "--store", store["db"], "--kind", "probe"]) == 0
-    [line] = capsys.readouterr().out.splitlines()
-    assert line.startswith(store["runs"]["probe"].id) and line.endswith("tinypkg 1.2.0")
+    _, line, total = capsys.readouterr().out.splitlines()
+    assert line.startswith(store["runs"]["probe"].id) and line.endswith("tinypkg 1.2.0") and total == "1 run(s): 1 probe"
 
 
 @pytest.mark.parametrize("kind, log_start, text_start", [

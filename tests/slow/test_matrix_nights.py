@@ -140,6 +140,7 @@ def test_log_report_and_runs_read_a_matrix_run(nights, capsys):
     assert main(["report", lost_run, "--store", store, "--format", "json"]) == 0
     assert json.loads(capsys.readouterr().out)["cells_lost"] == 1
     assert main(["runs", "--store", store, "--kind", "matrix"]) == 0
-    assert len(capsys.readouterr().out.splitlines()) == 6
+    listed = capsys.readouterr().out.splitlines()
+    assert len(listed) == 1 + 6 + 1 and listed[-1] == "6 run(s): 6 matrix"   # header, six nights, total
     assert main(["report", "--kind", "bisect", "--store", store]) == 2
     assert capsys.readouterr().err == f"bisector: error: no finished bisect runs in {store}\n"

@@ -212,7 +212,7 @@ def test_torch_per_candidate_resolves_each_environments_own_torch(torch_index, t
     proc = cli("run", "--package", "tinyapp", "--good", "1.0", "--bad", "2.0", "--mode", "releases",
                "--torch", "per-candidate", "--index-url", torch_index, "--probe", str(probe), "--metric",
                "helper_major", "--threshold", "1.5", "--env", str(spec), "--store", str(tmp_path / "s.db"),
-               "--cache-dir", str(tmp_path / "cache"), "--json", "--no-prefetch")
+               "--cache-dir", str(tmp_path / "cache"), "--json", "--full", "--no-prefetch")
     assert proc.returncode == 0, proc.stderr
     out = json.loads(proc.stdout)
     assert out["status"] == "found" and out["first_bad"]["ref"] == "2.0"

@@ -100,3 +100,4 @@ def test_exit_code_probes_follow_git_bisect_run(code, verdict):
 def test_first_repeat_takes_new_repeats_for_confirmation():
     _, measurer = _judge([9.0, 9.0, 9.0, 9.0, 9.0, 1.0, 1.0, 1.0], first_repeat=5, **NOISY)
     assert measurer.asked == [("1.0.0", 5), ("1.0.0", 6), ("1.0.0", 7)]
+
