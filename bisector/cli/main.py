@@ -5,7 +5,6 @@
 """
 from __future__ import annotations
 
-import json
 import logging
 import os
 import signal
@@ -14,10 +13,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Optional
 
-from pydantic import ValidationError
-
 from bisector import __version__
-from bisector.bisection.recorder import config_hash
 from bisector.bisection.repro_check import record, verify
 from bisector.bisection.repro_script import repro_script
 from bisector.bisection.wiring import bisector_for, preflight
@@ -27,8 +23,9 @@ from bisector.cli.cmd_envs import envs_command
 from bisector.cli.cmd_matrix import matrix_command
 from bisector.cli.cmd_probe import probe_command
 from bisector.cli.cmd_store import store_command
+from bisector.cli.resumed import resumed, shown
 from bisector.cli.run_kinds import log_text, pick_run, report_text
-from bisector.config import JobConfig, validated
+from bisector.config import JobConfig
 from bisector.jobfile import load_config
 from bisector.measure.probe_spec import builtin_names, builtin_version
 from bisector.errors import BisectorError, UsageError
@@ -76,7 +73,7 @@ def cmd_run(args) -> int:
         config_path = Path("bisect.toml")
     command, run_id = ["bisector", *sys.argv[1:]], None
     if args.resume is not None:
-        config, command, run_id = _resumed(args, config_path)
+        config, command, run_id = resumed(args, config_path, _reading(args.store))
     else:
         config = load_config(config_path, run_overrides(args))
     with pages_read_once():
@@ -93,86 +90,11 @@ def cmd_run(args) -> int:
     return result.exit_code
 
 
-def _given(table) -> bool:
-    """Whether a flags table sets anything (None and empty lists are 'not given')."""
-    if isinstance(table, dict):
-        return any(_given(v) for v in table.values())
-    return table is not None and table != []
-
-
-def _resumed(args, config_path: Optional[Path]):
-    """The configuration, command and id of a stored run, for ``--resume [RUN]``: RUN is a run id or a
-    config hash (or a prefix of one); without it, the latest run of the job that ./bisect.toml and the
-    other flags give (by its config hash), or with neither, the latest bisect run. A named run keeps its
-    own job, probe and criterion (a flag that would change them is refused, not ignored); [run] flags
-    (how to run it) apply."""
-    overrides = {k: v for k, v in run_overrides(args).items() if k != "run"}   # how to run it is no part of the job
-    if args.resume and args.config is not None:
-        _refuse_changes(["config"])
-    store = _reading(args.store)
-    if store is None:
-        raise UsageError("no stored runs to resume (nothing has been measured yet)")
-    if args.resume:
-        found = store.get_run(args.resume)
-        runs = [found] if found else store.runs_with_hash(args.resume, RunKind.BISECT)
-        what = f"run or config hash {_shown(args.resume)}"
-        if runs and runs[0].kind is RunKind.BISECT:
-            _refuse_changes(_changed_by(runs[0].config, overrides))
-    elif config_path is not None or _given(overrides):
-        wanted = config_hash(load_config(config_path, run_overrides(args)))
-        runs, what = store.runs_with_hash(wanted, RunKind.BISECT), f"run of this job (config hash {wanted})"
-    else:
-        runs, what = [r for r in store.list_runs()[::-1] if r.kind is RunKind.BISECT][:1], "bisect run"
-    run = runs[0] if runs else None
-    if run is None or run.kind is not RunKind.BISECT:
-        raise UsageError(f"no bisect {what} to resume in {store.path}")
-    print(f"resuming run {run.id} (config {run.config_hash}): {' '.join(run.command)}", file=sys.stderr)
-    data = dict(run.config)
-    data["run"] = {**(data.get("run") or {}), **{k: v for k, v in run_overrides(args)["run"].items() if v is not None}}
-    return validated(JobConfig, data, f"run {run.id}"), run.command, run.id
-
-
-JOB_TABLES = ("job", "env", "probe", "criterion")
-
-
-def _changed_by(stored: dict, overrides: dict) -> list[str]:
-    """The flags among ``overrides`` that would change a stored run's job, probe or criterion (a flag
-    that repeats the stored value changes nothing)."""
-    given = {table: {k: v for k, v in overrides[table].items() if _given(v)} for table in JOB_TABLES}
-    if not any(given.values()):
-        return []
-    try:
-        base = JobConfig.model_validate(stored).model_dump(mode="json")
-    except ValidationError:
-        return []   # not a job this bisector reads: resuming it is refused as such
-    data = json.loads(json.dumps(stored))
-    for table, values in given.items():
-        data[table] = {**(data.get(table) or {}), **values}
-    try:
-        merged = validated(JobConfig, data, "the flags").model_dump(mode="json")
-    except UsageError:
-        return [key for values in given.values() for key in values]
-    return [key for table, values in given.items() for key in values
-            if merged[table].get(key) != base[table].get(key) or key not in merged[table]]
-
-
-def _refuse_changes(keys: list[str]) -> None:
-    if keys:
-        flags = ", ".join(f"--{key.replace('_', '-')}" for key in keys)
-        raise UsageError(f"--resume reruns a stored run with its own configuration; {flags} would change it "
-                         "(start a new run without --resume, or --resume without a run id to find it by them)")
-
-
-def _shown(run_id: Optional[str]) -> str:
-    """A run id as an error message quotes it (a pasted novel is cut)."""
-    return repr(run_id if run_id is None or len(run_id) <= 40 else run_id[:40] + "...")
-
-
 def cmd_log(args) -> int:
     """A stored run's git-bisect-style log (any kind; default: the latest finished run, of --kind)."""
     store = _reading(args.store)
     if store is None:
-        raise UsageError(f"no run {_shown(args.run)} in {default_store_path()}" if args.run
+        raise UsageError(f"no run {shown(args.run)} in {default_store_path()}" if args.run
                          else f"no runs in {default_store_path()}")
     print(log_text(store, pick_run(store, args.run, args.kind)))
     return 0
