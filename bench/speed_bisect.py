@@ -94,7 +94,7 @@ def main() -> int:
     bisect(args.good, args.bad, cache, tmp / "warmup.db")  # builds the environments it needs
     wall, out = bisect(args.good, args.bad, cache, tmp / "warm.db")
     taken = samples(tmp / "warm.db")
-    env_dir = Path(taken[0]["env_path"])
+    env_dir = Path(taken[0]["env"]["path"]).expanduser()   # the environment as the measurement recorded it
     env = {**venv_run_env(env_dir, {}), "BISECTOR_DEVICE": "cpu", "BISECTOR_CPUS": "1"}
     python = env_dir / "bin" / "python"
     imports = import_seconds(python, env)
