@@ -24,8 +24,9 @@ from bisector.envs.model.env_spec import parse_pin
 from bisector.errors import UsageError
 from bisector.explain.registry import compact_details, explainer_for
 from bisector.jobfile import builtin_job, stack
-from bisector.measure.assembly import build_engine
-from bisector.measure.gpus import GpuPool, detect_gpus, gpu_label
+from bisector.measure.assembly import build_engine, probe_device
+from bisector.measure.executors import ExecutorKind
+from bisector.measure.gpus import gpu_label
 from bisector.measure.probe_spec import ProbeSpec
 from bisector.paths import default_store_path
 from bisector.report.live import progress_for, showing
@@ -93,7 +94,7 @@ def probe_command(args) -> int:
     probe, metric = _job_probe(args)
     # a bad probe (a built-in probe's own check of its arguments), store or cache is one line before
     # anything is created
-    probe.check(GpuPool(detect_gpus()[:1]).device)
+    probe.check(probe_device(ExecutorKind.LOCAL))
     check_run_paths(args.store, args.cache_dir)
     store = Store(args.store or default_store_path())
     # one probe: exactly one GPU (by UUID) when there are any, else every core
