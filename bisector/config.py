@@ -17,6 +17,7 @@ from bisector.envs.build.torch_choice import valid_choice
 from bisector.envs.model.env_spec import check_urls, parse_pin
 from bisector.errors import UsageError
 from bisector.measure.executors import ExecutorKind
+from bisector.measure.command_metrics import DEFAULT_METRIC, unknown_metric
 from bisector.measure.probe_spec import ProbeSpec
 
 
@@ -212,6 +213,27 @@ class JobConfig(BaseModel):
             raise ValueError("a value holds a NUL byte (\\x00)")
         return data
 
+    @model_validator(mode="before")
+    @classmethod
+    def _command_default_metric(cls, data):
+        """A command run (-- CMD) reads step_peak_bytes unless told another of the command meter's metrics."""
+        if isinstance(data, dict) and isinstance(data.get("probe"), dict) and data["probe"].get("command"):
+            criterion = data.get("criterion") if isinstance(data.get("criterion"), dict) else {}
+            if not criterion.get("metric"):
+                data = {**data, "criterion": {**criterion, "metric": DEFAULT_METRIC}}
+        return data
+
+    @model_validator(mode="after")
+    def _command_metric(self) -> "JobConfig":
+        """A command run's metric is one the command meter gives; it runs where bisector was started."""
+        if self.probe.command:
+            problem = unknown_metric(self.criterion.metric)
+            if problem:
+                raise ValueError(problem)
+            if self.probe.cwd is None:
+                self.probe.cwd = Path.cwd()
+        return self
+
     @model_validator(mode="after")
     def _stats_fits(self) -> "JobConfig":
         if self.criterion.compare is Compare.STATS:
@@ -285,7 +307,7 @@ def merge(base: dict, overrides: dict) -> dict:
     return out
 
 
-EXCLUSIVE = {"probe": ("name", "path", "cmd"), "criterion": ("threshold", "max_increase", "auto")}
+EXCLUSIVE = {"probe": ("name", "path", "cmd", "command"), "criterion": ("threshold", "max_increase", "auto")}
 M = TypeVar("M", bound=BaseModel)
 
 
@@ -298,6 +320,9 @@ def layer(raw: dict, overrides: dict) -> dict:
         table = data.get(section)
         if isinstance(table, dict) and any(given.get(k) is not None for k in keys):
             data[section] = {k: v for k, v in table.items() if k not in keys or given.get(k) is not None}
+    probe = data.get("probe")
+    if isinstance(probe, dict) and (overrides.get("probe") or {}).get("command"):
+        probe.pop("args", None)   # the file's probe arguments were for the probe the command replaces
     return data
 
 

@@ -2,7 +2,7 @@
 file (``./bisect.toml`` or ``--config``), then the command line. Each layer overrides the one below
 it table by table and key by key, with these rules for settings that belong together:
 
-* choosing a probe (``name``, ``path`` or ``cmd``) other than the layer below's drops that layer's
+* choosing a probe (``name``, ``path``, ``cmd`` or a ``command`` after ``--``) other than the layer below's drops that layer's
   ``[probe]`` settings, ``[criterion]`` and ``[contrast]``: they were written for that probe;
 * choosing a criterion rule (``threshold``, ``max_increase``, ``auto``) replaces the one below, and so
   does ``compare = "stats"`` (it judges by the samples, without a rule);
@@ -29,7 +29,7 @@ from bisector.core.probe_args import effective_args
 from bisector.data import default_job_path
 from bisector.errors import UsageError
 
-PROBE_KINDS = ("name", "path", "cmd")
+PROBE_KINDS = ("name", "path", "cmd", "command")
 RULES = ("threshold", "max_increase", "auto")
 ABOUT_THE_PACKAGE = ("good", "bad", "repo", "repo_url")
 
@@ -66,6 +66,10 @@ def _probe_label(probe: dict) -> Optional[str]:
     """How ProbeSpec.label names the probe of a raw ``[probe]`` table."""
     if probe.get("cmd"):
         return f"cmd: {probe['cmd']}"
+    if probe.get("command"):
+        import shlex
+
+        return f"command: {shlex.join(str(w) for w in probe['command'])}"
     return probe.get("name") or (str(probe["path"]) if probe.get("path") else None)
 
 

@@ -95,9 +95,18 @@ def _metric_free(ms: list[Measurement], crit: Criterion) -> Judgement:
     return _no_value(ms, crit)
 
 
+def _absent_why(m: Measurement, metric: Optional[str]) -> Optional[str]:
+    """Why the probe says it could not give ``metric`` (the command meter's ``absent``), if it says."""
+    result = m.result
+    absent = (result.model_extra or {}).get("absent") if result is not None else None
+    return str(absent.get(metric))[:300] if isinstance(absent, dict) and absent.get(metric) else None
+
+
 def _no_value(ms: list[Measurement], crit: Criterion) -> Judgement:
     failed = [m for m in ms if m.status is not Status.OK]
     if not failed:
-        return Judgement(Verdict.SKIP, f"metric {crit.metric} missing from the probe result", None, ms)
+        why = next((w for w in (_absent_why(m, crit.metric) for m in ms) if w), None)
+        return Judgement(Verdict.SKIP, f"metric {crit.metric} missing from the probe result"
+                         + (f": {why}" if why else ""), None, ms)
     verdict, reason = failure_verdict(failed[-1], crit)
     return Judgement(verdict, f"{failed[-1].status.value}: {reason}", None, ms)

@@ -9,7 +9,8 @@ from bisector.bisection.judge import Judgement, judge
 from bisector.bisection.seam import Measures
 from bisector.core.candidate import Candidate
 from bisector.core.criterion import Calibrated, Criterion, calibrate, needs_endpoints
-from bisector.core.measurement import metric_value
+from bisector.core.measurement import metric_value, metric_values
+from bisector.core.units import human_value
 from bisector.core.search import Outcome, Search, SearchResult
 from bisector.core.verdict import Verdict
 from bisector.errors import UndecidedError
@@ -20,6 +21,21 @@ _FLIP = {Verdict.GOOD: Verdict.BAD, Verdict.BAD: Verdict.GOOD, Verdict.SKIP: Ver
 def _unmeasured(j: Judgement) -> bool:
     """A SKIP that no probe value stands behind: the setting failed, not the comparison."""
     return j.verdict is Verdict.SKIP and j.value is None
+
+
+def inside_spread(calibrated: Calibrated, ends: list[tuple[str, list[float]]]) -> Optional[str]:
+    """One line when the threshold lies inside the spread of an endpoint's own repeats (a noisy metric:
+    verdicts near it are noise), offering stats mode; None otherwise."""
+    c, threshold = calibrated.criterion, calibrated.threshold
+    if threshold is None:
+        return None
+    for label, values in ends:
+        if len(values) >= 2 and min(values) <= threshold <= max(values):
+            return (f"the threshold {human_value(threshold, c.metric)} lies inside the spread of {label}'s own "
+                    f"{len(values)} repeats of {c.metric} ({human_value(min(values), c.metric)} .. "
+                    f"{human_value(max(values), c.metric)}): a verdict near it is noise; --compare stats judges "
+                    "each candidate by its samples")
+    return None
 
 
 def flipped(verdict: Verdict) -> Verdict:
@@ -43,8 +59,10 @@ class Phase:
 
     def __init__(self, name: str, candidates: list[Candidate], measurer: Measures, criterion: Criterion,
                  on_step: Callable[[str, Candidate, Judgement], None], jobs: int = 1,
-                 prefetch: bool = True, find_fix: bool = False, confirm: bool = True, slots: int = 0):
+                 prefetch: bool = True, find_fix: bool = False, confirm: bool = True, slots: int = 0,
+                 on_note: Optional[Callable[[str], None]] = None):
         self.name, self.candidates, self.measurer, self.criterion = name, candidates, measurer, criterion
+        self.on_note = on_note
         self.on_step, self.jobs, self.prefetch = on_step, jobs, prefetch
         self.find_fix, self.confirm = find_fix, confirm
         self.slots = slots  # > 0: the measurer speculates, with this many measurements at once
@@ -61,7 +79,11 @@ class Phase:
             if values[1] is None:
                 raise UndecidedError(f"cannot measure either endpoint: {why}")
             raise UndecidedError(f"the good endpoint {ends[0].short} gave no {self.criterion.metric}: {why}")
-        return calibrate(self.criterion, values[0], values[1])
+        calibrated = calibrate(self.criterion, values[0], values[1])
+        said = inside_spread(calibrated, [(c.short, metric_values(ms, self.criterion.metric)) for c, ms in zip(ends, runs)])
+        if said and self.on_note:
+            self.on_note(said)
+        return calibrated
 
     def _judge(self, index: int, calibrated: Calibrated, first_repeat: int = 0) -> Judgement:
         j = judge(self.measurer, calibrated, self.candidates[index], first_repeat)

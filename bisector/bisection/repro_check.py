@@ -53,7 +53,7 @@ def verify(store: Store, result: BisectResult, config: JobConfig, path: Path, sc
     path = path.resolve()
     timeout = config.probe.timeout
     probe = (ProbeSpec(cmd=f"sh {shlex.quote(str(path))}", timeout=timeout) if script.shell
-             else ProbeSpec(path=path, timeout=timeout))
+             else ProbeSpec(path=path, timeout=timeout, cwd=config.probe.cwd if config.probe.command else None))
     repo = None
     if good.kind is CandidateKind.COMMIT and config.job.repo:
         repo = git.open_repo(config.job.repo, config.run.cache_dir or default_cache_dir())

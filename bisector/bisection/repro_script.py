@@ -11,7 +11,9 @@ environment had). What follows depends on the probe:
   live-bytes meter inlined (on CUDA ``torch.cuda.max_memory_allocated``), the fits and the metric;
 * any other Python probe (built-in or a script): its source and its sibling modules embedded, run
   with this run's arguments, the metric read from its result and printed;
-* an exit-code probe (``--probe-cmd``): a shell script running that command.
+* an exit-code probe (``--probe-cmd``): a shell script running that command;
+* a command run (``-- CMD``): the user's command under the embedded command meter
+  (bisector/bisection/repro_command.py).
 
 Every script prints the metric (or the exit code's meaning) and exits 0 for GOOD and 1 for BAD by the
 run's criterion (an exit-code probe's own code), so ``git bisect run`` can use it too. Nothing in it
@@ -27,6 +29,7 @@ from pathlib import Path
 from typing import Optional
 
 from bisector.bisection.boundary import STACK
+from bisector.bisection.repro_command import command_script
 from bisector.commandline import reproduce_command
 from bisector.config import JobConfig
 from bisector.core.candidate import CandidateKind
@@ -276,6 +279,9 @@ def repro_script(result: BisectResult, config: JobConfig, name: str) -> ReproScr
     head = header(result, name, _expect(s, None if shell else metric, threshold, direction), config.job.repo, shell)
     if shell:
         text = shell_script(config, head, s.package)
+    elif config.probe.command:
+        device = "cuda" if "cuda" in (s.last_good.env.get("meter") or "") else "cpu"
+        text = command_script(config, head, metric, threshold, direction, s.package, device)
     elif config.probe.name == "ga_memory":
         text = ga_memory_script(result, head, metric, threshold, direction)
     else:

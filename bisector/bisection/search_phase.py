@@ -31,5 +31,5 @@ def search_phase(name: str, plan: Plan, measurers: MeasurerFactory, recorder: Ru
     kind = StatsPhase if criterion.compare is Compare.STATS else Phase
     phase = kind(name, plan.candidates, measurer, criterion, recorder.step, jobs=jobs, prefetch=prefetch,
                  find_fix=config.job.find_fix, confirm=criterion.should_confirm,
-                 slots=measurers.slots if speculates and prefetch else 0)
+                 slots=measurers.slots if speculates and prefetch else 0, on_note=recorder.note)
     return phase.run()

@@ -9,6 +9,7 @@ from typing import Any, Optional
 from bisector.cli.followflags import add_followup_flags, followup_overrides
 from bisector.cli.examples import epilog
 from bisector.cli.runflags import add_output_flags, add_torch_flag
+from bisector.errors import UsageError
 from bisector.storage import RunKind
 
 RUN, MATRIX = "run", "matrix"
@@ -59,6 +60,23 @@ def add_env_and_probe_flags(p: argparse.ArgumentParser, g) -> None:
     g.add_argument("--probe-cmd", help="command run in the environment: exit 0 good, 125 skip, 1-127 bad")
     g.add_argument("--probe-arg", action="append", dest="probe_args", metavar="ARG", help=PROBE_ARG_HELP)
     g.add_argument("--timeout", type=float, help="seconds before a probe run is stopped (SKIP)")
+    add_command_flags(g)
+
+
+COMMAND_HELP = ("-- CMD [ARGS...]: your own program, run unchanged in each candidate environment (from this "
+                "directory) and measured per optimizer step; --metric one of: ")
+
+
+def add_command_flags(g) -> None:
+    """The command meter's flags (for a program given after ``--``)."""
+    from bisector.measure.command_metrics import metric_names
+
+    g.add_argument("--measure-skip", type=int, metavar="N",
+                   help="with -- CMD: optimizer steps left out as warm-up (default 1)")
+    g.add_argument("--meter", choices=["tensors", "rss"],
+                   help="with -- CMD: tensors (default: exact live tensor bytes on the CPU, CUDA's counters on a "
+                        "GPU, RSS, time) or rss (RSS and time only: the cheapest)")
+    g.description = COMMAND_HELP + ", ".join(metric_names()) + " (default step_peak_bytes)"
 
 
 def add_criterion_flags(p: argparse.ArgumentParser, command: str) -> None:
@@ -101,7 +119,17 @@ def add_executor_flags(g) -> None:
 def probe_overrides(args: argparse.Namespace) -> dict[str, Any]:
     """--probe (a built-in name or a script path), --probe-cmd, --probe-arg, --timeout as a [probe] table."""
     probe: dict[str, Any] = {"cmd": getattr(args, "probe_cmd", None), "args": args.probe_args,
-                             "timeout": getattr(args, "timeout", None)}
+                             "timeout": getattr(args, "timeout", None),
+                             "measure_skip": getattr(args, "measure_skip", None), "meter": getattr(args, "meter", None)}
+    command = getattr(args, "command_words", None)
+    if command:
+        if args.probe or probe["cmd"]:
+            raise UsageError(f"-- {command[0]} ... is the probe: give it without {'--probe' if args.probe else '--probe-cmd'}")
+        if args.probe_args:
+            raise UsageError("-- CMD takes no --probe-arg: the program's own arguments follow it")
+        probe.update(command=list(command), cwd=str(Path.cwd()))
+    elif probe["measure_skip"] is not None or probe["meter"] is not None:
+        raise UsageError("--measure-skip and --meter are for a program given after --")
     if args.probe:
         looks_like_path = args.probe.endswith(".py") or "/" in args.probe or Path(args.probe).is_file()
         probe["path" if looks_like_path else "name"] = args.probe
@@ -232,6 +260,7 @@ def _probe_parser(sub) -> None:
     p.add_argument("--probe", help="built-in probe name, or a path to a probe script (default: the default job's)")
     p.add_argument("--probe-arg", action="append", dest="probe_args", metavar="ARG", help=PROBE_ARG_HELP)
     p.add_argument("--timeout", type=float, help="seconds before the probe run is stopped")
+    add_command_flags(p.add_argument_group("your program (-- CMD)"))
     p.add_argument("--env", help="environment spec: a built-in name ('default': envs/default.toml) or a path to a .toml")
     p.add_argument("--index-url", help="package index (default: the installers' configuration)")
     add_torch_flag(p)

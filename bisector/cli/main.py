@@ -188,10 +188,30 @@ def usage_text(parser) -> str:
     return "\n".join(lines)
 
 
+COMMAND_TAKERS = ("run", "probe", "diff")   # subcommands that take a program after --
+
+
+def split_command(argv: list[str]) -> tuple[list[str], Optional[list[str]]]:
+    """bisector's own words, and the user's program after the first bare ``--`` (None without one)."""
+    if "--" not in argv:
+        return argv, None
+    cut = argv.index("--")
+    return argv[:cut], argv[cut + 1:]
+
+
 def _parse(argv: list[str]):
     """The parsed arguments (``run`` when only flags are given), or the exit code it ended with."""
     parser = build_parser()
+    argv, command = split_command(argv)
     argv = glue_dash_values(argv)
+    if command is not None:
+        if not command:
+            print("bisector: error: no command after -- (bisector run ... -- python train.py)", file=sys.stderr)
+            return 2
+        if argv and not argv[0].startswith("-") and argv[0] not in COMMAND_TAKERS:
+            print(f"bisector: error: {argv[0]} takes no command after -- (run, probe and diff do)", file=sys.stderr)
+            return 2
+        argv = argv or ["run"]
     if not argv:
         print(usage_text(parser))
         return 0
@@ -207,7 +227,9 @@ def _parse(argv: list[str]):
         if args.version:
             print(version_text())
             return 0
-        return parser.parse_args([*argv, "run"]) if args.command is None else args
+        args = parser.parse_args([*argv, "run"]) if args.command is None else args
+        args.command_words = command
+        return args
     except SystemExit as exc:  # --help, or a usage error already printed as one line
         return int(exc.code or 0)
 

@@ -14,8 +14,16 @@ def human_bytes(value: float) -> str:
     return f"{sign}{v:.0f} B"
 
 
+_UNIT_SUFFIXES = (("_kib", "KiB"), ("_mib", "MiB"), ("_gib", "GiB"), ("_kb", "kB"), ("_mb", "MB"), ("_gb", "GB"),
+                  ("_ms", "ms"))
+
+
 def human_value(value: float, metric: Optional[str] = None) -> str:
     """Format a metric value using its name's unit hint."""
+    base = metric.split(".", 1)[0] if metric else ""
+    for suffix, unit in _UNIT_SUFFIXES:   # a unit the name declares: peak_rss_mib is MiB, never bytes
+        if base.endswith(suffix):
+            return f"{value:.1f} {unit}"
     if metric and "bytes_per_param" in metric:
         return f"{value:.3f} B/param"
     if metric and "bytes_per_token" in metric:

@@ -16,6 +16,9 @@ from bisector.measure.warm_pool import Launch
 from bisector.procs import Completed, run_bounded
 
 RESULT_MAX_BYTES = 8 << 20
+NO_RESULT = ("probe exited 0 without writing a result: a probe writes {\"metrics\": {NAME: NUMBER}} to "
+             "$BISECTOR_RESULT; or give your program after -- (bisector run ... -- python train.py) and it is "
+             "measured for you, per optimizer step")
 _OOM = re.compile(r"OutOfMemoryError|CUDA out of memory|out of memory|Cannot allocate memory|MemoryError")
 _IMPORT = re.compile(r"^(ModuleNotFoundError|ImportError)\b", re.M)
 # runs the probe (spec, python, env, cwd, on_line) in a warm worker's child where it can: bisector.measure.warm_pool
@@ -73,7 +76,7 @@ def _failure(done: Completed) -> tuple[Status, str]:
 
 def _read_result(path: Path, done: Completed) -> ProbeOutcome:
     if not path.exists() or path.stat().st_size == 0:
-        return ProbeOutcome(Status.BAD_OUTPUT, done.seconds, reason="probe exited 0 without writing a result",
+        return ProbeOutcome(Status.BAD_OUTPUT, done.seconds, reason=NO_RESULT,
                             exit_code=done.returncode, stderr_tail=done.stderr_tail)
     size = path.stat().st_size
     if size > RESULT_MAX_BYTES:   # it would be stored with every measurement: refused, never truncated
@@ -112,6 +115,7 @@ def run_probe(spec: ProbeSpec, python: Path, env: dict[str, str], workdir: Optio
         result_path = Path(tmp) / "result.json"
         run_env = {**env, RESULT_ENV: str(result_path)}
         argv = spec.argv(python)
+        workdir = workdir or spec.workdir
         launch = warm(spec, python, run_env, workdir or Path(tmp), on_line) if warm else None
         done = launch.done if launch is not None else None
         if done is None:

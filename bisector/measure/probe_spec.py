@@ -2,13 +2,15 @@
 from __future__ import annotations
 
 import ast
+import contextlib
 import hashlib
 import json
 import os
 import shlex
+import shutil
 import sys
 from pathlib import Path
-from typing import Optional
+from typing import Literal, Optional
 
 from pydantic import BaseModel, ConfigDict, model_validator
 
@@ -21,6 +23,10 @@ CONTRACT = "_probe_contract.py"   # the shared result writer every built-in prob
 PREFLIGHT = "_preflight.py"        # a built-in probe package's own check of its arguments (stdlib only)
 PREFLIGHT_TIMEOUT_S = 60
 SHELL_OPERATORS = set("();<>|&")
+COMMAND_PROBE = "command"   # the built-in probe that meters a user's own program (probes/command)
+# programs a candidate environment installs (found in its bin at run time, so not on PATH before it is built)
+ENV_PROGRAMS = ("python", "python3", "torchrun", "accelerate", "deepspeed", "transformers-cli", "huggingface-cli")
+FINGERPRINTED_FILE_MAX = 16 << 20
 
 
 def builtin_script(name: str) -> Path:
@@ -60,10 +66,16 @@ def builtin_version(name: str) -> Optional[str]:
 
 def builtin_files(script: Path) -> list[Path]:
     """The files a built-in probe's output depends on: its own (the whole directory of a probe
-    package, or the one script) and the shared contract; never another probe's files."""
+    package, or the one script), the shared contract, and the shared modules beside it that its files
+    name (``_tensor_bytes.py``, the meter library); never another probe's files."""
     own = sorted(script.parent.rglob("*.py")) if script.name == "__main__.py" else [script]
-    contract = probes_dir() / CONTRACT
-    return own + ([contract] if contract.is_file() else [])
+    root = probes_dir()
+    shared = [root / CONTRACT]
+    text = "\n".join(f.read_text() for f in own)
+    for f in sorted(root.glob("_*.py")):
+        if f.name not in (CONTRACT, "__init__.py") and f.stem in text and f not in own:
+            shared.append(f)
+    return own + [f for f in shared if f.is_file()]
 
 
 def _check_command(cmd: str) -> None:
@@ -87,28 +99,66 @@ def _check_command(cmd: str) -> None:
         raise UsageError(f"--probe-cmd: {program} is not an executable file")
 
 
+def _check_program(program: str, cwd: Optional[Path]) -> None:
+    """A command's program: a path that is an executable file (relative to where the command runs), a name
+    on PATH, or one a candidate environment installs (its bin is first on PATH when the command runs)."""
+    if "/" in program:
+        path = Path(program) if os.path.isabs(program) else (cwd or Path.cwd()) / program
+        if not (path.is_file() and os.access(path, os.X_OK)):
+            raise UsageError(f"the command's program {program} is not an executable file")
+        return
+    if program not in ENV_PROGRAMS and shutil.which(program) is None:
+        raise UsageError(f"the command's program {program!r} is not on PATH, nor one a candidate environment "
+                         f"installs ({', '.join(ENV_PROGRAMS)})")
+
+
 class ProbeSpec(BaseModel):
     """Exactly one of: ``name`` (a built-in probe in probes/), ``path`` (a user's Python script
-    writing ``{"metrics": ...}`` to $BISECTOR_RESULT) or ``cmd`` (exit-code contract:
-    0 good, 125 skip, other 1-127 bad)."""
+    writing ``{"metrics": ...}`` to $BISECTOR_RESULT), ``cmd`` (exit-code contract: 0 good, 125 skip,
+    other 1-127 bad) or ``command`` (a user's program run unchanged under the command meter,
+    ``bisector run ... -- CMD``: the built-in probe ``command`` with the program's words after ``--``,
+    run in ``cwd``, the directory bisector was started in)."""
 
     model_config = ConfigDict(extra="forbid")
 
     name: Optional[str] = None
     path: Optional[Path] = None
     cmd: Optional[str] = None
+    command: list[str] = []
+    measure_skip: int = 1
+    meter: Literal["tensors", "rss"] = "tensors"
+    cwd: Optional[Path] = None
     args: list[str] = []
     timeout: float = 1800.0
 
-    _numbers = numbers("timeout")
+    _numbers = numbers("timeout", "measure_skip")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _command_is_a_probe(cls, data):
+        """``command = [...]`` runs under the built-in probe ``command``."""
+        if isinstance(data, dict) and data.get("command") and not data.get("name"):
+            data = {**data, "name": COMMAND_PROBE}
+        return data
 
     @model_validator(mode="after")
     def _one_kind(self) -> "ProbeSpec":
         given = [k for k in ("name", "path", "cmd") if getattr(self, k)]
         if len(given) != 1:
-            raise ValueError("give exactly one of name, path, cmd" + (f" (got {', '.join(given)})" if given else ""))
+            raise ValueError("give exactly one of name, path, cmd, command"
+                             + (f" (got {', '.join(given)})" if given else ""))
         if self.timeout <= 0:
             raise ValueError("timeout must be positive")
+        if self.name == COMMAND_PROBE and not self.command:
+            raise ValueError("the command probe measures a program: give it after -- (bisector run ... -- python "
+                             "train.py) or as command = [...]")
+        if self.command:
+            if self.name != COMMAND_PROBE:
+                raise ValueError(f"a command (-- CMD) runs under the command meter, not the probe {self.name}")
+            if self.args:
+                raise ValueError("a command (-- CMD) takes no probe arguments: its own arguments follow it")
+            if self.measure_skip < 0:
+                raise ValueError("measure_skip must be >= 0")
         return self
 
     @model_validator(mode="after")
@@ -140,6 +190,9 @@ class ProbeSpec(BaseModel):
         if self.cmd is not None:
             _check_command(self.cmd)
             return
+        if self.command:
+            _check_program(self.command[0], self.workdir)
+            return
         script = self.script()
         checker = script.parent / PREFLIGHT
         if self.name is None or script.name != "__main__.py" or not checker.is_file():
@@ -161,12 +214,33 @@ class ProbeSpec(BaseModel):
             if not words:
                 raise UsageError("--probe-cmd is empty")
             return [*words, *self.args]
+        if self.command:
+            return [str(python), str(self.script()), *self.meter_args(), "--", *self.command]
         return [str(python), str(self.script()), *self.args]
+
+    def meter_args(self) -> list[str]:
+        """The command meter's own flags (before the ``--`` and the user's command)."""
+        return ["--measure-skip", str(self.measure_skip), "--meter", self.meter]
+
+    @property
+    def workdir(self) -> Optional[Path]:
+        """Where the probe runs: a command (and its repro) in the directory bisector was started in, others in
+        a scratch one."""
+        if self.cwd is not None:
+            return Path(self.cwd).expanduser()
+        return Path.cwd() if self.command else None
 
     def fingerprint(self) -> str:
         """Hash of what determines the probe's output: its code (with sibling helpers) and arguments."""
         h = hashlib.sha256()
         h.update(json.dumps({"cmd": self.cmd, "args": self.args}).encode())
+        if self.command:   # the program's words, the meter's settings and the files the words name
+            h.update(json.dumps({"command": self.command, "meter": self.meter_args()}).encode())
+            for word in self.command[1:]:
+                path = Path(word) if os.path.isabs(word) else (self.workdir or Path.cwd()) / word
+                with contextlib.suppress(OSError, ValueError):
+                    if path.is_file() and path.stat().st_size <= FINGERPRINTED_FILE_MAX:
+                        h.update(word.encode() + b"\0" + path.read_bytes())
         script = self.script()
         if script is not None:
             files = builtin_files(script) if self.name is not None else [script]
@@ -180,4 +254,6 @@ class ProbeSpec(BaseModel):
         """How reports name the probe: its name, its path, or ``cmd: <command>``."""
         if self.cmd is not None:
             return f"cmd: {self.cmd}"
+        if self.command:
+            return f"command: {shlex.join(self.command)}"
         return self.name or str(self.path)

@@ -7,6 +7,7 @@ never stored here: the driver stores it.
 from __future__ import annotations
 
 import contextlib
+import os
 import tempfile
 import time
 from pathlib import Path
@@ -139,7 +140,18 @@ def _proof(env: Environment, recipe: Recipe, path: Path) -> Optional[list[str]]:
 def probe_environment(job: TakeJob, env: Environment) -> dict[str, str]:
     """The variables the job's probe runs under in ``env`` (a run adds its result file, proof and GPU)."""
     return {**env.run_env(), "BISECTOR_PACKAGE": job.base.package, "BISECTOR_CANDIDATE": job.base.candidate,
-            "BISECTOR_DEVICE": job.device, "BISECTOR_CPUS": str(max(1, job.cpus))}
+            "BISECTOR_DEVICE": job.device, "BISECTOR_CPUS": str(max(1, job.cpus)), USER_PATH_ENV: user_path()}
+
+
+USER_PATH_ENV = "BISECTOR_USER_PATH"
+
+
+def user_path() -> str:
+    """Where a user's own modules are (``--model-factory MODULE:FUNCTION``): the directory bisector was
+    started in and the user's PYTHONPATH, which the environment itself clears; a probe searches them
+    after the environment's own paths."""
+    entries = [os.getcwd(), *os.environ.get("PYTHONPATH", "").split(os.pathsep)]
+    return os.pathsep.join(dict.fromkeys(os.path.abspath(e) for e in entries if e))
 
 
 def warm_identity(env: Environment) -> str:

@@ -59,7 +59,7 @@ class WarmPool:
 
     def serves(self, spec: ProbeSpec) -> bool:
         """Whether runs of ``spec`` may fork from a warm worker (built-in probes, with warm workers on)."""
-        return self.enabled and spec.name is not None and not spec.exit_code_mode
+        return self.enabled and spec.name is not None and not spec.exit_code_mode and not spec.command
 
     def run(self, spec: ProbeSpec, python: Path, env: dict[str, str], cwd: Path, identity: str,
             on_line: Optional[Callable[[str], None]] = None) -> Launch:
@@ -70,6 +70,8 @@ class WarmPool:
             return Launch(None, {"mode": "cold", "why": "warm workers are off"})
         if spec.name is None or spec.exit_code_mode:
             return Launch(None, {"mode": "cold", "why": "not a built-in probe"})
+        if spec.command:
+            return Launch(None, {"mode": "cold", "why": "a user's command runs as its own process"})
         script = spec.script()
         key = _key(python, script, identity, env)
         start = time.monotonic()

@@ -5,7 +5,8 @@ optimizer kernels) passes its inputs and outputs through ``__torch_dispatch__``.
 *untyped storage* is counted once (views and in-place results share it), from the moment it is
 first seen until it is freed. Freeing is observed with ``weakref.finalize`` on the storage's
 Python object where torch preserves that object for the storage's lifetime (torch >= 2.1), and
-otherwise by sweeping C++ weak references (``StorageWeakRef``) after every op.
+otherwise by sweeping C++ weak references (``StorageWeakRef``) after every op. The counting primitives
+live in the probes' shared meter library (``probes/_tensor_bytes.py``), which the command meter uses too.
 
 Given allocator settings, the meter also records the cell's allocation trace (every storage's
 allocation and free, in order, with the measured step's window and phases) and replays it through the
@@ -14,7 +15,6 @@ CUDA caching allocator model: the cell's ``est_reserved_peak_bytes`` and ``est_a
 from __future__ import annotations
 
 import collections
-import weakref
 
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
@@ -23,74 +23,8 @@ from _alloc_replay import replay
 from _alloc_trace import TraceRecorder
 from _meter_base import MeterBase
 from _sites import site_of
-
-
-def storage_of(tensor):
-    """The tensor's untyped storage, or None (sparse, meta, functional wrappers...)."""
-    try:
-        getter = getattr(tensor, "untyped_storage", None)
-        return getter() if getter is not None else tensor.storage().untyped()
-    except (RuntimeError, NotImplementedError, TypeError):
-        return None
-
-
-def storage_objects_preserved() -> bool:
-    """True when ``t.untyped_storage()`` returns one Python object for the storage's life."""
-    t = torch.empty(1)
-    try:
-        return t.untyped_storage() is t.untyped_storage()
-    except (AttributeError, RuntimeError):
-        return False
-
-
-class _Finalizers:
-    """Report frees through ``weakref.finalize`` on preserved storage objects."""
-
-    name = "finalize"
-
-    def __init__(self, on_free):
-        self._on_free = on_free
-        self._handles = {}
-
-    def watch(self, key, storage):
-        self._handles[key] = weakref.finalize(storage, self._fired, key)
-
-    def _fired(self, key):
-        if self._handles.pop(key, None) is not None:
-            self._on_free(key)
-
-    def sweep(self):
-        pass
-
-    def close(self):
-        for handle in self._handles.values():
-            handle.detach()
-        self._handles.clear()
-
-
-class _Sweeper:
-    """Report frees by polling C++ weak references to the storages (older torch)."""
-
-    name = "sweep"
-
-    def __init__(self, on_free):
-        from torch.multiprocessing.reductions import StorageWeakRef
-
-        self._ref = StorageWeakRef
-        self._on_free = on_free
-        self._refs = {}
-
-    def watch(self, key, storage):
-        self._refs[key] = self._ref(storage)
-
-    def sweep(self):
-        dead = [key for key, ref in self._refs.items() if ref.expired()]
-        for key in dead:
-            del self._refs[key]
-            self._on_free(key)
-
-    def close(self):
-        self._refs.clear()
+from _tensor_bytes import liveness as _liveness  # probes/: the meter library shared with the command meter
+from _tensor_bytes import storage_of, tensors_in
 
 
 class StorageMeter(MeterBase, TorchDispatchMode):
@@ -111,9 +45,7 @@ class StorageMeter(MeterBase, TorchDispatchMode):
         MeterBase.__init__(self)
         self.device_type = device_type
         self.attribution_enabled = attribution
-        if liveness == "auto":
-            liveness = "finalize" if storage_objects_preserved() else "sweep"
-        self._live = (_Finalizers if liveness == "finalize" else _Sweeper)(self._freed)
+        self._live = _liveness(liveness, self._freed)
         self._sizes = {}
         self._sites = {}
         self._by_site = collections.Counter()
@@ -243,13 +175,13 @@ class StorageMeter(MeterBase, TorchDispatchMode):
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
-        for t in _tensors(args):
+        for t in tensors_in(args):
             self._see(t, "pre-existing")
-        for t in _tensors(kwargs):
+        for t in tensors_in(kwargs):
             self._see(t, "pre-existing")
         out = func(*args, **kwargs)
         self._live.sweep()
-        for t in _tensors(out):
+        for t in tensors_in(out):
             self._see(t)
         return out
 
@@ -265,26 +197,6 @@ class StorageMeter(MeterBase, TorchDispatchMode):
     def close(self):
         """Stop observing frees (detach finalizers); the meter's numbers stay readable."""
         self._live.close()
-
-
-def _tensors(obj) -> list:
-    """The tensors in an op's arguments or outputs (nested tuples, lists and dicts), in order.
-
-    What ``tree_flatten`` returns for the shapes aten ops use, at a fraction of its cost per op.
-    """
-    if isinstance(obj, torch.Tensor):
-        return [obj]
-    out = []
-    stack = [obj]
-    while stack:
-        item = stack.pop()
-        if isinstance(item, torch.Tensor):
-            out.append(item)
-        elif isinstance(item, (tuple, list)):
-            stack.extend(reversed(item))
-        elif isinstance(item, dict):
-            stack.extend(reversed(list(item.values())))
-    return out
 
 
 def _rows(sites: dict, top: int) -> list:

@@ -1,0 +1,159 @@
+"""The command meter's records (one JSON-lines file per process) turned into metrics (stdlib only).
+
+The processes that stepped an optimizer are the ranks (``$RANK`` when a launcher set one, else their
+order); a process that never stepped (a launcher, a DataLoader worker) changes no number when any
+process stepped. Without any step, the metrics are the whole run's (the max over the processes that
+imported torch) and the result says so; ``step_*`` metrics are then absent, never zero.
+"""
+import json
+import os
+import statistics
+
+METRICS = {   # name: (unit, what it is): the table docs/probes.md and `bisector run --help` print
+    "step_peak_bytes": ("bytes", "peak live tensor bytes of a measured optimizer step (CPU: exact storage count; "
+                                 "CUDA: max_memory_allocated since the step began), max over measured steps"),
+    "peak_bytes": ("bytes", "the same peak over the whole run (model build and warm-up included)"),
+    "rss_peak_bytes": ("bytes", "peak resident set of a measured step (VmHWM after clear_refs), else of the run"),
+    "cuda_reserved_peak_bytes": ("bytes", "CUDA: max_memory_reserved of a measured step"),
+    "cuda_step_end_allocated_bytes": ("bytes", "CUDA: memory_allocated at a measured step's end (max)"),
+    "cuda_step_end_reserved_bytes": ("bytes", "CUDA: memory_reserved at a measured step's end (max)"),
+    "nvml_used_peak_bytes": ("bytes", "CUDA: NVML's used bytes of this process's GPU at a measured step's end (max)"),
+    "step_seconds": ("seconds", "median wall time of a measured step"),
+    "wall_seconds": ("seconds", "wall time of the whole command"),
+    "optimizer_steps": ("count", "optimizer steps seen (warm-up included)"),
+}
+STEP_METRICS = ("step_peak_bytes", "cuda_reserved_peak_bytes", "cuda_step_end_allocated_bytes",
+                "cuda_step_end_reserved_bytes", "nvml_used_peak_bytes", "step_seconds")
+
+
+def read_records(directory):
+    """{pid: {"load": {...}, "torch": {...}|None, "steps": [...], "end": {...}|None, "errors": [...]}}."""
+    procs = {}
+    for name in sorted(os.listdir(directory)):
+        if not name.endswith(".jsonl"):
+            continue
+        proc = {"load": {}, "torch": None, "steps": [], "end": None, "errors": []}
+        with open(os.path.join(directory, name)) as fh:
+            for line in fh:
+                try:
+                    record = json.loads(line)
+                except ValueError:
+                    continue   # a line cut short by a kill: the ones before it stand
+                kind = record.pop("kind", None)
+                if kind == "step":
+                    proc["steps"].append(record)
+                elif kind == "meter_error":
+                    proc["errors"].append(record.get("error", "?"))
+                elif kind in ("load", "torch", "end"):
+                    proc[kind] = record
+        procs[int(name.split(".")[0])] = proc
+    return procs
+
+
+def _peak(values):
+    values = [v for v in values if v is not None]
+    return max(values) if values else None
+
+
+def process_metrics(proc, skip):
+    """One process's metrics and, for each metric it cannot give, why."""
+    torch, end, steps = proc["torch"] or {}, proc["end"], proc["steps"]
+    measured, meter = steps[skip:], torch.get("meter")
+    out, absent = {"optimizer_steps": len(steps)}, {}
+    if not steps:
+        why = "the command stepped no optimizer (no optimizer.step() seen): whole-run metrics only"
+    elif not measured:
+        why = f"{len(steps)} optimizer step(s) seen and --measure-skip {skip} leaves none to measure"
+    else:
+        why = None
+    cuda_used = bool(end and end.get("cuda_initialized")) or any("cuda_peak_allocated" in s for s in steps)
+    if meter == "cuda" and not cuda_used:
+        for name in ("step_peak_bytes", "peak_bytes", *STEP_METRICS[1:5]):
+            absent[name] = "the run measures CUDA memory but the command never initialised CUDA (it ran on the CPU)"
+    if why:
+        for name in STEP_METRICS:
+            absent.setdefault(name, why)
+    else:
+        key = {"cuda": "cuda_peak_allocated", "cpu-dispatch": "peak_bytes"}.get(meter)
+        pairs = {"step_peak_bytes": key, "cuda_reserved_peak_bytes": "cuda_peak_reserved",
+                 "cuda_step_end_allocated_bytes": "cuda_end_allocated", "cuda_step_end_reserved_bytes": "cuda_end_reserved",
+                 "nvml_used_peak_bytes": "nvml_used"}
+        for name, field in pairs.items():
+            value = _peak(s.get(field) for s in measured) if field else None
+            if value is not None and name not in absent:
+                out[name] = value
+            else:
+                absent.setdefault(name, _why_no(name, meter))
+        out["step_seconds"] = statistics.median(s["seconds"] for s in measured)
+    run_peak = _run_peak(meter, end, steps)
+    if run_peak is not None and "peak_bytes" not in absent:
+        out["peak_bytes"] = run_peak
+    elif "peak_bytes" not in absent:
+        absent["peak_bytes"] = _why_no("peak_bytes", meter) if end else "the process ended without its exit record"
+    rss = _peak(s.get("rss_hwm") for s in measured) if measured else None
+    if rss is None and end:
+        rss = end.get("max_rss")
+    if rss is not None:
+        out["rss_peak_bytes"] = rss
+    else:
+        absent["rss_peak_bytes"] = "the process ended without its exit record (os._exit or killed) and saw no step"
+    if end:
+        out["wall_seconds"] = end["wall"]
+    return out, absent
+
+
+def _run_peak(meter, end, steps):
+    if meter == "cuda":
+        return (end or {}).get("cuda_run_peak_allocated") or _peak(s.get("cuda_peak_allocated") for s in steps)
+    if meter == "cpu-dispatch":
+        return (end or {}).get("run_peak_bytes") or _peak(s.get("run_peak_bytes") for s in steps)
+    return None
+
+
+def _why_no(name, meter):
+    if meter == "rss":
+        return "--meter rss counts RSS and time only (no tensor bytes)"
+    if name.startswith(("cuda_", "nvml_")) and meter != "cuda":
+        return "a CUDA metric, and the command ran on the CPU"
+    if name.startswith("nvml_"):
+        return "NVML was not available to the command's processes (pynvml not importable, or no GPU UUID)"
+    return "not measured"
+
+
+def ranks(procs):
+    """[(rank, pid, proc)] of the processes that stepped, by rank."""
+    stepped = [(pid, p) for pid, p in procs.items() if p["steps"]]
+    out = []
+    for order, (pid, p) in enumerate(sorted(stepped)):
+        rank = p["load"].get("rank")
+        out.append((int(rank) if rank not in (None, "") and str(rank).isdigit() else order, pid, p))
+    return sorted(out, key=lambda r: (r[0], r[1]))
+
+
+def summarize(procs, skip, wall):
+    """(metrics, facts) of the whole command: max over ranks, each rank's own as ``<metric>.rank<N>``."""
+    with_torch = {pid: p for pid, p in procs.items() if p["torch"]}
+    stepped = ranks(procs)
+    chosen = stepped or [(0, pid, p) for pid, p in sorted(with_torch.items())]
+    per_rank, absent = [], {}
+    for rank, pid, proc in chosen:
+        metrics, why = process_metrics(proc, skip)
+        per_rank.append({"rank": rank, "pid": pid, "metrics": metrics, "steps": len(proc["steps"]),
+                         "errors": proc["errors"]})
+        for k, v in why.items():
+            absent.setdefault(k, v)
+    metrics = {}
+    names = dict.fromkeys(k for r in per_rank for k in r["metrics"])
+    for name in names:
+        values = [r["metrics"][name] for r in per_rank if name in r["metrics"]]
+        if len(values) == len(per_rank):   # a metric some rank lacks is absent, never the max of the rest
+            metrics[name] = max(values)
+            absent.pop(name, None)
+    if stepped and len(per_rank) > 1:
+        for r in per_rank:
+            for name, value in r["metrics"].items():
+                metrics[f"{name}.rank{r['rank']}"] = value
+    metrics["wall_seconds"] = wall
+    absent.pop("wall_seconds", None)
+    return metrics, {"ranks": per_rank, "absent": {k: v for k, v in absent.items() if k not in metrics},
+                     "scope": "optimizer steps" if stepped else "whole run (no optimizer step seen)"}

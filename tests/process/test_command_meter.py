@@ -1,0 +1,147 @@
+"""The command meter (probes/command) on real programs: real processes, the shared base's torch, no venv.
+
+Each program is an unmodified training script; the meter is injected through ``sitecustomize`` and
+must count exactly what the step allocates, leave the program's output and exit code alone, follow
+children and ranks, and say what it could not measure instead of giving a number.
+"""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+METER = Path(__file__).resolve().parents[2] / "probes" / "command" / "__main__.py"
+MB = 10_000_000
+
+# step 0 (warm-up) holds a 50 MB temporary, later steps 10 MB: the step peaks are known to the byte
+# apart from the tiny parameter, its gradient and the loss scalars
+LOOP = """
+import torch
+w = torch.nn.Parameter(torch.zeros(256))
+opt = torch.optim.SGD([w], lr=0.1)
+for step in range({steps}):
+    big = torch.ones({mb} * (5 if step == 0 else 1), dtype=torch.uint8)
+    loss = (w * big[:256].float()).sum()
+    del big
+    loss.backward()
+    opt.step()
+    opt.zero_grad()
+    print(f"step {{step}} loss {{loss.item():.6f}} w {{w.sum().item():.6f}}")
+"""
+
+
+def _write(tmp: Path, name: str, text: str) -> Path:
+    path = tmp / name
+    path.write_text(textwrap.dedent(text))
+    return path
+
+
+def meter(tmp: Path, *command: str, args: tuple = (), env: dict | None = None, timeout: float = 180):
+    """(completed process, result dict or None) of the meter over ``command``, run in ``tmp``."""
+    result = tmp / "result.json"
+    result.unlink(missing_ok=True)
+    run_env = {k: v for k, v in os.environ.items() if k not in ("BISECTOR_RESULT", "PYTHONPATH")}
+    run_env.update({"BISECTOR_DEVICE": "cpu", **(env or {})})
+    done = subprocess.run([sys.executable, str(METER), *args, "--result", str(result), "--", *command], cwd=tmp,
+                          capture_output=True, text=True, timeout=timeout, env=run_env)
+    return done, (json.loads(result.read_text()) if result.exists() else None)
+
+
+def test_step_peak_is_exact_and_warm_up_is_left_out(tmp_path):
+    _write(tmp_path, "train.py", LOOP.format(steps=4, mb=MB))
+    done, r = meter(tmp_path, sys.executable, "train.py")
+    assert done.returncode == 0, done.stderr
+    m = r["metrics"]
+    assert m["optimizer_steps"] == 4 and r["meter"] == "cpu-dispatch" and r["device"]["type"] == "cpu"
+    assert MB <= m["step_peak_bytes"] < MB + 8192            # the 10 MB temporary, plus w, its grad, scalars
+    assert 5 * MB <= m["peak_bytes"] < 5 * MB + 8192         # the warm-up's 50 MB is in the run, not the steps
+    assert [s["i"] for s in r["steps"]] == [0, 1, 2, 3] and r["steps"][0]["peak_bytes"] >= 5 * MB
+    assert m["step_seconds"] > 0 and m["wall_seconds"] >= m["step_seconds"] and m["rss_peak_bytes"] > MB
+    assert r["versions"]["torch"] and r["scope"] == "optimizer steps"
+
+
+def test_the_program_computes_and_prints_the_same(tmp_path):
+    _write(tmp_path, "train.py", LOOP.format(steps=3, mb=MB) + "import sys; sys.exit(0)\n")
+    plain = subprocess.run([sys.executable, "train.py"], cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    done, r = meter(tmp_path, sys.executable, "train.py")
+    assert plain.returncode == done.returncode == 0
+    assert done.stdout == plain.stdout and "loss" in plain.stdout   # same losses and weights, nothing added
+    failing = _write(tmp_path, "fail.py", "import torch, sys\nprint('partial')\nsys.exit(3)\n")
+    done, r = meter(tmp_path, sys.executable, failing.name)
+    assert done.returncode == 3 and r is None and done.stdout == "partial\n"   # its code; no result to read
+
+
+def test_no_optimizer_step_gives_whole_run_metrics_and_says_so(tmp_path):
+    _write(tmp_path, "infer.py", "import torch\nx = torch.ones(3_000_000)\ny = x * 2\nprint(float(y.sum()))\n")
+    done, r = meter(tmp_path, sys.executable, "infer.py")
+    m = r["metrics"]
+    assert m["optimizer_steps"] == 0 and 24_000_000 <= m["peak_bytes"] < 24_100_000
+    assert "step_peak_bytes" not in m and "step_seconds" not in m   # absent, never zero
+    assert "stepped no optimizer" in r["absent"]["step_peak_bytes"] and r["scope"].startswith("whole run")
+
+
+def test_what_the_meter_cannot_see_is_an_error_never_a_number(tmp_path):
+    _write(tmp_path, "train.py", LOOP.format(steps=2, mb=MB))
+    done, r = meter(tmp_path, sys.executable, "-I", "train.py")   # -I ignores PYTHONPATH: no meter loads
+    assert r["metrics"] == {} and "loaded in no process" in r["error"]
+    done, r = meter(tmp_path, sys.executable, "-c", "print('no torch here')")
+    assert r["metrics"] == {} and "imported torch" in r["error"]
+
+
+def test_children_and_a_killed_process(tmp_path):
+    """A forked child that never steps changes nothing; a process that dies by os._exit keeps its steps;
+    the environment's own sitecustomize still runs after the meter's."""
+    _write(tmp_path, "train.py", LOOP.format(steps=3, mb=MB) + textwrap.dedent("""
+        import multiprocessing as mp
+        def child():   # a DataLoader-worker-like child: Python work, no optimizer, no tensor ops
+            sum(bytearray(30_000_000))
+        p = mp.get_context("fork").Process(target=child)
+        p.start(); p.join()
+        import os; os._exit(0)
+        """))
+    own = tmp_path / "own_site"
+    own.mkdir()
+    (own / "sitecustomize.py").write_text(f"open({str(tmp_path / 'own-ran')!r}, 'w').write('yes')\n")
+    done, r = meter(tmp_path, sys.executable, "train.py", env={"PYTHONPATH": str(own)})
+    assert done.returncode == 0, done.stderr
+    assert (tmp_path / "own-ran").read_text() == "yes"
+    assert r["processes"] == 2 and len(r["ranks"]) == 1              # the child is seen, and left out
+    assert r["metrics"]["optimizer_steps"] == 3 and MB <= r["metrics"]["step_peak_bytes"] < MB + 8192
+    assert "step_peak_bytes.rank0" not in r["metrics"]
+
+
+def test_two_gloo_ranks_under_torch_distributed_run(tmp_path):
+    _write(tmp_path, "ddp.py", """
+        import torch, torch.distributed as dist
+        dist.init_process_group("gloo")
+        rank = dist.get_rank()
+        model = torch.nn.parallel.DistributedDataParallel(torch.nn.Linear(64, 64))
+        opt = torch.optim.SGD(model.parameters(), lr=0.1)
+        for step in range(3):
+            extra = torch.ones(10_000_000 * (rank + 1), dtype=torch.uint8)   # rank 1 holds twice rank 0's
+            model(torch.ones(4, 64)).sum().backward()
+            del extra
+            opt.step(); opt.zero_grad()
+        dist.destroy_process_group()
+        """)
+    done, r = meter(tmp_path, sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2",
+                    "--master_port", "29611", "ddp.py", env={"OMP_NUM_THREADS": "1"}, timeout=240)
+    assert done.returncode == 0, done.stderr[-2000:]
+    m = r["metrics"]
+    assert [x["rank"] for x in r["ranks"]] == [0, 1] and r["processes"] == 3   # the launcher, two ranks
+    assert MB <= m["step_peak_bytes.rank0"] < 1.1 * MB and 2 * MB <= m["step_peak_bytes.rank1"] < 2.1 * MB
+    assert m["step_peak_bytes"] == m["step_peak_bytes.rank1"] and m["optimizer_steps.rank0"] == 3
+
+
+@pytest.mark.parametrize("kind", ["rss"])
+def test_rss_meter_counts_no_tensors(tmp_path, kind):
+    _write(tmp_path, "train.py", LOOP.format(steps=3, mb=MB))
+    done, r = meter(tmp_path, sys.executable, "train.py", args=("--meter", kind))
+    m = r["metrics"]
+    assert r["meter"] == "rss" and "step_peak_bytes" not in m and m["rss_peak_bytes"] > MB
+    assert m["optimizer_steps"] == 3 and "--meter rss" in r["absent"]["step_peak_bytes"]

@@ -1,0 +1,139 @@
+"""``bisector run ... -- CMD``: the interface, the job it becomes, its refusals, its fingerprint, its repro,
+and the pure parts of the command meter (its records turned into metrics)."""
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+from bisector.bisection.phase import inside_spread
+from bisector.bisection.repro_command import meter_files
+from bisector.cli.main import main
+from bisector.core.criterion import Criterion, calibrate
+from bisector.core.units import human_value
+from bisector.jobfile import load_config
+from bisector.measure.command_metrics import metric_names, unknown_metric
+from bisector.measure.probe_spec import ProbeSpec
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "probes" / "command"))
+from _aggregate import METRICS, read_records, summarize  # noqa: E402
+
+RANGE = ["run", "--package", "transformers", "--good", "4.36.0", "--bad", "4.38.2"]
+
+
+def _refused(capsys, tmp_path, monkeypatch, *argv) -> str:
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("BISECTOR_CACHE_DIR", str(tmp_path / "cache"))
+    assert main([*RANGE, "--store", str(tmp_path / "s.db"), *argv]) == 2
+    assert not (tmp_path / "s.db").exists() and not (tmp_path / "cache").exists()   # nothing created
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "Traceback" not in err
+    return err
+
+
+@pytest.mark.parametrize("argv, said", [
+    (["--"], "no command after --"),
+    (["--probe", "ga_memory", "--", "python", "train.py"], "without --probe"),
+    (["--probe-cmd", "true", "--", "python", "train.py"], "without --probe-cmd"),
+    (["--metric", "nope", "--", "python", "train.py"], "step_peak_bytes, peak_bytes, rss_peak_bytes"),
+    (["--measure-skip", "-1", "--", "python", "train.py"], "measure_skip must be >= 0"),
+    (["--measure-skip", "2"], "for a program given after --"),
+    (["--", "no-such-program-here", "x"], "not on PATH"),
+    (["--", "./missing.sh"], "not an executable file"),
+])
+def test_bad_command_runs_are_one_line_exit_2_and_create_nothing(capsys, tmp_path, monkeypatch, argv, said):
+    assert said in _refused(capsys, tmp_path, monkeypatch, *argv)
+
+
+def test_only_run_probe_and_diff_take_a_command(capsys):
+    assert main(["log", "--", "python", "x.py"]) == 2
+    assert "log takes no command after --" in capsys.readouterr().err
+
+
+def test_the_command_becomes_the_job_with_its_default_metric(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    config = load_config(None, {"job": {"package": "transformers", "good": "4.36.0", "bad": "4.38.2"},
+                                "probe": {"command": ["python", "train.py"], "cwd": str(tmp_path)},
+                                "criterion": {"max_increase": "10%"}})
+    probe = config.probe
+    assert probe.name == "command" and probe.command == ["python", "train.py"] and probe.workdir == tmp_path
+    assert config.criterion.metric == "step_peak_bytes" and config.reference is None   # the default job's is gone
+    assert probe.args == [] and probe.label() == "command: python train.py"
+    argv = probe.argv(Path("/env/bin/python"))
+    assert argv[1].endswith("command/__main__.py") and argv[-3:] == ["--", "python", "train.py"]
+
+
+def test_a_job_file_can_name_the_command(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "bisect.toml").write_text('[job]\npackage = "transformers"\ngood = "4.36.0"\nbad = "4.38.2"\n'
+                                          '[probe]\ncommand = ["python", "train.py", "--steps", "4"]\n'
+                                          'measure_skip = 2\n[criterion]\nmetric = "rss_peak_bytes"\n'
+                                          'max_increase = "10%"\n')
+    config = load_config(tmp_path / "bisect.toml", {})
+    assert config.probe.command[-1] == "4" and config.probe.measure_skip == 2
+    assert config.probe.meter_args() == ["--measure-skip", "2", "--meter", "tensors"]
+
+
+def test_the_fingerprint_holds_the_script_the_command_names(tmp_path):
+    script = tmp_path / "train.py"
+    script.write_text("print(1)\n")
+    spec = ProbeSpec(command=["python", "train.py"], cwd=tmp_path)
+    before = spec.fingerprint()
+    script.write_text("print(2)\n")
+    assert spec.fingerprint() != before                       # an edited script is measured again
+    assert ProbeSpec(command=["python", "train.py"], cwd=tmp_path, measure_skip=2).fingerprint() != spec.fingerprint()
+
+
+def test_metric_names_come_from_the_meter_and_ranks_are_names_too():
+    assert metric_names() == list(METRICS) and metric_names()[0] == "step_peak_bytes"
+    assert unknown_metric("step_peak_bytes.rank1") is None and unknown_metric("rss_peak_bytes") is None
+    assert "step_peak_bytes" in unknown_metric("step_peak")
+
+
+def test_units_come_from_the_name_never_guessed():
+    assert human_value(706.0, "peak_rss_mib") == "706.0 MiB"   # not "706 B"
+    assert human_value(3 * 2**20, "step_peak_bytes.rank1") == "3.00 MiB"
+    assert human_value(0.25, "step_seconds") == "0.250 s" and human_value(12.0, "latency_ms") == "12.0 ms"
+
+
+def test_a_threshold_inside_an_endpoints_spread_is_said():
+    calibrated = calibrate(Criterion(metric="rss_peak_bytes", threshold=100.5 * 2**20, repeats=3))
+    said = inside_spread(calibrated, [("4.36.0", [99 * 2**20, 101 * 2**20, 100 * 2**20]), ("4.38.2", [2e9])])
+    assert "inside the spread of 4.36.0's own 3 repeats" in said and "--compare stats" in said
+    assert inside_spread(calibrated, [("4.36.0", [90 * 2**20, 91 * 2**20]), ("4.38.2", [2e9, 2.1e9])]) is None
+
+
+def test_the_repro_embeds_the_meter_exactly():
+    files = meter_files()
+    assert set(files) >= {"command/__main__.py", "command/_inprocess.py", "command/_aggregate.py",
+                          "_tensor_bytes.py", "_probe_contract.py"}
+    for text in files.values():
+        assert eval(repr(text)) == text   # noqa: S307 - how the script embeds each file
+
+
+def _records(tmp_path: Path, procs: dict[int, list[dict]]) -> Path:
+    for pid, lines in procs.items():
+        (tmp_path / f"{pid}.jsonl").write_text("".join(json.dumps(x) + "\n" for x in lines) + '{"kind": "st')
+    return tmp_path   # (each file ends in a line cut short by a kill: it is ignored)
+
+
+def _proc(rank, peaks, meter="cpu-dispatch", end=True):
+    lines = [{"kind": "load", "rank": rank}, {"kind": "torch", "meter": meter, "device": "cpu"}]
+    lines += [{"kind": "step", "i": i, "peak_bytes": p, "run_peak_bytes": max(peaks[:i + 1]), "seconds": 0.1 * (i + 1)}
+              for i, p in enumerate(peaks)]
+    return lines + ([{"kind": "end", "wall": 2.0, "max_rss": 5000, "run_peak_bytes": max(peaks or [7])}] if end else [])
+
+
+def test_ranks_are_max_over_ranks_with_each_ranks_own_and_helpers_left_out(tmp_path):
+    procs = read_records(_records(tmp_path, {10: _proc(None, []), 11: _proc("0", [90, 10, 12]),
+                                             12: _proc("1", [80, 20, 21], end=False)}))
+    metrics, facts = summarize(procs, 1, 3.0)
+    assert metrics["step_peak_bytes"] == 21 and metrics["step_peak_bytes.rank0"] == 12
+    assert metrics["step_peak_bytes.rank1"] == 21 and metrics["optimizer_steps"] == 3
+    assert metrics["step_seconds.rank0"] == pytest.approx(0.25) and metrics["wall_seconds"] == 3.0
+    assert metrics["peak_bytes.rank1"] == 80            # rank 1 was killed: its steps' running peak stands
+    assert [r["rank"] for r in facts["ranks"]] == [0, 1]   # the process that never stepped is no rank
+    metrics, facts = summarize(procs, 3, 3.0)
+    assert "step_peak_bytes" not in metrics and "leaves none to measure" in facts["absent"]["step_peak_bytes"]
