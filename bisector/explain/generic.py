@@ -114,6 +114,12 @@ class Explainer:
             out["phases"] = phases
         return out
 
+    def behind(self, good: Optional[dict], bad: Optional[dict], metric: Optional[str]) -> Optional[str]:
+        """For the verdict line: what the measurements a derived ``metric`` is computed from did between
+        last good and first bad, so that a cost that rose while every peak fell says so where it is read
+        first (None when the metric is not derived, as for every metric the generic explainer knows)."""
+        return None
+
     def explain(self, good: Optional[dict], bad: Optional[dict], metric: Optional[str] = None,
                 good_details: Optional[dict] = None, bad_details: Optional[dict] = None) -> list[str]:
         """Sentences saying which measurements moved between last good (``good``) and first bad (``bad``)."""

@@ -75,12 +75,16 @@ def step_of(result: BisectResult, p: Optional[Point]) -> Optional[Step]:
 
 
 def move_phrase(result: BisectResult) -> str:
-    """'GA cost rose from 0.370 to 1.940 B/param', or why the first bad counts as bad."""
+    """'GA cost rose from 0.370 to 1.940 B/param', with what the peaks behind a derived metric did ('...: the
+    bf16 GA=1 peak fell (-1.562 B/param), the bf16 GA=2 peak did not change; no peak rose'), or why the
+    first bad counts as bad."""
     metric, good, bad = result_metric(result), result.last_good, result.first_bad
     if bad is not None and bad.value is not None and good is not None and good.value is not None:
         word = "rose" if bad.value > good.value else "fell" if bad.value < good.value else "stayed"
-        return (f"{explainer(result).label(metric)} {word} from {human_value(good.value, metric)} "
-                f"to {human_value(bad.value, metric)}")
+        known = explainer(result)
+        behind = known.behind(good.metrics, bad.metrics, metric) if metric else None
+        return (f"{known.label(metric)} {word} from {human_value(good.value, metric)} "
+                f"to {human_value(bad.value, metric)}" + (f": {behind}" if behind else ""))
     step = step_of(result, bad)
     reason = (step.reason or step.verdict) if step else "verdict"
     return reason if len(reason) <= 160 else reason[:159] + "…"

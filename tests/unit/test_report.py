@@ -351,8 +351,9 @@ def test_json_report_is_versioned_with_headline_and_explanation():
     assert data["schema"] == REPORT_SCHEMA == "bisector.report/2"
     assert data["bisector"] == {"made_by": None, "rendered_by": made_by()} and data["full"] is False
     assert (data["probe_name"], data["probe_version"]) == ("ga_memory", "1.0.0")
-    assert data["headline"] == ("First bad: accelerate 0.22.0 — GA cost rose from 0.375 B/param to 1.938 B/param "
-                                "(last good: 0.21.0)")
+    assert data["headline"] == ("First bad: accelerate 0.22.0 — GA cost rose from 0.375 B/param to 1.938 B/param: "
+                                "the bf16 GA=1 peak fell (-1.562 B/param), the bf16 GA=2 peak did not change; "
+                                "no peak rose (last good: 0.21.0)")
     assert data["explanation"][0].startswith("GA cost rose by 1.562 B/param because the bf16 GA=1 peak fell by "
                                              "1.562 B/param")
     assert data["explanation"][0].endswith("; the bf16 GA=2 peak did not change.")
@@ -364,6 +365,36 @@ def test_json_report_is_versioned_with_headline_and_explanation():
     assert full["full"] is True and BisectResult.model_validate(full).first_bad.details["cells"]
     assert len(full["first_bad"]["metrics"]) == len(release_ga().first_bad.metrics)
     assert json.loads(render_json(predates()))["explanation"] == []
+
+
+def _ga_result(good_slopes: dict, bad_slopes: dict, metric: str) -> BisectResult:
+    r = release_ga()
+    (gm, gd), (bm, bd) = ga_side(good_slopes, "m0.backward"), ga_side(bad_slopes, "m0.backward")
+    r.metric, r.criterion = metric, f"{metric} > 0.5"
+    r.last_good = r.last_good.model_copy(update={"metrics": gm, "details": compact_details(gd), "value": gm[metric]})
+    r.first_bad = r.first_bad.model_copy(update={"metrics": bm, "details": compact_details(bd), "value": bm[metric]})
+    return r
+
+
+def test_the_verdict_says_no_peak_rose_when_a_derived_cost_rose_because_peaks_fell():
+    """The #2472 case: GA excess 0.000 -> 1.244 B/param because the GA=1 peaks fell (bf16 -1.896, fp32
+    -0.652 B/param) and the GA=2 peaks held; every visible headline says so, not only the Why block."""
+    bad = {**GOOD_SLOPES, ("bf16", 1): GOOD_SLOPES[("bf16", 1)] - 1.896, ("fp32", 1): GOOD_SLOPES[("fp32", 1)] - 0.652}
+    r = _ga_result(GOOD_SLOPES, bad, "ga_excess_bytes_per_param")
+    said = ("GA excess rose from 0.000 B/param to 1.244 B/param: the GA=1 peaks fell (bf16 -1.896 B/param, fp32 "
+            "-0.652 B/param), the GA=2 peaks did not change; no peak rose")
+    md = render_markdown(r)
+    assert said in md.split("<details>")[0].splitlines()[0]
+    assert said in render_text(r).splitlines()[0]
+    assert said in json.loads(render_json(r))["headline"]
+    # a cost that rose because a peak rose says that, and no "no peak rose"
+    worse = {**GOOD_SLOPES, ("bf16", 2): GOOD_SLOPES[("bf16", 2)] + 1.5}
+    line = render_text(_ga_result(GOOD_SLOPES, worse, "ga_excess_bytes_per_param")).splitlines()[0]
+    assert "the bf16 GA=2 peak rose (+1.500 B/param)" in line and "no peak" not in line
+    # a peak metric itself is not derived: nothing is added
+    peak = "peak_bytes.bf16.ga2.h256"
+    line = render_text(_ga_result(GOOD_SLOPES, worse, peak)).splitlines()[0]
+    assert line.split(" — ", 1)[1].split(" (last good")[0].count(":") == 0
 
 
 def test_old_stored_results_still_load_and_render():

@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import Any, Mapping, Optional
 
 from bisector.explain.ga_memory import setting_story
-from bisector.explain.ga_memory.moves import caveats, explain_moves, peaks
+from bisector.explain.ga_memory.moves import caveats, explain_moves, peaks, peaks_behind
 from bisector.explain.ga_memory.names import CELL_KEYS, DERIVED, OWN_NAMES, PEAK, RESULT_KEYS, metric_label, phase_kind
 from bisector.explain.generic import Explainer, phase_peaks
 from bisector.explain.sites import by_site
@@ -95,6 +95,9 @@ class GaMemoryExplainer(Explainer):
         cells = [_compact_cell(c) for c in result.get("cells") or [] if isinstance(c, dict)]
         facts = {k: result[k] for k in RESULT_KEYS if result.get(k)}
         return {**({"cells": cells} if cells else {}), **facts, **super().compact(result)}
+
+    def behind(self, good, bad, metric) -> Optional[str]:
+        return peaks_behind(good or {}, bad or {}, metric)
 
     def explain(self, good: Optional[dict], bad: Optional[dict], metric: Optional[str] = None,
                 good_details: Optional[dict] = None, bad_details: Optional[dict] = None) -> list[str]:

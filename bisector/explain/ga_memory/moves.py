@@ -285,3 +285,54 @@ def explain_moves(good: dict, bad: dict, metric: Optional[str], good_details: di
     for g, h in _phase_targets(metric, terms, moves):
         out += _phase_sentence(g, h, good_details, bad_details)
     return out
+
+
+def _named(moves: list[GroupMove], all_groups: set[Group]) -> tuple[str, bool]:
+    """('the GA=1 peaks', True) when the moves are every peak of one GA the metric reads, else
+    ('the bf16 GA=1 and fp32 GA=1 peaks', plural)."""
+    gas = {m.group[1] for m in moves}
+    if len(moves) > 1 and len(gas) == 1 and {m.group for m in moves} == {g for g in all_groups if g[1] in gas}:
+        return f"the GA={gas.pop()} peaks", True
+    return _peaks_phrase(moves), len(moves) > 1
+
+
+def _signed(m: GroupMove) -> str:
+    """'-1.896 B/param' for a per-parameter move, '+32.00 MiB at h256' for any other."""
+    if m.per_param is not None and not m.fixed and m.poor_fit is None and abs(m.per_param) > PER_PARAM_SHOWN:
+        return f"{m.per_param:+.3f} B/param"
+    return f"{'+' if m.delta >= 0 else '-'}{human_bytes(abs(m.delta))} at h{m.size}"
+
+
+def peaks_behind(good: dict, bad: dict, metric: Optional[str]) -> Optional[str]:
+    """What the peaks behind a derived metric did, for the verdict line: 'the GA=1 peaks fell (bf16
+    -1.896 B/param, fp32 -0.652 B/param), the GA=2 peaks did not change; no peak rose'. None for a metric
+    that is not derived from peaks, or when the sides share no peak of it."""
+    if not metric or metric not in good or metric not in bad or unchanged(metric, good[metric], bad[metric]):
+        return None
+    groups = set(peaks(good)) & set(peaks(bad))
+    n_params = _n_params(good)
+    moves = {g: m for g in sorted(groups) if (m := group_move(g, good, bad, n_params)) is not None}
+    terms = [g for _, g in _terms(metric, set(moves)) if g in moves]
+    if not terms:
+        return None
+    parts, rose = [], bad[metric] > good[metric]
+    for word, picked in (("rose", [moves[g] for g in terms if moves[g].moved and moves[g].delta > 0]),
+                         ("fell", [moves[g] for g in terms if moves[g].moved and moves[g].delta < 0])):
+        if not picked:
+            continue
+        name, plural = _named(picked, set(terms))
+        if name.startswith("the GA="):
+            each = ", ".join(f"{m.group[0]} {_signed(m)}" for m in picked)
+        else:
+            each = ", ".join(_signed(m) for m in picked)
+        parts.append(f"{name} {word} ({each})")
+    still = [moves[g] for g in terms if not moves[g].moved]
+    if still:
+        parts.append(f"{_named(still, set(terms))[0]} did not change")
+    if not any(moves[g].moved for g in terms):
+        return f"none of the peaks it is derived from moved by more than {TOL:.0%}"
+    same_way = [g for g in terms if moves[g].moved and (moves[g].delta > 0) == rose]
+    text = ", ".join(parts)
+    if not same_way:
+        text += f"; no peak {'rose' if rose else 'fell'}"
+    return text
