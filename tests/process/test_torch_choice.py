@@ -3,6 +3,9 @@ resolution and the index's file sizes, on a loopback index), and which torch bas
 from __future__ import annotations
 
 import datetime as dt
+import os
+import re
+import subprocess
 import sys
 from pathlib import Path
 
@@ -53,19 +56,70 @@ def test_each_choice_is_the_base_it_names(monkeypatch):
     assert choose_torch(SPEC, None, "torch") == SPEC
 
 
+def _no_pip_config(monkeypatch, find_links=None):
+    monkeypatch.setenv("PIP_CONFIG_FILE", os.devnull)
+    for name in ("PIP_FIND_LINKS", "PIP_INDEX_URL", "PIP_EXTRA_INDEX_URL"):
+        monkeypatch.delenv(name, raising=False)
+    if find_links:
+        monkeypatch.setenv("PIP_FIND_LINKS", str(find_links))
+
+
+NAMES_BISECTOR = re.compile(r"install (--\S+ )*bisector\b|inject bisector\b.*bisector")  # bisector is on no index
+
+
 def test_no_torch_and_no_choice_stops_with_what_it_would_download(monkeypatch, index):
     url, sizes = index
+    _no_pip_config(monkeypatch)
     monkeypatch.setattr(torch_choice, "interpreter_torch", lambda: None)
     with pytest.raises(UsageError) as err:
         choose_torch(SPEC, None, "accelerate", url)
     text = str(err.value)
-    assert "has no torch and this job does not choose one" in text and "--torch 2.0.0" in text
-    assert "torch 2.0.0: a " in text and "download (the torch wheel" in text and "1 CUDA libraries" in text
-    assert "\n" not in text
+    assert "has no torch and this job does not choose one" in text and "Choose: --torch 2.0.0 (a " in text
+    assert "download (the torch wheel" in text and "1 CUDA libraries" in text
+    assert f"{sys.executable} -m pip install torch==2.0.0 (the same download)" in text   # this route: pip
+    assert "\n" not in text and len(text) < 500 and not NAMES_BISECTOR.search(text)
     with pytest.raises(UsageError, match="--torch current: bisector's interpreter"):
         choose_torch(SPEC, "current", "accelerate", url)
     assert choose_torch(SPEC, "2.0.0", "accelerate", url).base == "torch==2.0.0"  # chosen: no stop
     assert EnvSpec(name="p", base="torch==2.0.0") == choose_torch(EnvSpec(name="p", base="torch==2.0.0"), None, "x")
+
+
+def test_a_torch_already_here_is_the_first_choice_and_its_command_runs_as_printed(monkeypatch, index, tmp_path):
+    """A wheel pip's configuration offers locally comes first: --torch of its version (no download) and
+    the command that puts it next to bisector on the route it was installed by, which runs as printed."""
+    url, _ = index
+    wheel = build_wheel(tmp_path / "links", "torch", "2.0.0+cpu")
+    _no_pip_config(monkeypatch, tmp_path / "links")
+    monkeypatch.setattr(torch_choice, "interpreter_torch", lambda: None)
+    venv = tmp_path / "tool"   # a fresh environment standing for bisector's own, to run the advice in
+    subprocess.run([sys.executable, "-m", "venv", "--system-site-packages", "--without-pip", venv], check=True)
+    python = venv / "bin" / "python"
+    ask = ("import sys; sys.path.insert(0, sys.argv[1]); from bisector.envs.build.torch_choice import "
+           "no_torch_message as m; print(m(sys.argv[2]))")
+    root = str(Path(__file__).resolve().parents[2])
+    text = subprocess.run([python, "-c", ask, root, url], capture_output=True, text=True, check=True).stdout.strip()
+    assert text.split("Choose: ", 1)[1].startswith("--torch 2.0.0+cpu (a wheel pip's configuration offers locally: "
+                                                   "no download")
+    command = text.split("put that wheel next to bisector: ", 1)[1].split("; ", 1)[0]
+    assert command == f"{python} -m pip install {wheel}" and not NAMES_BISECTOR.search(text)
+    subprocess.run(command.split(), check=True, capture_output=True)              # as printed
+    got = subprocess.run([python, "-c", "import torch; print(torch.__version__, torch.__file__)"],
+                         capture_output=True, text=True, check=True).stdout
+    assert got.startswith("2.0.0+cpu ") and str(venv) in got
+    assert choose_torch(SPEC, "2.0.0+cpu", "accelerate", url).base == "torch==2.0.0+cpu"   # the --torch choice holds
+    # the other routes name their own installer, never bisector as a package on the index
+    pipx = tmp_path / "pipx" / "venvs" / "bisector"
+    pipx.mkdir(parents=True)
+    (pipx / "pipx_metadata.json").write_text("{}")
+    monkeypatch.setattr(sys, "prefix", str(pipx))
+    assert f"put that wheel next to bisector: pipx inject bisector {wheel};" in torch_choice.no_torch_message(url)
+    uv = tmp_path / "uv" / "tools" / "bisector"
+    uv.mkdir(parents=True)
+    (uv / "uv-receipt.toml").write_text('[tool]\nrequirements = [{ name = "bisector", directory = "/src/bisector" }]\n')
+    monkeypatch.setattr(sys, "prefix", str(uv))
+    assert (f"uv tool install --reinstall /src/bisector --with {wheel};" in torch_choice.no_torch_message(url))
+    with pytest.raises(UsageError, match=re.escape(f"(uv tool install --reinstall /src/bisector --with {wheel})")):
+        choose_torch(SPEC, "current", "accelerate", url)
 
 
 def test_the_estimate_is_the_indexs_sizes_of_what_uv_resolves(index):

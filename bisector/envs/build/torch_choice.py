@@ -9,7 +9,7 @@
 * ``per-candidate``: no shared torch; each environment resolves its own, as of its candidate's date.
 
 When bisector's interpreter has no torch and the job chooses none, the run stops before the first
-build and says what resolving a torch per candidate would download.
+build and says what each choice would download, a torch already here (a local wheel) first.
 """
 from __future__ import annotations
 
@@ -23,6 +23,7 @@ from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 
 from bisector.envs.build.base_info import same_version
+from bisector.envs.build.torch_advice import local_torches, next_to_bisector
 from bisector.envs.build.torch_size import describe_or_unknown
 from bisector.envs.model.env_spec import CURRENT, NO_BASE, TORCH, EnvSpec
 from bisector.errors import BisectorError, UsageError
@@ -61,16 +62,29 @@ def _newest_torch(index_url: Optional[str]) -> Optional[str]:
 
 
 def no_torch_message(index_url: Optional[str]) -> str:
-    """Why the run stops when nothing decides the torch, with what the accident would cost."""
-    newest = _newest_torch(index_url)
-    cost = describe_or_unknown(newest, Path(sys.executable), sys.version.split()[0], index_url) if newest else \
-        "size unknown (the index lists no torch)"
-    example = newest or "X.Y.Z"
-    return (f"bisector's interpreter ({sys.executable}) has no torch and this job does not choose one: each candidate "
-            f"environment would resolve its own torch from the index ({cost}; once per torch version). Choose: "
-            f"--torch {example} (one torch under every candidate, built once), --torch per-candidate (each "
-            f"candidate's own, as of its date), or install bisector with torch (uv tool install bisector --with "
-            f"torch=={example}); [env] torch in bisect.toml does the same")
+    """Why the run stops when nothing decides the torch: a torch already here first (a local wheel pip's
+    configuration offers), then one from the index, each with what it downloads and the command that
+    puts it next to bisector on its install route (bisector.envs.build.torch_advice)."""
+    python, version = Path(sys.executable), sys.version.split()[0]
+    here = f"bisector's interpreter ({sys.executable}) has no torch and this job does not choose one"
+    local = local_torches()
+    if local:
+        t = local[0]
+        cost = describe_or_unknown(t.version, python, version, index_url).removeprefix(f"torch {t.version}: ")
+        beside = next_to_bisector(str(t.wheel))
+        first = (f"--torch {t.version} (a wheel pip's configuration offers locally: {cost})"
+                 + (f", or put that wheel next to bisector: {beside}" if beside else ""))
+        rest = "else --torch per-candidate (each candidate's own torch from the index)"
+    else:
+        newest = _newest_torch(index_url)
+        cost = describe_or_unknown(newest, python, version, index_url).removeprefix(f"torch {newest}: ") \
+            if newest else "size unknown: the index lists no torch"
+        example = newest or "X.Y.Z"
+        beside = next_to_bisector(f"torch=={example}") if newest else None
+        first = (f"--torch {example} ({cost}; built once)"
+                 + (f", or put it next to bisector: {beside} (the same download)" if beside else ""))
+        rest = "or --torch per-candidate (each candidate's own: a download per torch version)"
+    return f"{here}. Choose: {first}; {rest}; [env] torch in bisect.toml does the same"
 
 
 def _with_torch_requirement(spec: EnvSpec) -> list[str]:
@@ -95,9 +109,11 @@ def choose_torch(spec: EnvSpec, choice: Optional[str], package: str, index_url: 
         return spec.model_copy(update={"base": NO_BASE, "requirements": _with_torch_requirement(spec)})
     if choice == CURRENT:
         if not have:
-            raise UsageError(f"--torch current: bisector's interpreter ({sys.executable}) has no torch; install one "
-                             "next to bisector (uv tool install bisector --with torch==X.Y.Z), or choose --torch "
-                             "X.Y.Z or --torch per-candidate")
+            local = local_torches()
+            beside = next_to_bisector(str(local[0].wheel) if local else "torch")
+            how = f"install one next to bisector ({beside}), or choose" if beside else "choose"
+            raise UsageError(f"--torch current: bisector's interpreter ({sys.executable}) has no torch; {how} "
+                             "--torch X.Y.Z or --torch per-candidate")
         return spec.model_copy(update={"base": CURRENT})
     if have and same_version(have, choice):
         return spec.model_copy(update={"base": CURRENT})   # that torch is here already: nothing to build
