@@ -23,7 +23,7 @@ from bisector.cli.cmd_envs import envs_command
 from bisector.cli.cmd_matrix import matrix_command
 from bisector.cli.cmd_probe import probe_command
 from bisector.cli.cmd_store import store_command
-from bisector.cli.resumed import resumed, shown
+from bisector.cli.resumed import interrupted_run, resumed, shown
 from bisector.cli.run_kinds import log_text, pick_run, report_text
 from bisector.config import JobConfig
 from bisector.jobfile import load_config
@@ -76,6 +76,12 @@ def cmd_run(args) -> int:
         config, command, run_id = resumed(args, config_path, _reading(args.store))
     else:
         config = load_config(config_path, run_overrides(args))
+        where = Path(config.run.store or default_store_path())
+        stopped = interrupted_run(Store(where, read_only=True) if where.is_file() else None, config)
+        if stopped is not None:   # the same command again continues it (same id), as the interrupt said
+            run_id = stopped.id
+            print(f"continuing interrupted run {run_id} (the same job; every stored measurement is reused)",
+                  file=sys.stderr)
     with pages_read_once():
         resolved = preflight(config)  # bad input is one line and exit 2 before anything is created or stored
         store = _store(config.run.store)

@@ -14,7 +14,7 @@ from bisector.cli.args import run_overrides
 from bisector.config import JobConfig, validated
 from bisector.errors import UsageError
 from bisector.jobfile import load_config
-from bisector.storage import RunKind, Store
+from bisector.storage import RunKind, RunRow, RunState, Store
 
 
 def _given(table) -> bool:
@@ -53,6 +53,16 @@ def resumed(args, config_path: Optional[Path], store: Optional[Store]):
     data = dict(run.config)
     data["run"] = {**(data.get("run") or {}), **{k: v for k, v in run_overrides(args)["run"].items() if v is not None}}
     return validated(JobConfig, data, f"run {run.id}"), run.command, run.id
+
+
+def interrupted_run(store: Optional[Store], config: JobConfig) -> Optional[RunRow]:
+    """The run that the same command, run again, continues: the latest bisect of this job (its config
+    hash) when it was interrupted. So "run the same command again to resume" holds, and the interrupted
+    run does not stay ``interrupted`` beside a second run that finished the same job."""
+    if store is None:
+        return None
+    runs = store.runs_with_hash(config_hash(config), RunKind.BISECT)
+    return runs[0] if runs and runs[0].status == RunState.INTERRUPTED else None
 
 
 JOB_TABLES = ("job", "env", "probe", "criterion")

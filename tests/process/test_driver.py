@@ -117,6 +117,22 @@ def test_an_identical_run_is_its_own_run_and_reuses_every_measurement(tmp_path, 
     assert resumed.run_id == first.run_id and len(store.list_runs()) == 2
 
 
+def test_the_same_command_after_an_interrupt_continues_that_run_and_leaves_no_interrupted_row(tmp_path, index_url,
+                                                                                               store):
+    from bisector.cli.resumed import interrupted_run
+    measurers = FakeMeasurers(STEP)
+    config = job(tmp_path, index_url)
+    first, _ = bisect(config, store, measurers)
+    assert interrupted_run(store, config) is None                     # finished: a rerun is a run of its own
+    store.put_run(store.get_run(first.run_id).model_copy(update={"status": "interrupted", "result": None}))
+    assert interrupted_run(store, job(tmp_path, index_url, bad="1.5")) is None   # another job's run is not continued
+    stopped = interrupted_run(store, config)
+    assert stopped is not None and stopped.id == first.run_id
+    again = Bisector(config, store, measurers, run_id=stopped.id).run()
+    assert again.run_id == first.run_id and again.probes_run == 0
+    assert [(r.id, r.status) for r in store.list_runs()] == [(first.run_id, Outcome.FOUND)]
+
+
 def test_identical_runs_started_at_once_are_two_runs(tmp_path, index_url, store):
     """Two processes' worth of the same job at the same moment (threads over one store here): two runs."""
     import threading
