@@ -3,6 +3,7 @@ share one set of probe, verdict and execution flags and one mapping of them)."""
 from __future__ import annotations
 
 import argparse
+import textwrap
 from pathlib import Path
 from typing import Any, Optional
 
@@ -76,7 +77,8 @@ def add_command_flags(g) -> None:
     g.add_argument("--meter", choices=["tensors", "rss"],
                    help="with -- CMD: tensors (default: exact live tensor bytes on the CPU, CUDA's counters on a "
                         "GPU, RSS, time) or rss (RSS and time only: the cheapest)")
-    g.description = COMMAND_HELP + ", ".join(metric_names()) + " (default step_peak_bytes)"
+    g.description = textwrap.fill(COMMAND_HELP + ", ".join(metric_names()) + " (default step_peak_bytes; "
+                                  "docs/probes.md#your-own-program)", 78)
 
 
 def add_criterion_flags(p: argparse.ArgumentParser, command: str) -> None:

@@ -27,6 +27,7 @@ from bisector.jobfile import builtin_job, stack
 from bisector.measure.assembly import build_engine, probe_device
 from bisector.measure.executors import ExecutorKind
 from bisector.measure.gpus import gpu_label
+from bisector.measure.command_metrics import DEFAULT_METRIC as COMMAND_METRIC
 from bisector.measure.probe_spec import ProbeSpec
 from bisector.paths import default_store_path
 from bisector.report.live import progress_for, showing
@@ -41,7 +42,9 @@ SHOWN = 8   # metrics listed without --all
 def _job_probe(args) -> tuple[ProbeSpec, str | None]:
     """The probe (the default job's, with the flags over it) and the metric its criterion reads."""
     data = stack(builtin_job(), {"probe": probe_overrides(args), "criterion": {}}, append_args=True)
-    return validated(ProbeSpec, data["probe"], "command line"), (data.get("criterion") or {}).get("metric")
+    probe = validated(ProbeSpec, data["probe"], "command line")
+    metric = (data.get("criterion") or {}).get("metric")
+    return probe, metric or (COMMAND_METRIC if probe.command else None)
 
 
 def _header(name: str, version: str, m: Measurement, reused: bool, probe: ProbeSpec) -> list[str]:

@@ -26,7 +26,7 @@ from bisector.measure.probe_spec import ProbeSpec
 from bisector.sources.index import find_release, list_releases, release_candidate
 from bisector.sources.installer_config import resolve_index_url
 
-DEFAULT_METRIC = {"ga_memory": "ga_excess_bytes_per_param"}
+DEFAULT_METRIC = {"ga_memory": "ga_excess_bytes_per_param", "command": "step_peak_bytes"}
 
 
 @dataclass

@@ -9,10 +9,11 @@ from __future__ import annotations
 
 from typing import Any, Mapping, Optional
 
+from bisector.explain.command_run import CommandExplainer
 from bisector.explain.ga_memory.explainer import GaMemoryExplainer
 from bisector.explain.generic import Explainer
 
-EXPLAINERS: dict[str, Explainer] = {"ga_memory": GaMemoryExplainer()}
+EXPLAINERS: dict[str, Explainer] = {"ga_memory": GaMemoryExplainer(), "command": CommandExplainer()}
 GENERIC = Explainer()
 
 

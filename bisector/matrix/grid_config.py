@@ -20,6 +20,8 @@ from pydantic import BaseModel, ConfigDict, field_validator, model_validator
 from bisector.config import RunSection, layer, read_toml, validated
 from bisector.core.criterion import Compare, Criterion
 from bisector.errors import UsageError
+from bisector.measure.command_metrics import DEFAULT_METRIC as COMMAND_METRIC
+from bisector.measure.command_metrics import unknown_metric
 from bisector.measure.probe_spec import ProbeSpec
 
 LATEST = re.compile(r"^latest(?:-(\d+))?$")
@@ -142,6 +144,24 @@ class MatrixConfig(BaseModel):
     criterion: Criterion = Criterion()
     run: RunSection = RunSection()
     job: Optional[dict[str, Any]] = None  # the bisect job of `bisector run`; not used by the matrix
+
+    @model_validator(mode="before")
+    @classmethod
+    def _command_metric(cls, data):
+        """A matrix of a command (``[probe] command = [...]``) reads step_peak_bytes unless told another."""
+        if isinstance(data, dict) and isinstance(data.get("probe"), dict) and data["probe"].get("command"):
+            criterion = data.get("criterion") if isinstance(data.get("criterion"), dict) else {}
+            if not criterion.get("metric"):
+                data = {**data, "criterion": {**criterion, "metric": COMMAND_METRIC}}
+        return data
+
+    @model_validator(mode="after")
+    def _command_metric_known(self) -> "MatrixConfig":
+        problems = [unknown_metric(m) for m in [self.criterion.metric or "", *self.matrix.metrics]
+                    if self.probe.command and m]
+        if any(problems):
+            raise ValueError(next(p for p in problems if p))
+        return self
 
     @model_validator(mode="after")
     def _rule(self) -> "MatrixConfig":

@@ -46,7 +46,9 @@ def _import_stack(args, timings):
     from accelerate import Accelerator  # noqa: F401
 
     if args.model_factory:  # the user's own model: transformers only where the Trainer loop needs it
-        importlib.import_module(args.model_factory.partition(":")[0])
+        from _models import import_factory_module
+
+        import_factory_module(args.model_factory.partition(":")[0])
     if not args.model_factory or args.loop == "trainer":
         _import_transformers(args, importlib)
     gc.freeze()  # later gc.collect() calls skip the (large, immortal) import graph

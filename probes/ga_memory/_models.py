@@ -110,19 +110,26 @@ def memory_problem(spec: dict, need: int, available: int):
             f"and {available / gib:.1f} GiB of memory is available; use --device cuda or smaller --sizes")
 
 
-def _from_factory(spec: dict, hidden: int):
-    """``--model-factory MODULE:FUNCTION``: the user's own model code, imported in the candidate env."""
+def import_factory_module(name: str):
+    """The module of ``--model-factory MODULE:FUNCTION``, found where the user keeps it too: the directory
+    bisector was started in and their PYTHONPATH (``$BISECTOR_USER_PATH``), searched after the environment's
+    own paths, so nothing of the environment is shadowed."""
     import importlib
     import os
     import sys
 
-    module_name, _, function = spec["model_factory"].partition(":")
-    # where the user keeps it: the directory bisector was started in and their PYTHONPATH, searched after
-    # the environment's own paths (so nothing of the environment is shadowed)
     for entry in os.environ.get("BISECTOR_USER_PATH", "").split(os.pathsep):
         if entry and entry not in sys.path:
             sys.path.append(entry)
-    factory = getattr(importlib.import_module(module_name), function)
+    return importlib.import_module(name)
+
+
+def _from_factory(spec: dict, hidden: int):
+    """``--model-factory MODULE:FUNCTION``: the user's own model code, imported in the candidate env."""
+    import importlib
+
+    module_name, _, function = spec["model_factory"].partition(":")
+    factory = getattr(import_factory_module(module_name), function)
     model = factory(hidden=hidden, layers=spec["layers"], heads=spec["heads"], vocab=spec["vocab"],
                     max_positions=spec["max_positions"], use_cache=spec["use_cache"])
     return model, f"{spec['model_factory']} (own forward)"

@@ -1,0 +1,16 @@
+"""A plain training loop on a small Llama (random weights): no memory code in it."""
+import torch
+from transformers import LlamaConfig, LlamaForCausalLM
+
+torch.manual_seed(0)
+config = LlamaConfig(hidden_size=256, intermediate_size=688, num_hidden_layers=2, num_attention_heads=4,
+                     num_key_value_heads=4, vocab_size=1000, max_position_embeddings=2048)
+model = LlamaForCausalLM(config)
+optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4)
+for step in range(4):
+    ids = torch.randint(0, config.vocab_size, (2, 64))
+    loss = model(input_ids=ids, labels=ids).loss
+    loss.backward()
+    optimizer.step()
+    optimizer.zero_grad()
+    print(f"step {step}: loss {loss.item():.4f}")
