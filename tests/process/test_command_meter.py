@@ -145,3 +145,63 @@ def test_rss_meter_counts_no_tensors(tmp_path, kind):
     m = r["metrics"]
     assert r["meter"] == "rss" and "step_peak_bytes" not in m and m["rss_peak_bytes"] > MB
     assert m["optimizer_steps"] == 3 and "--meter rss" in r["absent"]["step_peak_bytes"]
+
+
+def test_a_hanging_command_is_stopped_at_the_timeout_with_its_whole_tree(tmp_path):
+    from bisector.core.measurement import Status
+    from bisector.measure.probe_process import run_probe
+    from bisector.measure.probe_spec import ProbeSpec
+    from tests.support.hostile import processes_with
+
+    marker = f"hang-{tmp_path.name}"
+    _write(tmp_path, "hang.py", f"""
+        import subprocess, sys, time
+        subprocess.Popen([sys.executable, "-c", "import time; time.sleep(300)", "{marker}"])
+        time.sleep(300)
+        """)
+    spec = ProbeSpec(command=[sys.executable, "hang.py"], cwd=tmp_path, timeout=4)
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    outcome = run_probe(spec, Path(sys.executable), env)
+    assert outcome.status is Status.TIMEOUT and "timed out" in outcome.reason
+    assert processes_with(marker) == []   # the grandchild went with the command
+
+
+def test_model_factory_is_found_where_the_user_keeps_it(tmp_path):
+    """--probe-arg=--model-factory=MODULE:FUNCTION from the module's directory: the probe runs in a scratch
+    directory with PYTHONPATH cleared, and finds the module through $BISECTOR_USER_PATH (what take.py sets)."""
+    from bisector.measure.take import USER_PATH_ENV, user_path
+
+    home = tmp_path / "mine"
+    home.mkdir()
+    _write(home, "mymodel.py", """
+        import torch
+
+        class Tiny(torch.nn.Module):
+            def __init__(self, hidden, vocab):
+                super().__init__()
+                self.emb, self.out = torch.nn.Embedding(vocab, hidden), torch.nn.Linear(hidden, vocab)
+
+            def forward(self, input_ids=None, labels=None):
+                logits = self.out(self.emb(input_ids))
+                loss = torch.nn.functional.cross_entropy(logits.flatten(0, 1), labels.flatten())
+                return type("Out", (), {"loss": loss})()
+
+        def build(hidden, layers, heads, vocab, max_positions, use_cache):
+            return Tiny(hidden, vocab)
+        """)
+    scratch = tmp_path / "scratch"
+    scratch.mkdir()
+    old = os.getcwd()
+    os.chdir(home)
+    try:
+        path = user_path()
+    finally:
+        os.chdir(old)
+    probe = Path(__file__).resolve().parents[2] / "probes" / "ga_memory" / "__main__.py"
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "BISECTOR_RESULT")}
+    done = subprocess.run([sys.executable, str(probe), "--model-factory", "mymodel:build", "--sizes", "32,64",
+                           "--precisions", "fp32", "--ga", "1", "--no-gradient-checkpointing", "--device", "cpu",
+                           "--workers", "1", "--result", str(scratch / "r.json")], cwd=scratch, capture_output=True,
+                          text=True, timeout=180, env={**env, USER_PATH_ENV: path})
+    assert done.returncode == 0, done.stderr[-1500:]
+    assert "peak_bytes.fp32.ga1.h64" in json.loads((scratch / "r.json").read_text())["metrics"]
