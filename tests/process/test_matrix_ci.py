@@ -36,9 +36,45 @@ def expand(text: str, context: dict[str, str]) -> str:
 
 
 def run_step(name: str, workspace: Path, context: dict[str, str], extra_env: dict[str, str]) -> subprocess.CompletedProcess:
-    env = {**os.environ, **{k: expand(str(v), context) for k, v in job()["env"].items()}, **extra_env}
+    given = {**job()["env"], **(step(name).get("env") or {})}   # the job's environment, then the step's
+    env = {**os.environ, **{k: expand(str(v), context) for k, v in given.items()}, **extra_env}
     return subprocess.run(["bash", "-e", "-c", expand(step(name)["run"], context)], cwd=workspace, env=env,
                           capture_output=True, text=True, timeout=1500)
+
+
+def test_the_workflow_drops_in_installs_bisector_not_the_host_and_pastes_no_input_into_bash(tmp_path):
+    """It installs bisector from BISECTOR_SOURCE (the host repository is not bisector), the CPU job's torch
+    is the pinned CPU build from PyTorch's CPU index, and a dispatch input reaches bash only through the
+    environment (an expression in a script is pasted into it before bash runs: a quote in it is code)."""
+    workflow = yaml.safe_load(WORKFLOW.read_text())
+    for name, j in workflow["jobs"].items():
+        for s in j["steps"]:
+            run = s.get("run", "")
+            assert not re.search(r"\$\{\{\s*(github\.event|inputs|vars)\.", run), (name, s.get("name"))
+            assert not re.search(r"pip install[^\n]*\s\.(\s|$)", run), (name, "installs the host repository")
+        install = next(s for s in j["steps"] if s.get("name") == "Install bisector")["run"]
+        assert '"$BISECTOR_SOURCE"' in install and j["env"]["BISECTOR_SOURCE"] == "${{ vars.BISECTOR_SOURCE }}"
+    cpu = job()
+    assert cpu["env"]["TORCH"].endswith("+cpu") and cpu["env"]["TORCH_INDEX"] == "https://download.pytorch.org/whl/cpu"
+    assert '"torch==$TORCH" --index-url "$TORCH_INDEX"' in step("Install bisector")["run"]
+    assert "PIP_EXTRA_INDEX_URL" not in cpu["env"]
+    # unset, the install stops with one annotated line before anything is installed
+    context = {"github.workspace": str(tmp_path), "vars.BISECTOR_SOURCE": ""}
+    done = run_step("Install bisector", tmp_path, context, {})
+    assert done.returncode == 2 and done.stdout.startswith("::error::set the repository variable BISECTOR_SOURCE")
+    # a hostile baseline stays one argument: it reaches bisector as typed, never run by bash
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "bisector").write_text('#!/bin/sh\nprintf "%s\\n" "$@" > "$ARGS_OUT"\n')
+    (bin_dir / "bisector").chmod(0o755)
+    hostile = 'x"; touch pwned; echo "'
+    context["github.event.inputs.baseline"] = hostile
+    done = run_step("Run the matrix", tmp_path, context,
+                    {"PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}", "ARGS_OUT": str(tmp_path / "args"),
+                     "GITHUB_OUTPUT": str(tmp_path / "out"), "GITHUB_STEP_SUMMARY": str(tmp_path / "summary")})
+    assert done.returncode == 0, done.stderr
+    args = (tmp_path / "args").read_text().splitlines()
+    assert args[args.index("--baseline") + 1] == hostile and not (tmp_path / "pwned").exists()
 
 
 def test_the_workflow_uploads_the_page_and_the_drafts_and_alerts_on_every_code():

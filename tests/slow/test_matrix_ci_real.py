@@ -20,7 +20,7 @@ def test_the_cpu_job_runs_as_written_two_nights(tmp_path):
     bin_dir.mkdir()
     (bin_dir / "bisector").write_text(f'#!/bin/sh\nexec "{sys.executable}" -m bisector "$@"\n')
     (bin_dir / "bisector").chmod(0o755)
-    context = {"github.workspace": str(workspace), "github.event.inputs.baseline": "", "vars.TORCH_CPU_INDEX_URL": ""}
+    context = {"github.workspace": str(workspace), "github.event.inputs.baseline": "", "vars.BISECTOR_SOURCE": ""}
     nights = []
     for night in (1, 2):
         output, summary = tmp_path / f"output{night}", tmp_path / f"summary{night}"
