@@ -153,7 +153,8 @@ def _probe_facts(config: JobConfig, phase: PhaseResult) -> dict:
     """Which probe ran: name or path or command, its version, config (hash and values), arguments,
     and the schema of its results (which tells the reports how to explain them)."""
     probe = config.probe
-    kind = "command" if probe.cmd else "built-in" if probe.name else "script"
+    kind = "command" if probe.cmd else "your program, under the command meter" if probe.command else (
+        "built-in" if probe.name else "script")
     facts = {"probe": probe.label(), "kind": kind, "args": shlex.join(effective_args(probe.args)) or None,
              "timeout": probe.timeout, "fingerprint": probe.fingerprint()}
     result = _first_result(phase)
