@@ -57,7 +57,7 @@ def add_env_and_probe_flags(p: argparse.ArgumentParser, g) -> None:
     g.add_argument("--env", help="environment spec: a built-in name ('default': envs/default.toml) or a path to a .toml")
     g.add_argument("--index-url", help="package index (default: the installers' configuration)")
     g = p.add_argument_group("probe")
-    g.add_argument("--probe", help="built-in probe name (ga_memory, import_cost), or a path to a probe script")
+    g.add_argument("--probe", help="built-in probe name (ga_memory, import_cost, step_time), or a path to a probe script")
     g.add_argument("--probe-cmd", help="command run in the environment: exit 0 good, 125 skip, 1-127 bad")
     g.add_argument("--probe-arg", action="append", dest="probe_args", metavar="ARG", help=PROBE_ARG_HELP)
     g.add_argument("--timeout", type=float, help="seconds before a probe run is stopped (SKIP)")
@@ -279,9 +279,10 @@ def _other_parsers(sub) -> None:
     _probe_parser(sub)
     for name, text in (("log", "print a run's git-bisect-style log"), ("report", "print a run's report")):
         q = _command(sub, name, text)
-        q.add_argument("run", nargs="?", help="run id or a unique prefix (default: the latest finished run)")
+        q.add_argument("run", nargs="?", help="run id or a unique prefix (default: the latest finished bisect, "
+                       "else the latest finished run; stderr says which)")
         q.add_argument("--store", type=Path, help="SQLite store (default: in the user cache dir)")
-        q.add_argument("--kind", choices=KINDS, help="the latest finished run of this kind (default: any kind)")
+        q.add_argument("--kind", choices=KINDS, help="the latest finished run of this kind")
         if name == "report":
             q.add_argument("--format", choices=["markdown", "json", "text"], default="markdown",
                            help="markdown for an issue comment (default), json for tools, text for a terminal")

@@ -38,7 +38,7 @@ from bisector.report.progress import PrintHandler, console_width, wrapped
 from bisector.report.render import load_result, render, render_json, write_reports
 from bisector.report.text import render_text
 from bisector.sources.index import pages_read_once
-from bisector.storage import RunKind, Store
+from bisector.storage import RunKind, RunRow, Store
 
 
 def _on_signal(signum, frame):  # exercised by the reliability tests with real signals
@@ -102,8 +102,22 @@ def cmd_log(args) -> int:
     if store is None:
         raise UsageError(f"no run {shown(args.run)} in {default_store_path()}" if args.run
                          else f"no runs in {default_store_path()}")
-    print(log_text(store, pick_run(store, args.run, args.kind)))
+    print(log_text(store, chosen_run(store, args)))
     return 0
+
+
+def chosen_run(store: Store, args) -> RunRow:
+    """The run ``log`` and ``report`` show: the one named; else the latest finished run of ``--kind``;
+    else the latest finished bisect (what a run left to read usually is), or with none the latest
+    finished run of any kind. Which one is said on stderr when none was named."""
+    kind = args.kind
+    if not args.run and not kind and any(r.kind is RunKind.BISECT and r.result for r in store.list_runs()):
+        kind = RunKind.BISECT
+    run = pick_run(store, args.run, kind)
+    if not args.run:
+        print(f"bisector: run {run.id}, the latest finished {run.kind} run ({_what(run)}; `bisector runs` lists "
+              "them all)", file=sys.stderr)
+    return run
 
 
 def _what(run) -> str:
@@ -140,7 +154,7 @@ def cmd_report(args) -> int:
     store = _reading(args.store)
     if store is None:
         raise UsageError(f"no finished runs in {default_store_path()}")
-    run = pick_run(store, args.run, args.kind)
+    run = chosen_run(store, args)
     if args.repro is not None:
         if run.kind is not RunKind.BISECT:
             raise UsageError(f"--repro needs a bisect run; {run.id} is a {run.kind} run")

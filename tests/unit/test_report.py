@@ -474,6 +474,21 @@ def test_report_log_and_runs_commands(stored, capsys):
     assert capsys.readouterr().out.startswith("**First bad: accelerate [`5555555555`]")
 
 
+def test_log_and_report_without_an_id_show_the_latest_bisect_and_say_which(stored, capsys):
+    store = Store(Path(stored))
+    store.put_run(RunRow(id="9999aaaa0000", created=now(), updated=now(), kind="probe", command=["bisector", "probe"],
+                         config={"package": "accelerate", "version": "0.28.0"}, status="crashed",
+                         result={"package": "accelerate", "version": "0.28.0", "measurement": "nope"}))
+    assert main(["log", "--store", stored]) == 0                  # a later crashed probe is not what log shows
+    out, err = capsys.readouterr()
+    assert out.startswith("# bisector run 777777777777: transformers good=g bad=b\n")
+    assert err == "bisector: run 777777777777, the latest finished bisect run (transformers g..b; `bisector runs` lists them all)\n"
+    assert main(["log", "--kind", "probe", "--store", stored]) == 0
+    out, err = capsys.readouterr()
+    assert out.startswith("# bisector probe 9999aaaa0000") and "the latest finished probe run" in err
+    assert main(["log", "9999", "--store", stored]) == 0 and capsys.readouterr().err == ""   # named: nothing said
+
+
 def test_allocation_sites_compare_without_line_numbers():
     good, bad = by_site(GOOD_SITES), by_site(BAD_SITES)
     assert "(7 other sites)" not in good and good["float32 ToCopyBackward0 | accelerate/accelerator.py backward"] == 3 * MIB
