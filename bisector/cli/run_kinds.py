@@ -20,6 +20,7 @@ from bisector.matrix.run_log import matrix_log
 from bisector.redact import redact_text
 from bisector.report.common import md_escape
 from bisector.report.render import load_result, render
+from bisector.report.safe_text import json_visible, visible
 from bisector.report.text import render_log
 from bisector.storage import RunKind, RunRow, Store
 
@@ -55,17 +56,22 @@ def _probe_log(store: Store, run: RunRow) -> str:
 
 
 def log_text(store: Store, run: RunRow) -> str:
-    """The git-bisect-style log of any run."""
+    """The git-bisect-style log of any run (no control or bidi character of what it quotes raw)."""
     if run.kind is RunKind.MATRIX:
-        return matrix_log(store, run)
+        return visible(matrix_log(store, run))
     if run.kind is RunKind.PROBE:
-        return _probe_log(store, run)
+        return visible(_probe_log(store, run))
     return render_log(store, run)
 
 
 def report_text(store: Store, run: RunRow, fmt: str, full: bool = False) -> str:
     """The report of a finished run in ``fmt`` (markdown, json, text; ``full``: a bisect's JSON with every
-    step's samples and cells)."""
+    step's samples and cells), with no control, bidi or invisible character of what it quotes raw."""
+    text = _report_text(store, run, fmt, full)
+    return json_visible(text) if fmt == "json" else visible(text)
+
+
+def _report_text(store: Store, run: RunRow, fmt: str, full: bool = False) -> str:
     if not run.result:
         raise UsageError(f"run {run.id} ({run.kind}) has not finished: {run.status}; `bisector log {run.id}` "
                          "shows what it did")

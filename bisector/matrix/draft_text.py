@@ -6,7 +6,6 @@ since it was found (still there? worse?), how to reproduce it, and the bisect's 
 named its first bad release (the bisect report's own markdown, from the stored bisect run)."""
 from __future__ import annotations
 
-import shlex
 from pathlib import Path
 from typing import Optional
 
@@ -22,6 +21,7 @@ from bisector.matrix.issue_drafts import worse
 from bisector.report.common import md_code, md_escape
 from bisector.redact import write_redacted
 from bisector.report.render import render_markdown
+from bisector.report.safe_text import fenced, shell_join, visible
 from bisector.storage import Store
 
 
@@ -56,11 +56,12 @@ def _nights(d: IssueDraft) -> list[str]:
 
 
 def _reproduce(d: IssueDraft, config: MatrixConfig) -> str:
-    """The bisect of the step, with the other packages pinned as on the step's latest night."""
+    """The bisect of the step, with the other packages pinned as on the step's latest night (on one line
+    whatever its arguments hold: a newline or a control in one is written in ``$'...'`` quoting)."""
     seen = next((n.versions for n in reversed(d.nights) if n.versions), {})
     pins = {**{p: v for p, v in seen.items() if p != d.package}, **exact_pins(config.matrix)}
     job = bisect_job(config, d.package, d.good, d.version, pins=[f"{p}=={v}" for p, v in sorted(pins.items())])
-    return shlex.join(run_argv(job))
+    return shell_join(run_argv(job))
 
 
 def _bisect_report(store: Store, run_id: Optional[str]) -> list[str]:
@@ -85,8 +86,13 @@ def text(d: IssueDraft, result: MatrixResult, config: MatrixConfig, store: Store
            f"{human_value(d.good_value, d.metric)} at {d.package} {d.good}, {human_value(d.bad_value, d.metric)} "
            f"at {d.version} (criterion: {md_escape(result.criterion)}).", "", found, "",
            "## Nights", "", *_nights(d), "",
-           "## Reproduce", "", "```sh", _reproduce(d, config), "```"]
-    return "\n".join(out + _bisect_report(store, d.bisect_run)).rstrip() + "\n"
+           "## Reproduce", "", *_fenced_command(_reproduce(d, config))]
+    return visible("\n".join(out + _bisect_report(store, d.bisect_run)).rstrip() + "\n")
+
+
+def _fenced_command(command: str) -> list[str]:
+    """The command in a code block no argument can close (``$'...'`` words need bash)."""
+    return fenced(command, "bash" if "$'" in command else "sh")
 
 
 def write_drafts(result: MatrixResult, config: MatrixConfig, store: Store, out: Path) -> dict[str, Path]:

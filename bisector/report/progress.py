@@ -11,6 +11,7 @@ from bisector.core.candidate import Candidate
 from bisector.core.result import Step
 from bisector.core.units import human_value
 from bisector.core.verdict import Verdict
+from bisector.report.safe_text import visible
 
 
 LOG_WIDTH = 100
@@ -50,7 +51,7 @@ class PrintHandler:
         self.width = console_width(self.stream)
 
     def _print(self, text: str) -> None:
-        text = wrapped(text, self.width)
+        text = wrapped(visible(text), self.width)   # a reason or a note quotes probes and repositories
         if self.printer is not None:
             self.printer(text)
         else:

@@ -36,6 +36,7 @@ from bisector.redact import write_redacted
 from bisector.report.culprit_lines import full_headline
 from bisector.report.common import explainer, explanation, result_metric, story
 from bisector.report.markdown import markdown
+from bisector.report.safe_text import json_visible
 from bisector.report.text import render_text
 from bisector.storage import RunKind, Store
 
@@ -76,7 +77,7 @@ def render_json(result: BisectResult, full: bool = False) -> str:
             "probe_name": probe.get("name") or probe.get("probe"), "probe_version": probe.get("version"),
             "full": full, "headline": full_headline(result), **({"story": told} if told else {}),
             "explanation": explanation(result), **(body if full else _compact(body, result))}
-    return json.dumps(data, indent=2, ensure_ascii=False)
+    return json_visible(json.dumps(data, indent=2, ensure_ascii=False))   # bidi and C1 as \\u escapes
 
 
 def render(result: BisectResult, fmt: str, full: bool = False) -> str:

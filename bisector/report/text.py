@@ -5,6 +5,7 @@ from bisector.core.candidate import CandidateKind
 from bisector.core.result import BisectResult
 from bisector.core.units import human_value
 from bisector.redact import redact_text
+from bisector.report.safe_text import visible
 from bisector.report.culprit_lines import attributed, full_headline, headline_area
 from bisector.report.common import also_changed_sentence, explanation, headline, point_label, result_metric, story
 from bisector.report.sides import repro_commands, repro_said, shown, side_environments, table_rows
@@ -70,7 +71,7 @@ def render_text(result: BisectResult, notes_shown: bool = False) -> str:
     lines += _followed(result)
     lines += _reproduce(result)
     lines.append(f"run: {result.run_id}  (bisector log {result.run_id} / bisector report {result.run_id})")
-    return "\n".join(lines)
+    return visible("\n".join(lines))   # subjects, authors, reasons: shown, never acting on the terminal
 
 
 def _followed(result: BisectResult) -> list[str]:
@@ -102,6 +103,6 @@ def render_log(store: Store, run: RunRow) -> str:
         lines.append(f"{step.verdict} {step.candidate}{value}{repeats} ({step.seconds:.1f}s){reason}")
     if run.result and run.kind is RunKind.BISECT:
         lines.append(f"# {full_headline(BisectResult.model_validate(run.result))}")
-    return "\n".join(lines)
+    return visible("\n".join(lines))
 
 
