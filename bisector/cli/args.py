@@ -349,13 +349,22 @@ def build_parser() -> argparse.ArgumentParser:
     q.add_argument("--store", type=Path, help="SQLite store (default: in the user cache dir)")
     q.add_argument("--out", type=Path, help="recover: write the new store here and leave the damaged one as it is")
     q = _command(sub, "envs", "list or garbage-collect cached environments")
-    q.add_argument("action", choices=["list", "gc"], help="list: size, last use, in use; gc: remove per the limits")
     q.add_argument("--cache-dir", type=Path, help="environment cache (default: in the user cache dir)")
-    q.add_argument("--keep-last", type=int, help="gc: keep the N most recently used environments")
-    q.add_argument("--max-size", help="gc: remove the least recently used until under this size, e.g. 2G, 500M")
-    q.add_argument("--older-than", metavar="AGE",
-                   help="gc: remove environments and torch bases not used for this long, e.g. 14d, 12h, 2w")
-    q.add_argument("--bases-max-size", metavar="SIZE",
-                   help="gc: remove the least recently used torch bases (and their environments) until the bases "
-                        "take at most this much disk, e.g. 20G")
+    actions = q.add_subparsers(dest="action", required=True, metavar="{list,gc}")
+    for name, text in (("list", "list the cached environments and torch bases: size, last use, in use"),
+                       ("gc", "remove cached environments and torch bases per the limits (at least one)")):
+        a = actions.add_parser(name, help=text, description=text[:1].upper() + text[1:] + ".",
+                               epilog=epilog(f"envs {name}"), formatter_class=argparse.RawDescriptionHelpFormatter)
+        a.add_argument("--cache-dir", type=Path, default=argparse.SUPPRESS,   # before or after the action
+                       help="environment cache (default: in the user cache dir)")
+        if name == "list":
+            continue
+        a.add_argument("--keep-last", type=int, metavar="N", help="keep the N most recently used environments")
+        a.add_argument("--max-size", metavar="SIZE",
+                       help="remove the least recently used until under this size, e.g. 2G, 500M")
+        a.add_argument("--older-than", metavar="AGE",
+                       help="remove environments and torch bases not used for this long, e.g. 14d, 12h, 2w")
+        a.add_argument("--bases-max-size", metavar="SIZE",
+                       help="remove the least recently used torch bases (and their environments) until the bases "
+                            "take at most this much disk, e.g. 20G")
     return parser

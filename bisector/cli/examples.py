@@ -51,6 +51,11 @@ EXAMPLES = {
              ("keep the 10 newest and at most 20 GB", "bisector envs gc --keep-last 10 --max-size 20G"),
              ("torch bases: none unused for two weeks, at most 30 GB of them",
               "bisector envs gc --older-than 14d --bases-max-size 30G")],
+    "envs list": [("the cached environments", "bisector envs list"),
+                  ("another cache", "bisector envs list --cache-dir /scratch/bisector")],
+    "envs gc": [("keep the 10 newest and at most 20 GB", "bisector envs gc --keep-last 10 --max-size 20G"),
+                ("torch bases: none unused for two weeks, at most 30 GB of them",
+                 "bisector envs gc --older-than 14d --bases-max-size 30G")],
 }
 
 

@@ -73,3 +73,17 @@ def test_companions_laid_over_a_spec():
     assert own_index.base == "torch==2.3.0" and own_index.index_url == "https://own.example/simple"
     assert spec.over({}, drop=("transformers",)).companions == {"Accelerate": "as-of-candidate"}
     assert spec.over({}) == spec
+
+
+def test_envs_list_and_gc_each_have_their_own_flags_and_help(tmp_path, capsys):
+    from bisector.cli.main import main
+    assert main(["envs", "gc", "--help"]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("usage: bisector envs gc")
+    assert "--keep-last N" in out and "Remove cached environments" in out and "bisector envs gc --older-than 14d" in out
+    assert main(["envs", "list", "--keep-last", "1", "--cache-dir", str(tmp_path)]) == 2   # a gc-only flag
+    assert capsys.readouterr().err == "bisector: error: unrecognized arguments: --keep-last 1 (see --help)\n"
+    assert main(["envs", "--cache-dir", str(tmp_path), "list"]) == 0                      # either side of the action
+    assert main(["envs", "list", "--cache-dir", str(tmp_path)]) == 0
+    assert main(["envs", "gc", "--cache-dir", str(tmp_path)]) == 2
+    assert "envs gc needs --keep-last N" in capsys.readouterr().err
