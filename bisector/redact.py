@@ -24,6 +24,8 @@ import re
 import urllib.parse
 from pathlib import Path
 
+from bisector.safe_write import write_atomic
+
 MASK = "***"
 SECRET_NAME = r"(?:TOKEN|SECRET|PASSWORD|PASSWD|PASSPHRASE|API[_-]?KEY|ACCESS[_-]?KEY|SECRET[_-]?KEY|PRIVATE[_-]?KEY|CREDENTIALS?|AUTH)"
 MIN_ENV_SECRET = 6   # shorter values of secret-named variables ("1", "true") are not worth masking everywhere
@@ -137,9 +139,9 @@ def redact_text(text: str, home: bool = True) -> str:
 
 
 def write_redacted(path: Path, text: str) -> Path:
-    """Write a report file (markdown, JSON, HTML) through the redaction pass."""
-    path.write_text(redact_text(text))
-    return path
+    """Write a report file (markdown, JSON, HTML) through the redaction pass, atomically and never
+    through a symlink (bisector.safe_write)."""
+    return write_atomic(path, redact_text(text))
 
 
 class RedactingStream:

@@ -3,7 +3,9 @@ without bisector, in a fresh environment per side.
 
 Its header names the step, both sides' pins, and each side's ``pip install`` and ``uv run --with``
 line (only torch, the package under test at that side's version or commit, and the companions its
-environment had). What follows depends on the probe:
+environment had): installable requirements only (a fact of the run, such as where torch came from, is a
+comment), no path of this machine (a local clone is ``$REPO_URL``, which the header explains). What
+follows depends on the probe:
 
 * ``ga_memory``: the probe's measured loop reduced to this run's setting (bisector/data/repro/
   ga_memory_repro.py with only the run's loop and meter kept, and its effective configuration as
@@ -21,12 +23,16 @@ imports bisector; when bisector runs it (to verify it), the metrics also go to `
 """
 from __future__ import annotations
 
+import ast
+import base64
 import pprint
 import re
 import shlex
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional
+
+from packaging.version import InvalidVersion, Version
 
 from bisector.bisection.boundary import STACK
 from bisector.bisection.repro_command import command_script
@@ -41,10 +47,13 @@ from bisector.errors import UsageError
 from bisector.measure.probe_spec import builtin_files
 from bisector.report.common import result_metric
 from bisector.report.culprit_lines import full_headline
+from bisector.report.safe_text import one_line, visible
 from bisector.report.sides import shown
 from bisector.sources import git
 
 NOT_PACKAGES = ("python", "meter", "cpu", "gpu", "cuda", "driver")
+PACKAGE_NAME = re.compile(r"^[A-Za-z0-9]([A-Za-z0-9._-]*[A-Za-z0-9])?$")   # PEP 508
+CLONE = "${REPO_URL}"   # a local clone in the header: the maintainer's URL of it, never this machine's path
 GA_MEMORY_METRIC = re.compile(r"^(peak_bytes\.[a-z0-9]+\.ga\d+\.h\d+(\.t\d+)?|((fp32|bf16|fp16)_)?(ga_cost|ga_excess|"
                               r"mixed_cost)_(bytes_per_param|fixed_bytes|bytes_per_token))$")
 SETTING_KEYS = ("loop", "arch", "sizes", "seq_lens", "layers", "heads", "vocab", "max_positions", "batch", "precisions",
@@ -77,30 +86,51 @@ def sides(result: BisectResult) -> tuple[BisectResult, Point, Point]:
     return s, s.last_good, s.first_bad
 
 
+def _vcs_url(url: str) -> str:
+    """``url`` as pip's ``git+`` URL of a repository: ``.git`` added once (never ``x.git.git``)."""
+    url = url.rstrip("/")
+    return url if url.endswith(".git") else f"{url}.git"
+
+
 def requirement(package: str, p: Point, repo_url: Optional[str], repo: Optional[str]) -> str:
     """How pip and uv name the package under test at point ``p``: a release pin, or the commit as a git
-    URL (unnamed: pip 23 refuses ``name @ git+file://...@sha``)."""
+    URL (unnamed: pip 23 refuses ``name @ git+file://...@sha``); a local clone is ``$REPO_URL`` (see
+    :func:`uses_clone`), never this machine's path."""
     if p.kind is not CandidateKind.COMMIT:
         return f"{package}=={p.ref}"
     if repo_url:
-        source = f"git+{repo_url}.git"
+        source = f"git+{_vcs_url(repo_url)}"
     elif repo and not git.is_url(repo):
-        source = f"git+{Path(repo).expanduser().resolve().as_uri()}"
+        source = f"git+{CLONE}"   # (not file://$X: "//$X@" would read as a URL's credentials)
     else:
         source = f"git+{repo}"
     return f"{source}@{p.sha}"
 
 
+def _installable(name: str, version: str) -> Optional[str]:
+    """``name==version`` (the local build tag dropped) when both are what pip takes, else None: a fact
+    of the environment (``torch from``), not a requirement."""
+    release = str(version).split("+", 1)[0].strip()
+    if not PACKAGE_NAME.match(name) or not re.fullmatch(r"[0-9A-Za-z.!_-]+", release):
+        return None
+    try:
+        Version(release)
+    except InvalidVersion:
+        return None
+    return f"{name}=={release}"
+
+
 def installs(s: BisectResult, p: Point, repo: Optional[str]) -> list[str]:
-    """torch (its release, without the local build tag), the package under test and every companion."""
+    """torch (its release, without the local build tag), the package under test and every companion
+    (only what pip can install: see :func:`_installable`)."""
     out = []
     for name, version in p.env.items():
         if name in NOT_PACKAGES:
             continue
         if name == s.package:
             out.append(requirement(name, p, s.repo_url, repo))
-        else:
-            out.append(f"{name}=={version.split('+', 1)[0]}")
+        elif _installable(name, version):
+            out.append(_installable(name, version))
     if s.package not in p.env:
         out.append(requirement(s.package, p, s.repo_url, repo))
     def rank(req: str) -> tuple[int, str]:   # torch, transformers, accelerate, then the rest
@@ -110,9 +140,49 @@ def installs(s: BisectResult, p: Point, repo: Optional[str]) -> list[str]:
     return sorted(out, key=rank)
 
 
+def _quoted(req: str) -> str:
+    """A requirement as a shell word: ``$REPO_URL`` left for the shell to expand (in double quotes)."""
+    return f'"{req}"' if CLONE in req else shlex.quote(req)
+
+
+def uses_clone(s: BisectResult, repo: Optional[str]) -> bool:
+    """The commits come from a local clone (the header's requirements name ``$REPO_URL``)."""
+    return any(CLONE in r for p in (s.last_good, s.first_bad) for r in installs(s, p, repo))
+
+
+def _facts(s: BisectResult, p: Point) -> list[str]:
+    """What the environment held that is no requirement (where torch came from), without a path."""
+    out = []
+    for name, value in p.env.items():
+        if name in NOT_PACKAGES or name == s.package or _installable(name, value):
+            continue
+        said = re.sub(r"\s*\([^()]*[/\\][^()]*\)", "", one_line(str(value)))   # "(/usr/bin/python3)": no path
+        out.append(f"{one_line(name)}: {said}")
+    return out
+
+
+def _portable(command: str, repo: Optional[str]) -> str:
+    """The bisect's command with a local ``--repo`` clone as ``$REPO_URL`` (no path of this machine)."""
+    try:
+        words = shlex.split(command)
+    except ValueError:
+        return one_line(command)
+    out, local = [], bool(repo) and not git.is_url(repo)
+    for i, word in enumerate(words):
+        if local and i and words[i - 1] == "--repo" and not git.is_url(word):
+            out.append('"$REPO_URL"')
+        elif local and word.startswith("--repo=") and not git.is_url(word[7:]):
+            out.append('--repo="$REPO_URL"')
+        else:
+            out.append(shlex.quote(word))
+    return one_line(" ".join(out))
+
+
 def _wrap(prefix: str, words: list[str], width: int = 100) -> list[str]:
+    """Comment lines of the words (each shown by safe_text.one_line: no control or bidi character of a
+    subject or a value lands raw in the script, no newline ends the comment)."""
     lines, line = [], prefix
-    for word in words:
+    for word in map(one_line, words):
         if len(line) + len(word) + 1 > width and line.strip("# "):
             lines.append(line.rstrip())
             line = "#     "
@@ -127,11 +197,15 @@ def header(result: BisectResult, name: str, expect: str, repo: Optional[str], sh
     out = [f"# Reproduces bisector run {result.run_id} (made by bisector {result.bisector_version or made_by()}):",
            *_wrap("#   ", full_headline(result).split()),
            "# Needs no bisector. Run it once per side, each in a fresh environment:", "#"]
+    if uses_clone(s, repo):
+        out += [*_wrap("# REPO_URL: ", f"a repository of {s.package} holding both commits (the bisect used a local "
+                       "clone, not named here); set it first: export REPO_URL=file:///path/to/clone".split()), "#"]
     for label, p in (("last good", good), ("first bad", bad)):
-        reqs = [shlex.quote(r) for r in installs(s, p, repo)]
+        reqs = [_quoted(r) for r in installs(s, p, repo)]
         venv = "good" if label == "last good" else "bad"
         activate = f". {venv}/bin/activate && {run}" if shell else f"{venv}/bin/{run}"
-        out += [f"# {label}: {s.package} {p.ref[:12]}",
+        facts = "; ".join(_facts(s, p))
+        out += [f"# {label}: {s.package} {one_line(p.ref[:12])}" + (f" ({facts})" if facts else ""),
                 *_wrap("#   ", ["python", "-m", "venv", venv, "&&", f"{venv}/bin/pip", "install", *reqs, "&&", activate]),
                 *_wrap("#   ", ["uv", "run", "--no-project", *(f"--with {r}" for r in reqs), run])]
     pins = [[x for x in p.pins if not x.startswith(f"{s.package}==")] for p in (good, bad)]
@@ -145,7 +219,7 @@ def header(result: BisectResult, name: str, expect: str, repo: Optional[str], sh
     out += ["#", *_wrap("# Expected: ", expect.split())]
     bisect = reproduce_command(result.command)
     if bisect:
-        out += _wrap("# The bisect itself (needs bisector): ", bisect.split())
+        out += _wrap("# The bisect itself (needs bisector): ", _portable(bisect, repo).split())
     return out
 
 
@@ -210,10 +284,31 @@ def ga_memory_script(result: BisectResult, head: list[str], metric: str, thresho
 
 
 def _literal(source: str) -> str:
-    """A Python string literal of ``source``, readable when it can be (a raw triple-quoted string)."""
-    if "'''" not in source and not source.endswith("\\"):
-        return "r'''" + source + "'''"
+    """A Python string literal of exactly ``source``: readable when it can be (a raw triple-quoted string
+    that reads back as ``source``, with no control, bidi or invisible character raw in it), else ``repr``
+    (which escapes every quote, backslash and unprintable character)."""
+    raw = "r'''" + source + "'''"
+    if visible(source) == source and "\r" not in source:
+        try:
+            if ast.literal_eval(raw) == source:
+                return raw
+        except (SyntaxError, ValueError):
+            pass
     return repr(source)
+
+
+def embedded(path: Path) -> str:
+    """A Python expression of a probe file's source, exactly as Python would run it: its UTF-8 text as a
+    literal (:func:`_literal`; CRLF kept), or its bytes (base64) when it is not plain UTF-8 (another
+    encoding, a BOM), which ``compile`` decodes as running the file would."""
+    data = path.read_bytes()
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError:
+        text = None
+    if text is not None and not text.startswith("\ufeff"):
+        return _literal(text)
+    return f"base64.b64decode({base64.b64encode(data).decode()!r})"
 
 
 def bundle_script(config: JobConfig, head: list[str], metric: Optional[str], threshold: Optional[float],
@@ -221,17 +316,17 @@ def bundle_script(config: JobConfig, head: list[str], metric: Optional[str], thr
     """A Python probe with its sibling modules embedded, run with the run's arguments (see the module)."""
     script = config.probe.script()
     files = builtin_files(script) if config.probe.name else [script]
-    siblings = {f.stem: f.read_text() for f in files if f != script}
-    modules = "\n".join(f"    {name!r}: {_literal(src)}," for name, src in sorted(siblings.items()))
+    siblings = {f.stem: embedded(f) for f in files if f != script}
+    modules = "\n".join(f"    {name!r}: {src}," for name, src in sorted(siblings.items()))
     env = {"BISECTOR_PACKAGE": package, "BISECTOR_DEVICE": "cpu", "BISECTOR_CPUS": "1"}
     return "\n".join([
         "#!/usr/bin/env python3", *head,
         f'"""Runs the probe {config.probe.label()} (embedded below) with this run\'s arguments and prints {metric}."""',
-        "import json", "import os", "import sys", "import tempfile", "import types", "",
+        "import base64", "import json", "import os", "import sys", "import tempfile", "import types", "",
         f"ARGS = {config.probe.args!r}", f"METRIC, THRESHOLD, DIRECTION = {metric!r}, {threshold!r}, {direction.value!r}",
         f"ENV = {env!r}   # what bisector told the probe (set only where the environment does not say)",
         "MODULES = {   # the probe's own helper modules", modules, "}",
-        f"PROBE = {_literal(script.read_text())}", "", "",
+        f"PROBE = {embedded(script)}", "", "",
         "def main():",
         "    for name, source in MODULES.items():",
         "        module = types.ModuleType(name)",

@@ -6,6 +6,7 @@
 from __future__ import annotations
 
 import logging
+import datetime as dt
 import os
 import signal
 import sys
@@ -37,6 +38,7 @@ from bisector.report.live import progress_for, showing
 from bisector.report.progress import PrintHandler, console_width, wrapped
 from bisector.report.render import load_result, render, render_json, write_reports
 from bisector.report.text import render_text
+from bisector.safe_write import check_output_file, write_atomic
 from bisector.sources.index import pages_read_once
 from bisector.storage import RunKind, RunRow, Store
 
@@ -131,6 +133,16 @@ def _what(run) -> str:
     return ", ".join((run.config.get("matrix") or {}).get("grid", {}) or []) or "-"
 
 
+def _utc(stamp: str) -> str:
+    """'2026-12-02T14:02:37Z' for any stored ISO time (with or without fractions, 'Z' or an offset)."""
+    try:
+        when = dt.datetime.fromisoformat(stamp)
+    except (TypeError, ValueError):
+        return stamp
+    when = when.replace(tzinfo=dt.timezone.utc) if when.tzinfo is None else when.astimezone(dt.timezone.utc)
+    return when.strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
 def cmd_runs(args) -> int:
     """The stored runs, oldest first: a header, aligned columns, a total."""
     store = _reading(args.store)
@@ -139,7 +151,7 @@ def cmd_runs(args) -> int:
         return 0
     runs = [r for r in store.list_runs() if not args.kind or r.kind == args.kind]
     rows = [("run", "config", "updated", "kind", "status", "what")]
-    rows += [(r.id, r.config_hash or "-", r.updated, str(r.kind), r.status, _what(r)) for r in runs]
+    rows += [(r.id, r.config_hash or "-", _utc(r.updated), str(r.kind), r.status, _what(r)) for r in runs]
     widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]) - 1)]
     for row in rows:
         print("  ".join(cell.ljust(w) for cell, w in zip(row, widths)) + "  " + row[-1])
@@ -151,6 +163,8 @@ def cmd_runs(args) -> int:
 def cmd_report(args) -> int:
     """A stored run's report in --format (any kind; default: the latest finished run, of --kind); with
     --repro, a bisect's repro script written and verified."""
+    if args.repro is not None:   # a link, a directory, an unwritable place: refused before anything is read
+        args.repro = check_output_file(args.repro, "--repro")
     store = _reading(args.store)
     if store is None:
         raise UsageError(f"no finished runs in {default_store_path()}")
@@ -173,11 +187,9 @@ def _repro(args, store: Store) -> int:
     followed = through_companion(result)
     config = JobConfig.model_validate((store.get_run(followed.run_id) if followed else run).config)
     path: Path = args.repro
-    if not path.parent.is_dir():
-        raise UsageError(f"--repro {path}: no directory {path.parent}")
     script = repro_script(result, config, path.name)
-    path.write_text(redact_text(script.text, home=False))   # attached to a public issue: no secret in it
-    path.chmod(0o755)
+    # attached to a public issue: no secret in it; a new file renamed into place, executable
+    write_atomic(path, redact_text(script.text, home=False), mode=0o755)
     print(f"wrote {path}; running it in the last good and first bad environments", file=sys.stderr)
     with pages_read_once(), showing(progress_for()):
         repro = verify(store, result, config, path, script, args.cache_dir)

@@ -18,6 +18,7 @@ from bisector.matrix.grid_config import MatrixConfig
 from bisector.matrix.grid_result import BisectAttachment, MatrixResult
 from bisector.matrix.grid_run import CellRunner
 from bisector.redact import write_redacted
+from bisector.safe_write import write_atomic
 from bisector.report.progress import PrintHandler
 from bisector.report.render import render_markdown
 from bisector.storage import Store
@@ -33,8 +34,7 @@ def _toml_value(value: Any) -> str:
 def write_env_spec(spec: EnvSpec, path: Path) -> Path:
     """Write ``spec`` as an env spec TOML (what the bisect loads; also the reproduce command's --env)."""
     lines = [f"{k} = {_toml_value(v)}" for k, v in spec.model_dump(mode="json").items() if v is not None]
-    path.write_text("# written by bisector matrix: the regressed cell's environment\n" + "\n".join(lines) + "\n")
-    return path
+    return write_atomic(path, "# written by bisector matrix: the regressed cell's environment\n" + "\n".join(lines) + "\n")
 
 
 def bisect_job(config: MatrixConfig, pkg: str, good: str, bad: str, env: str = "default",

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import importlib.util
+import io
 import json
 import re
 from pathlib import Path
@@ -15,6 +16,7 @@ from bisector.matrix.grid_result import CellResult, CellVerdict, MatrixResult
 from bisector.matrix import report_cells
 from bisector.matrix.report_trend import findings, markdown_sections, text_lines
 from bisector.redact import write_redacted
+from bisector.safe_write import write_atomic
 from bisector.report.common import md_escape
 
 MARKDOWN_FILE, JSON_FILE = "matrix.md", "matrix.json"
@@ -187,7 +189,9 @@ def plot(result: MatrixResult, metric: str, path: Path) -> None:
     ax.grid(alpha=0.3)
     ax.legend(fontsize="small")
     fig.tight_layout()
-    fig.savefig(path, format="png")
+    png = io.BytesIO()
+    fig.savefig(png, format="png")
+    write_atomic(path, png.getvalue())   # never through a link planted at the plot's name
 
 
 def write_plots(result: MatrixResult, out: Path) -> dict[str, str]:

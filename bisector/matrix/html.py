@@ -8,7 +8,6 @@ of the page and of its ``matrix.md`` resolves."""
 from __future__ import annotations
 
 import re
-import shutil
 from pathlib import Path
 
 from packaging.version import Version
@@ -20,6 +19,7 @@ from bisector.matrix.report_cells import counts, standing, where
 from bisector.matrix.steps import grid_lines
 from bisector.matrix.svg_chart import Chart, Series, esc, svg
 from bisector.redact import write_redacted
+from bisector.safe_write import copy_atomic
 
 PAGE = "index.html"
 SERIES_PER_CHART = 10
@@ -118,7 +118,7 @@ def _copy(source: Path, target: Path) -> bool:
         return False
     if source.resolve() != target.resolve():
         target.parent.mkdir(parents=True, exist_ok=True)
-        shutil.copyfile(source, target)
+        copy_atomic(source, target)   # a link planted at the copy is replaced, never written through
     return True
 
 

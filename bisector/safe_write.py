@@ -1,0 +1,82 @@
+"""Files bisector writes, written safely: never through a symlink, never half-written.
+
+:func:`write_atomic` writes to a temporary file in the destination's directory and renames it into
+place (``os.replace``): a reader sees the old file or the new one, never a part; a symlink at the
+destination is replaced by the file (the file it pointed at is never opened, its mode never changed);
+a directory there is refused. :func:`check_output_file` is what a command asks before any work about a
+file the user named (``--repro``): a symlink, a directory, something that is not a regular file, a
+missing or unwritable directory are each one line (:class:`~bisector.errors.UsageError`, exit 2).
+"""
+from __future__ import annotations
+
+import os
+import stat
+import tempfile
+from pathlib import Path
+from typing import Optional, Union
+
+from bisector.errors import UsageError
+
+
+def check_output_file(path: Path, what: str) -> Path:
+    """``path`` can be written as a regular file (nothing is created); a UsageError saying why not."""
+    path = Path(path).expanduser()
+    try:
+        st = os.lstat(path)
+    except FileNotFoundError:
+        st = None
+    except OSError as exc:
+        raise UsageError(f"{what} {path}: {exc.strerror or exc}") from None
+    if st is not None:
+        if stat.S_ISLNK(st.st_mode):
+            raise UsageError(f"{what} {path} is a symlink: name the file itself (bisector writes through no link)")
+        if stat.S_ISDIR(st.st_mode):
+            raise UsageError(f"{what} {path} is a directory: name a file")
+        if not stat.S_ISREG(st.st_mode):
+            raise UsageError(f"{what} {path} is not a regular file")
+    parent = path.absolute().parent
+    if not parent.is_dir():
+        raise UsageError(f"{what} {path}: no directory {parent}")
+    if not os.access(parent, os.W_OK | os.X_OK):
+        raise UsageError(f"{what} {path}: the directory {parent} is not writable")
+    if st is not None and not os.access(path, os.W_OK):
+        raise UsageError(f"{what} {path} is not writable")
+    return path
+
+
+def write_atomic(path: Path, data: Union[str, bytes], mode: Optional[int] = None) -> Path:
+    """Write ``data`` to ``path`` through a temporary file in its directory renamed into place (see the
+    module); ``mode``: the new file's permissions (default: 0o666 less the umask, as ``open`` gives)."""
+    path = Path(path)
+    if path.is_dir() and not path.is_symlink():
+        raise IsADirectoryError(f"{path} is a directory")
+    raw = data.encode() if isinstance(data, str) else data
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(raw)
+        os.chmod(tmp, mode if mode is not None else 0o666 & ~_umask())
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
+    return path
+
+
+def copy_atomic(source: Path, target: Path) -> Path:
+    """``source``'s bytes written to ``target`` by :func:`write_atomic` (a link at ``target`` replaced)."""
+    return write_atomic(target, Path(source).read_bytes())
+
+
+def _umask() -> int:
+    """The process's umask, read without setting it (``os.umask`` would, for every thread, a moment)."""
+    try:
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("Umask:"):
+                return int(line.split()[1], 8)
+    except (OSError, ValueError, IndexError):
+        pass
+    return 0o022
