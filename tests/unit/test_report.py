@@ -474,6 +474,17 @@ def test_report_log_and_runs_commands(stored, capsys):
     assert capsys.readouterr().out.startswith("**First bad: accelerate [`5555555555`]")
 
 
+def test_runs_prints_every_time_in_one_format(stored, capsys):
+    store = Store(Path(stored))
+    for rid, stamp in (("8888aaaa0000", "2026-12-02T14:18:55.340150+00:00"), ("8888bbbb0000", "2026-12-02T16:18:55+02:00"),
+                       ("8888cccc0000", "2026-12-02T14:18:55Z")):
+        store.put_run(RunRow(id=rid, created=stamp, updated=stamp, kind="probe", command=["bisector", "probe"],
+                             config={"package": "p", "version": "1"}, status="ok", result={}))
+    assert main(["runs", "--kind", "probe", "--store", stored]) == 0
+    rows = [line.split()[:3] for line in capsys.readouterr().out.splitlines()[1:-1]]
+    assert [r[2] for r in rows] == ["2026-12-02T14:18:55Z"] * 3
+
+
 def test_log_and_report_without_an_id_show_the_latest_bisect_and_say_which(stored, capsys):
     store = Store(Path(stored))
     store.put_run(RunRow(id="9999aaaa0000", created=now(), updated=now(), kind="probe", command=["bisector", "probe"],
