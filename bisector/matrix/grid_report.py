@@ -18,6 +18,7 @@ from bisector.matrix.report_trend import findings, markdown_sections, text_lines
 from bisector.redact import write_redacted
 from bisector.safe_write import write_atomic
 from bisector.report.common import md_escape
+from bisector.report.safe_text import visible
 
 MARKDOWN_FILE, JSON_FILE = "matrix.md", "matrix.json"
 
@@ -142,7 +143,7 @@ def markdown(result: MatrixResult, plots: dict[str, str], issues: Optional[str] 
     for b in result.bisects:
         link = f" ([report]({b.report_file}))" if b.report_file else ""
         out += ["", f"## Bisect: {md_escape(b.package)} {b.good} -> {b.bad}{link}", "", b.markdown.rstrip()]
-    return "\n".join(out).rstrip() + "\n"
+    return visible("\n".join(out).rstrip() + "\n")   # cell reasons quote probes: nothing acting in them
 
 
 def _series(result: MatrixResult, metric: str, baseline: bool) -> dict[str, dict[str, float]]:
@@ -249,4 +250,4 @@ def render_text(result: MatrixResult, paths: dict[str, Path]) -> str:
                      + (f", first bad {b.first_bad}" if b.first_bad else ""))
     lines += [f"note: {n}" for n in result.notes]
     lines += [f"{name}: {path}" for name, path in paths.items()]
-    return "\n".join(lines)
+    return visible("\n".join(lines))

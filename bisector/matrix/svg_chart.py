@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import Optional
 
 from bisector.core.units import human_value
+from bisector.report.safe_text import visible
 
 W = 720                      # the chart's width in CSS pixels (scaled down, never clipped, on narrow pages)
 PAD, PLOT_H, RIGHT = 8, 200, 18
@@ -50,8 +51,8 @@ class Chart:
 
 
 def esc(text: object) -> str:
-    """Text for HTML and SVG (attributes included)."""
-    return html.escape(str(text), quote=True)
+    """Text for HTML and SVG (attributes included); controls and bidi characters shown (safe_text)."""
+    return html.escape(visible(str(text)), quote=True)
 
 
 def text_width(text: str, px: int = TEXT_PX) -> float:

@@ -193,3 +193,13 @@ def test_a_destination_that_is_no_regular_writable_file_is_refused(tmp_path):
         locked.mkdir(mode=0o500)
         with pytest.raises(UsageError, match="not writable"):
             check_output_file(locked / "r.py", "--repro")
+
+
+def test_the_matrix_summary_report_and_page_show_what_a_probe_said_without_acting():
+    from bisector.matrix.grid_report import markdown as matrix_markdown, render_text as matrix_text
+    from bisector.matrix.svg_chart import esc
+    result = night(1, "1.5.0", 2.0, [step("1.5.0", 2.0)])
+    result.notes.append("probe said \x1b]0;owned\x07\x1b[2J \u202eevil")
+    for shown in (matrix_text(result, {}), matrix_markdown(result, {})):
+        assert not ACTING.search(shown) and "\\x1b" in shown and "\\u202eevil" in shown
+    assert esc("\u2066<b>\x1b") == "\\u2066&lt;b&gt;\\x1b"
