@@ -21,6 +21,7 @@ from bisector import activity
 from bisector.activity import Activity
 
 BUILDING = ("creating the venv", "resolving/installing", "building the commit's wheel")
+TORCH_BASE = ("creating the torch base venv", "installing torch==")   # a torch base: its own log line says what
 FRAMES = "⠋⠙⠹⠸⠼⠴⠦⠧⠇⠏"
 
 
@@ -81,11 +82,15 @@ class PlainProgress:
         self._said: set[int] = set()
         self._timers: dict[int, threading.Timer] = {}
         self._probing: dict[int, tuple[Activity, float, float]] = {}   # id -> (activity, since, last said)
+        self._building: dict[int, tuple[Activity, float, float]] = {}  # the same, for a build (an env, a torch base)
         self._lock = threading.Lock()
+        self._write = threading.Lock()   # one line at a time: two build threads never share a line
         self._stop = threading.Event()
 
     def print(self, text: str) -> None:
-        print(text, file=self.stream, flush=True)
+        with self._write:   # the line and its newline in one write
+            self.stream.write(text + "\n")
+            self.stream.flush()
 
     def opened(self, act: Activity) -> None:
         if act.kind == "clone":
@@ -99,22 +104,36 @@ class PlainProgress:
         self.print(f"  {act.label} ...")
 
     def changed(self, act: Activity) -> None:
-        if act.kind in ("measure", "prefetch") and act.id not in self._said and act.detail in BUILDING:
+        building = act.kind in ("measure", "prefetch") and (act.detail in BUILDING
+                                                            or (act.detail or "").startswith(TORCH_BASE))
+        if building and act.id not in self._said and act.detail in BUILDING:
             self._said.add(act.id)
             what = act.label.removeprefix("prefetch ")
             self.print(f"  building the environment of {what}" + (" (prefetch)" if act.kind == "prefetch" else ""))
+        if building:
+            now = self.clock()
+            with self._lock:
+                self._building.setdefault(act.id, (act, now, now))
         if act.kind == "measure" and act.detail == "probe":
             now = self.clock()
             with self._lock:
+                self._building.pop(act.id, None)
                 self._probing[act.id] = (act, now, now)
 
     def tick(self) -> None:
-        """Say how each probe under way stands, once every ``heartbeat_s`` seconds of it."""
+        """Say how each probe and each build under way stands, once every ``heartbeat_s`` seconds of it
+        (a torch base's pip install says nothing for a minute otherwise)."""
         now = self.clock()
         with self._lock:
             due = [(a, since) for a, since, last in self._probing.values() if now - last >= self.heartbeat_s]
             for a, since in due:
                 self._probing[a.id] = (a, since, now)
+            builds = [(a, since) for a, since, last in self._building.values() if now - last >= self.heartbeat_s]
+            for a, since in builds:
+                self._building[a.id] = (a, since, now)
+        for act, since in builds:
+            what = act.label.removeprefix("prefetch ")
+            self.print(f"  building the environment of {what}: {now - since:.0f} s")
         for act, since in due:
             cell = _CELL.search(act.detail or "")
             where = f", cell {cell[1]} of {cell[2]}" if cell else ""
@@ -133,6 +152,7 @@ class PlainProgress:
         self._said.discard(act.id)
         with self._lock:
             self._probing.pop(act.id, None)
+            self._building.pop(act.id, None)
 
     def __enter__(self) -> "PlainProgress":
         self._stop.clear()

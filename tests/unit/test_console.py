@@ -3,6 +3,7 @@ a log, and no line said twice (notes printed live are not printed again in the f
 from __future__ import annotations
 
 import io
+import threading
 import time
 
 from bisector import activity
@@ -49,6 +50,48 @@ def test_a_log_gets_a_heartbeat_every_10_s_of_a_probe_with_its_cell():
     clock.now = 40
     plain.tick()
     assert out.getvalue().count("probing") == 2   # nothing once it ended
+
+
+def test_a_build_gets_a_heartbeat_too_and_two_threads_never_share_a_line():
+    out, clock = io.StringIO(), Clock()
+    plain = PlainProgress(out, heartbeat_s=10, clock=clock)
+    act = Activity(2, "accelerate 0.27.0", "measure")
+    plain.opened(act)
+    for detail in ("environment", "creating the torch base venv", "installing torch==2.13.0+cpu into the base",
+                   "Collecting sympy"):
+        act.detail = detail
+        plain.changed(act)
+    assert out.getvalue() == ""                      # the torch base's own log line says it starts
+    clock.now = 10
+    plain.tick()
+    act.detail = "resolving/installing"
+    plain.changed(act)
+    clock.now = 21
+    plain.tick()
+    act.detail = "probe"
+    plain.changed(act)
+    clock.now = 31.5
+    plain.tick()
+    assert out.getvalue().splitlines() == ["  building the environment of accelerate 0.27.0: 10 s",
+                                           "  building the environment of accelerate 0.27.0",
+                                           "  building the environment of accelerate 0.27.0: 21 s",
+                                           "  probing accelerate 0.27.0: 10 s"]
+
+    class Slow(io.StringIO):   # a stream that lets another thread in between two writes
+        def write(self, text):
+            for ch in text:
+                super().write(ch)
+                time.sleep(0)
+            return len(text)
+    slow = Slow()
+    lines = PlainProgress(slow)
+    threads = [threading.Thread(target=lambda n=n: [lines.print(f"line {n} " + "x" * 40) for _ in range(20)])
+               for n in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert sorted(set(slow.getvalue().splitlines())) == [f"line {n} " + "x" * 40 for n in range(2)]
 
 
 def test_the_heartbeat_runs_on_its_own_in_a_log():
