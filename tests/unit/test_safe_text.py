@@ -203,3 +203,23 @@ def test_the_matrix_summary_report_and_page_show_what_a_probe_said_without_actin
     for shown in (matrix_text(result, {}), matrix_markdown(result, {})):
         assert not ACTING.search(shown) and "\\x1b" in shown and "\\u202eevil" in shown
     assert esc("\u2066<b>\x1b") == "\\u2066&lt;b&gt;\\x1b"
+
+
+@settings(max_examples=40, deadline=None)
+@given(TEXT, TEXT, TEXT)
+def test_a_bisect_report_quotes_any_subject_author_and_note_as_data(subject, author, note):
+    from bisector.report.render import render_markdown
+    from bisector.report.text import render_text
+    points = [Point(ref=sha[:12], kind="commit", sha=sha, subject=subject, author=author, value=v,
+                    link="javascript:alert(1)", env={"torch": "2.13.0"}) for sha, v in (("a" * 40, 1.0), ("b" * 40, 3.0))]
+    result = BisectResult(run_id="r1", package="acc", mode="commit", status="found", reason=note, criterion="m > 2",
+                          metric="m", threshold=2.0, last_good=points[0], first_bad=points[1], notes=[note],
+                          command=f"bisector run --good {shell_join([note])}")
+    text, md = render_text(result), render_markdown(result)
+    assert not ACTING.search(text) and not ACTING.search(md)
+    tokens = MarkdownIt("commonmark").parse(md)
+    inline = [c for t in tokens for c in t.children or []]
+    assert not [c for c in inline if c.type == "html_inline" and not re.fullmatch(r"</?(details|summary|pre)>", c.content)]
+    assert not [c for c in inline if c.type == "link_open" and not c.attrs["href"].startswith(("http://", "https://"))]
+    for block in (t.content for t in tokens if t.type == "html_block"):
+        assert "<script" not in block.lower() and "<img" not in block.lower()
