@@ -103,7 +103,8 @@ class RunRecorder:
                     repeats=len(j.measurements), seconds=round(j.seconds, 3), reason=j.reason,
                     reused=all(m.key in reused for m in j.measurements))
         self.steps.append(step)
-        self.store.add_step(StepRow(run_id=self.run_id, seq=step.seq, candidate=f"{phase} {c.ref}",
+        stored = c.ref + (f"-revert-{c.revert}" if c.revert else "")   # a revert is not its bad end
+        self.store.add_step(StepRow(run_id=self.run_id, seq=step.seq, candidate=f"{phase} {stored}",
                                     verdict=step.verdict, value=step.value, reason=step.reason,
                                     seconds=step.seconds, measurements=[m.key for m in j.measurements]))
         self.handler.step(step)

@@ -133,6 +133,21 @@ def test_the_same_command_after_an_interrupt_continues_that_run_and_leaves_no_in
     assert [(r.id, r.status) for r in store.list_runs()] == [(first.run_id, Outcome.FOUND)]
 
 
+def test_the_log_names_a_revert_step_by_the_reverted_tree_not_its_bad_end(tmp_path, index_url, store):
+    from bisector.bisection.judge import Judgement
+    from bisector.bisection.recorder import RunRecorder
+    from bisector.core.candidate import Candidate, CandidateKind
+    from bisector.report.text import render_log
+    rec = RunRecorder(job(tmp_path, index_url), store, "feedfacecafe", ["bisector", "run"])
+    rec.begin()
+    onto = Candidate(package="tinypkg", kind=CandidateKind.COMMIT, ref="9e72c61296" + "0" * 30)
+    rec.step("commits", onto, Judgement(Verdict.BAD, "m=1.2 vs 0.5", 1.2))
+    rec.step("revert", onto.model_copy(update={"revert": "145a98fc12" + "1" * 30}), Judgement(Verdict.GOOD, "m=0 vs 0.5", 0.0))
+    log = render_log(store, store.get_run("feedfacecafe")).splitlines()
+    assert log[-2].startswith(f"bad commits {onto.ref} value=1.2")
+    assert log[-1].startswith(f"good revert {onto.ref}-revert-145a98fc12{'1' * 30} value=0")
+
+
 def test_identical_runs_started_at_once_are_two_runs(tmp_path, index_url, store):
     """Two processes' worth of the same job at the same moment (threads over one store here): two runs."""
     import threading
