@@ -37,6 +37,7 @@ from bisector.report.culprit_lines import through_companion
 from bisector.report.live import progress_for, showing
 from bisector.report.progress import PrintHandler, console_width, wrapped
 from bisector.report.render import load_result, render, render_json, write_reports
+from bisector.report.safe_text import one_line
 from bisector.report.text import render_text
 from bisector.safe_write import check_output_file, write_atomic
 from bisector.sources.index import pages_read_once
@@ -151,7 +152,7 @@ def cmd_runs(args) -> int:
         return 0
     runs = [r for r in store.list_runs() if not args.kind or r.kind == args.kind]
     rows = [("run", "config", "updated", "kind", "status", "what")]
-    rows += [(r.id, r.config_hash or "-", _utc(r.updated), str(r.kind), r.status, _what(r)) for r in runs]
+    rows += [(r.id, r.config_hash or "-", _utc(r.updated), str(r.kind), r.status, one_line(_what(r))) for r in runs]
     widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]) - 1)]
     for row in rows:
         print("  ".join(cell.ljust(w) for cell, w in zip(row, widths)) + "  " + row[-1])

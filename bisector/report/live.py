@@ -19,6 +19,7 @@ from rich.text import Text
 
 from bisector import activity
 from bisector.activity import Activity
+from bisector.report.safe_text import visible
 
 BUILDING = ("creating the venv", "resolving/installing", "building the commit's wheel")
 TORCH_BASE = ("creating the torch base venv", "installing torch==")   # a torch base: its own log line says what
@@ -41,7 +42,8 @@ class LiveProgress:
         lines = []
         for act in rows:
             detail = f": {act.detail}" if act.detail else ""
-            lines.append(Text(f"{frame} {act.label}{detail}  {act.elapsed:.1f}s", overflow="ellipsis", no_wrap=True))
+            lines.append(Text(visible(f"{frame} {act.label}{detail}  {act.elapsed:.1f}s"), overflow="ellipsis",
+                              no_wrap=True))
         return Group(*lines)
 
     def opened(self, act: Activity) -> None:
@@ -57,7 +59,7 @@ class LiveProgress:
 
     def print(self, text: str) -> None:
         """A finished line (a step, a note), above the live region."""
-        self.console.print(text, highlight=False, markup=False, soft_wrap=True)
+        self.console.print(visible(text), highlight=False, markup=False, soft_wrap=True)
 
     def __enter__(self) -> "LiveProgress":
         self._live.start()
@@ -88,8 +90,8 @@ class PlainProgress:
         self._stop = threading.Event()
 
     def print(self, text: str) -> None:
-        with self._write:   # the line and its newline in one write
-            self.stream.write(text + "\n")
+        with self._write:   # the line and its newline in one write (an activity's label quotes refs and probes)
+            self.stream.write(visible(text) + "\n")
             self.stream.flush()
 
     def opened(self, act: Activity) -> None:

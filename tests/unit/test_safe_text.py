@@ -223,3 +223,22 @@ def test_a_bisect_report_quotes_any_subject_author_and_note_as_data(subject, aut
     assert not [c for c in inline if c.type == "link_open" and not c.attrs["href"].startswith(("http://", "https://"))]
     for block in (t.content for t in tokens if t.type == "html_block"):
         assert "<script" not in block.lower() and "<img" not in block.lower()
+
+
+def test_runs_and_the_progress_lines_show_config_values_and_labels_without_acting(tmp_path, capsys):
+    import io
+
+    from bisector.cli.main import main
+    from bisector.report.live import PlainProgress
+    from bisector.storage import RunRow, now
+    store = Store(tmp_path / "s.db")
+    store.put_run(RunRow(id="r1", created=now(), updated=now(), kind="bisect", command=["bisector", "run"],
+                         config={"job": {"package": "p\x1b]0;owned\x07", "good": "\u202e1.0", "bad": "2.0\n3"}},
+                         status="running"))
+    store.close()
+    assert main(["runs", "--store", str(tmp_path / "s.db")]) == 0
+    out = capsys.readouterr().out
+    assert not ACTING.search(out) and "p\\x1b]0;owned\\x07 \\u202e1.0..2.0\\n3" in out and len(out.splitlines()) == 3
+    stream = io.StringIO()
+    PlainProgress(stream).print("  building tinypkg \x1b[2J\u2066x")
+    assert stream.getvalue() == "  building tinypkg \\x1b[2J\\u2066x\n"
