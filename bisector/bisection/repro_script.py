@@ -220,7 +220,7 @@ def header(result: BisectResult, name: str, expect: str, repo: Optional[str], sh
     bisect = reproduce_command(result.command)
     if bisect:
         out += _wrap("# The bisect itself (needs bisector): ", _portable(bisect, repo).split())
-    return out
+    return [one_line(line) for line in out]   # a value with a newline (a GPU's name, a version) ends no comment
 
 
 def _threshold(s: BisectResult, config: JobConfig) -> Optional[float]:
@@ -311,6 +311,11 @@ def embedded(path: Path) -> str:
     return f"base64.b64decode({base64.b64encode(data).decode()!r})"
 
 
+def _in_docstring(text: Optional[str]) -> str:
+    """``text`` fit for the script's docstring: on one line, no quote or backslash that could end it."""
+    return one_line(str(text).replace("\\", "/").replace('"', "'"))
+
+
 def bundle_script(config: JobConfig, head: list[str], metric: Optional[str], threshold: Optional[float],
                   direction: Direction, package: str) -> str:
     """A Python probe with its sibling modules embedded, run with the run's arguments (see the module)."""
@@ -321,7 +326,8 @@ def bundle_script(config: JobConfig, head: list[str], metric: Optional[str], thr
     env = {"BISECTOR_PACKAGE": package, "BISECTOR_DEVICE": "cpu", "BISECTOR_CPUS": "1"}
     return "\n".join([
         "#!/usr/bin/env python3", *head,
-        f'"""Runs the probe {config.probe.label()} (embedded below) with this run\'s arguments and prints {metric}."""',
+        f'"""Runs the probe {_in_docstring(config.probe.label())} (embedded below) with this run\'s arguments and '
+        f'prints {_in_docstring(metric)}."""',
         "import base64", "import json", "import os", "import sys", "import tempfile", "import types", "",
         f"ARGS = {config.probe.args!r}", f"METRIC, THRESHOLD, DIRECTION = {metric!r}, {threshold!r}, {direction.value!r}",
         f"ENV = {env!r}   # what bisector told the probe (set only where the environment does not say)",

@@ -242,3 +242,20 @@ def test_runs_and_the_progress_lines_show_config_values_and_labels_without_actin
     stream = io.StringIO()
     PlainProgress(stream).print("  building tinypkg \x1b[2J\u2066x")
     assert stream.getvalue() == "  building tinypkg \\x1b[2J\\u2066x\n"
+
+
+def test_no_probe_name_or_environment_value_ends_a_comment_or_the_docstring_of_the_repro(tmp_path):
+    import ast
+
+    from bisector.bisection.repro_script import repro_script
+    from bisector.config import JobConfig
+    probe = tmp_path / 'p"""\nraise SystemExit(7)\n#\\.py'
+    probe.write_text("import json, os\njson.dump({'metrics': {'m': 3.0}}, open(os.environ['BISECTOR_RESULT'], 'w'))\n")
+    config = JobConfig.model_validate({"job": {"package": "acc", "good": "1.0", "bad": "2.0"},
+                                       "probe": {"path": str(probe)}, "criterion": {"metric": "m", "threshold": 2}})
+    env = {**ENV, "gpu": "H200\nraise SystemExit(8)\u202e", "python": "3.11\nimport os"}
+    s = _result("https://github.com/o/acc", env).model_copy(update={"bisector_version": "0.1\nraise SystemExit(9)"})
+    text = repro_script(s, config, "r.py").text
+    tree = ast.parse(text)
+    assert not [n for n in tree.body if isinstance(n, ast.Raise)] and not ACTING.search(text)
+    assert [type(n).__name__ for n in tree.body[:2]] == ["Expr", "Import"]   # the docstring, then the imports
