@@ -41,7 +41,23 @@ def headline(result: MatrixResult) -> str:
         return ", ".join(more)[0].upper() + ", ".join(more)[1:] + first
     if found:
         return f"No confirmed regression ({found} not confirmed on re-measurement)"
+    known = _known(result)
+    if known and result.baseline_run:   # a step found on an earlier night is still there: not "no regression"
+        return f"No new regression; {known}"
     return "No regression" if result.baseline_run else "No baseline yet: this run is the first of its grid"
+
+
+def _known(result: MatrixResult) -> str:
+    """'1 known step along the accelerate versions, still there', from earlier nights ('' when none)."""
+    steps = [s for s in result.version_steps if s.confirmed and not s.new]
+    changes = [c for line in result.history_lines for c in line.changes if c.regression and not c.new]
+    parts = []
+    if steps:
+        parts.append(f"{len(steps)} known step{'s' if len(steps) > 1 else ''} along the {result.packages[0]} "
+                     "versions, still there")
+    if changes:
+        parts.append(f"{len(changes)} known change point{'s' if len(changes) > 1 else ''} in the history")
+    return ", ".join(parts)
 
 
 def _code(text: str) -> str:

@@ -57,11 +57,16 @@ def night_charts(result: MatrixResult, metric: str) -> list[Chart]:
             marks = [(index[c.run_id], f"{c.relative:+.1%}" + (" new" if c.new and c.regression else ""))
                      for c in line.changes if c.run_id in index]
             series.append(Series(f"cell {line.key}", values, marks))
-        methods = ", ".join(sorted({line.method.value for line in group}))
-        charts.append(Chart(f"{metric} of each cell over {len(labels)} nights ({methods}){_part(start, len(lines))}",
+        methods = " and ".join(sorted({METHOD_WORDS.get(line.method.value, line.method.value) for line in group}))
+        charts.append(Chart(f"{metric} of each cell over {len(labels)} nights (change points: {methods})"
+                            f"{_part(start, len(lines))}",
                             metric, "nights",
                             "night: date of the run", labels, series, mark_legend="change point (its shift)"))
     return charts
+
+
+# the method in words: a bare "(percent)" above a B/param axis read as the axis's unit
+METHOD_WORDS = {"percent": "% against the previous night", "e-divisive": "E-Divisive means"}
 
 
 def _part(start: int, total: int) -> str:

@@ -9,6 +9,7 @@ import pytest
 
 from bisector.core.changepoints import e_divisive, percent_steps
 from bisector.core.criterion import Criterion
+from bisector.matrix.grid_report import headline
 from bisector.matrix.html import night_charts, page, version_chart
 from bisector.matrix.svg_chart import nice_ticks, svg, tick_texts
 from bisector.matrix.grid_result import BisectAttachment, CellResult, HistoryMethod, MatrixResult
@@ -66,10 +67,14 @@ def test_history_change_points_are_regressions_and_new_once():
     now = runs[-1].model_copy(update={"history_lines": [line]})
     assert now.exit_code == 1 and now.new_changes == [(line, change)]
     # the next night: an earlier run reported it, so it is known (no second alarm)
-    later = result_of(30, {"latest": ("1.30.0", 120.0)})
+    later = result_of(30, {"latest": ("1.30.0", 120.0)}, baseline_run="run29")
     [again] = history_lines([*runs[:-1], now], later, CRIT)
     assert [c.new for c in again.changes] == [False]
     assert later.model_copy(update={"history_lines": [again]}).exit_code == 0
+    # ... and its headline says the known change is still there, not "No regression" under a ringed step
+    assert headline(later.model_copy(update={"history_lines": [again]})) == \
+        "No new regression; 1 known change point in the history"
+    assert headline(later) == "No regression"
 
 
 def test_improvements_short_histories_and_rules_without_a_threshold():
@@ -116,6 +121,11 @@ def test_page_pieces_plot_nights_and_versions_and_link_the_bisects(tmp_path):
     [line] = history_lines(runs[:-1], runs[-1], CRIT)
     now = runs[-1].model_copy(update={"history_lines": [line]})
     [chart] = night_charts(now, "m")
+    assert chart.title == "m of each cell over 12 nights (change points: E-Divisive means)"
+    short = nights([100, 101, 99, 125])
+    [few] = history_lines(short[:-1], short[-1], CRIT)
+    [chart4] = night_charts(short[-1].model_copy(update={"history_lines": [few]}), "m")
+    assert chart4.title == "m of each cell over 4 nights (change points: % against the previous night)"   # not a unit
     assert len(chart.labels) == 12 and chart.series[0].marks == [(6, f"{line.changes[0].relative:+.1%} new")]
     drawn = svg(chart)
     assert drawn.startswith('<svg class="plot"') and drawn.count('<circle class="point"') == 12
