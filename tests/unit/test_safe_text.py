@@ -259,3 +259,26 @@ def test_no_probe_name_or_environment_value_ends_a_comment_or_the_docstring_of_t
     tree = ast.parse(text)
     assert not [n for n in tree.body if isinstance(n, ast.Raise)] and not ACTING.search(text)
     assert [type(n).__name__ for n in tree.body[:2]] == ["Expr", "Import"]   # the docstring, then the imports
+
+
+def test_matrix_reports_drafts_and_page_replace_planted_links(tmp_path):
+    from bisector.matrix.draft_text import write_drafts
+    from bisector.matrix.grid_report import write_reports
+    from bisector.matrix.html import write_html
+    victim = tmp_path / "victim"
+    victim.write_text("keep\n")
+    victim.chmod(0o600)
+    out, page = tmp_path / "out", tmp_path / "page"
+    for where in (out / "matrix.md", out / "matrix.json", out / "issues" / "acc-1.5.0-m.md", page / "index.html",
+                  page / "matrix.md", page / "issues" / "acc-1.5.0-m.md"):
+        where.parent.mkdir(parents=True, exist_ok=True)
+        where.symlink_to(victim)
+    config = MatrixConfig.model_validate({"matrix": {"grid": {"acc": ["1.0.0", "latest"], "tf": ["4.0"]}}})
+    result = night(1, "1.5.0", 2.0, [step("1.5.0", 2.0)])
+    result = result.model_copy(update={"issue_drafts": track([], result, CRIT), "metrics": []})   # (no plot: no matplotlib)
+    drafts = write_drafts(result, config, Store(tmp_path / "s.db"), out / "issues")
+    write_reports(result, out, out / "issues")
+    write_html(result, page, out, drafts)
+    assert victim.read_text() == "keep\n" and stat.S_IMODE(victim.stat().st_mode) == 0o600
+    written = [p for p in (*out.rglob("*"), *page.rglob("*")) if not p.is_dir()]
+    assert written and not [p for p in written if p.is_symlink()] and "Version matrix" in (page / "index.html").read_text()
