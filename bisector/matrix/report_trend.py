@@ -2,7 +2,10 @@
 (markdown and terminal lines), and the headline's words for them."""
 from __future__ import annotations
 
+from typing import Optional
+
 from bisector.core.units import human_value
+from bisector.explain.registry import explainer_for
 from bisector.matrix.grid_result import HistoryChange, HistoryLine, MatrixResult, VersionStep
 from bisector.report.common import md_escape
 
@@ -22,13 +25,25 @@ def findings(result: MatrixResult) -> list[str]:
     return out
 
 
-def _step_text(s: VersionStep) -> str:
+def peaks_behind(result: MatrixResult, s: VersionStep) -> str:
+    """'; the GA=1 peaks fell (...), the GA=2 peaks did not change; no peak rose' for a derived metric
+    whose two cells hold the peaks it is computed from (see Explainer.behind); '' otherwise."""
+    cells = {c.key: c for c in result.cells}
+    good, bad = cells.get(s.good_key), cells.get(s.bad_key)
+    if good is None or bad is None:
+        return ""
+    said = explainer_for(None, {**good.metrics, **bad.metrics}).behind(good.metrics, bad.metrics, s.metric)
+    return f"; {said}" if said else ""
+
+
+def _step_text(s: VersionStep, result: Optional[MatrixResult] = None) -> str:
     moved = f"{human_value(s.good_value, s.metric)} → {human_value(s.bad_value, s.metric)}"
     limit = f" (beyond {human_value(s.threshold, s.metric)})" if s.threshold is not None else ""
     again = ", ".join(human_value(v, s.metric) for v in s.confirm_values)
     state = "confirmed" if s.confirmed else "not confirmed"
     where = f" with {s.line}" if s.line else ""
-    return (f"{s.package} {s.good} → {s.bad}{where}: {s.metric} {moved}{limit}; re-measured {again or '-'}: "
+    behind = peaks_behind(result, s) if result is not None else ""
+    return (f"{s.package} {s.good} → {s.bad}{where}: {s.metric} {moved}{limit}{behind}; re-measured {again or '-'}: "
             f"{state}{', new' if s.new and s.confirmed else ', known from the baseline run' if not s.new else ''}")
 
 
@@ -44,7 +59,7 @@ def _change_text(line: HistoryLine, c: HistoryChange, run: bool = True) -> str:
 
 def text_lines(result: MatrixResult) -> list[str]:
     """Terminal lines: each step along the versions and each change point."""
-    lines = [f"  step {_step_text(s)}" for s in result.version_steps]
+    lines = [f"  step {_step_text(s, result)}" for s in result.version_steps]
     lines += [f"  change {_change_text(line, c)}" for line in result.history_lines for c in line.changes]
     return lines
 
@@ -54,7 +69,7 @@ def markdown_sections(result: MatrixResult) -> list[str]:
     out = []
     if result.version_steps:
         out += ["", f"## Steps along the {md_escape(result.packages[0])} versions", ""]
-        out += [f"- {md_escape(_step_text(s), line_start=True)}" for s in result.version_steps]
+        out += [f"- {md_escape(_step_text(s, result), line_start=True)}" for s in result.version_steps]
     lines = result.history_lines
     if lines:
         nights = max(len(line.nights) for line in lines)

@@ -146,3 +146,20 @@ def test_ticks_are_round_in_the_metric_unit():
     gib = float(1 << 30)
     assert tick_texts([3 * gib, 3.5 * gib, 4 * gib], "peak_bytes", gib) == ["3.00 GiB", "3.50 GiB", "4.00 GiB"]
     assert len(set(tick_texts(nice_ticks(1.2440, 1.2441), "ga_excess_bytes_per_param"))) == 5  # never two alike
+
+
+def test_a_matrix_step_of_a_derived_cost_says_what_the_peaks_did():
+    from bisector.matrix.report_trend import markdown_sections
+    from tests.unit.test_report import GOOD_SLOPES, ga_side
+    metric = "ga_excess_bytes_per_param"
+    bad_slopes = {**GOOD_SLOPES, ("bf16", 1): GOOD_SLOPES[("bf16", 1)] - 1.896,
+                  ("fp32", 1): GOOD_SLOPES[("fp32", 1)] - 0.652}
+    (good, _), (bad, _) = ga_side(GOOD_SLOPES, "m0.backward"), ga_side(bad_slopes, "m0.backward")
+    cells = [CellResult(key=k, labels=[k], versions={"acc": v}, status="ok", metrics=m)
+             for k, v, m in (("acc 0.27.2", "0.27.2", good), ("acc 0.28.0", "0.28.0", bad))]
+    now = MatrixResult(run_id="r", created="2025-01-01T00:00:00+00:00", grid_id="g", packages=["acc"], grid={},
+                       probe="ga_memory", criterion="c", criterion_metric=metric, metrics=[metric], cells=cells)
+    [step] = find_steps(now, Criterion(metric=metric, threshold=0.5))
+    text = "\n".join(markdown_sections(now.model_copy(update={"version_steps": [step]})))
+    assert "the GA=1 peaks fell (bf16 -1.896 B/param, fp32 -0.652 B/param), the GA=2 peaks did not change; no peak rose" \
+        in text.replace("\\", "")
