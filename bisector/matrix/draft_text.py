@@ -76,8 +76,9 @@ def text(d: IssueDraft, result: MatrixResult, config: MatrixConfig, store: Store
     where = "cell" if d.line_is_cell else "grid line"
     lines = ", ".join(md_escape(x) or md_escape(result.packages[0]) for x in d.lines)
     found = (f"First bad: {md_escape(d.package)} {md_code(d.first_bad)} (bisect run `{d.bisect_run}`)."
-             if d.first_bad else f"Between {md_escape(d.package)} {d.good} (good) and {d.version} (bad); no bisect "
-             "has named the first bad release yet (`bisector matrix --bisect-on-regression` runs one).")
+             if d.first_bad else f"Between {md_escape(d.package)} {d.good} (good) and {d.version} (bad): {d.version} "
+             "is the first bad release when no release lies between them; no bisect has checked that yet "
+             "(`bisector matrix --bisect-on-regression` runs one, as does the reproduce command below).")
     out = [f"# {md_escape(title(d))}", "",
            f"<!-- bisector issue draft {d.file}: grid {result.grid_id}, updated by run {result.run_id} -->", "",
            _state(d, config.criterion), "",

@@ -71,3 +71,16 @@ def test_other_lines_regressions_and_change_points_update_the_same_draft():
     assert [d.file for d in drafts] == [d1.file]
     again = track(drafts, night(4, "1.5.0", 2.0, lines=[line]), CRIT)
     assert [d.file for d in again] == [d1.file]
+
+
+def test_a_draft_without_a_bisect_says_when_its_bad_version_is_the_first_bad(tmp_path):
+    from bisector.matrix.draft_text import text
+    from bisector.matrix.grid_config import MatrixConfig
+    from bisector.storage import Store
+    config = MatrixConfig.model_validate({"matrix": {"grid": {"acc": ["1.0.0", "latest"], "tf": ["4.0"]}},
+                                          "probe": {"name": "ga_memory"}})
+    result = night(1, "1.5.0", 2.0, [step("1.5.0", 2.0)])
+    [draft] = track([], result, CRIT)
+    md = text(draft, result, config, Store(tmp_path / "s.db"))
+    assert f"(bad): {draft.version} is the first bad release when no release lies between them" in md
+    assert "no bisect has named" not in md   # adjacent releases: nothing is left to name
