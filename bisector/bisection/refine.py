@@ -31,9 +31,11 @@ def refinement(recorder: RunRecorder, plan: Plan, res: PhaseResult, cache_dir: P
     named = None if job.repo else _metadata_repo(recorder, res)
     repo = job.repo or (named if job.clone else None)
     refine = with_flags(recorder.command, {"--mode": "commits", "--good": good, "--bad": bad, "--repo": "<REPO>"})
+    if not repo and named:   # the URL the metadata names: --repo takes it as it is, so the line runs as printed
+        refine = refine.replace("<REPO>", shlex.quote(named))
     if not repo:
-        where = (f"; {job.package}'s metadata names {named}: refine with --repo <a clone of it>, or add --clone "
-                 "to let bisector clone it" if named else "")
+        where = (f"; {job.package}'s metadata names {named} (the command below clones it; --repo a clone of "
+                 "your own, or --clone, does the same)" if named else "")
         recorder.note(f"no --repo given: the answer stops at releases{where}; refine with: {refine}")
         return Refinement(command=refine)
     try:

@@ -172,6 +172,17 @@ def test_auto_mode_without_a_repository_says_how_to_refine(tmp_path, index_url, 
     assert result.notes == seen.notes
 
 
+def test_the_refine_command_names_the_repository_the_metadata_names_so_it_runs_as_printed(tmp_path, index_url,
+                                                                                         store, monkeypatch):
+    from bisector.bisection import refine
+    monkeypatch.setattr(refine, "metadata_url", lambda res, i: "https://example.org/tinypkg.git")
+    command = ["bisector", "run", "--package", "tinypkg", "--good", "1.0", "--bad", "1.6"]
+    result, seen = bisect(job(tmp_path, index_url, mode="auto"), store, FakeMeasurers(STEP), command)
+    assert result.refine_command == ("bisector run --package tinypkg --mode commits --good 1.3.0 --bad 1.4.0 "
+                                     "--repo 'https://example.org/tinypkg.git'")
+    assert "<REPO>" not in seen.notes[-1] and "the command below clones it" in seen.notes[-1]
+
+
 def test_predates_range_offers_the_widen_command(tmp_path, index_url, store):
     command = ["bisector", "run", "--good", "1.4", "--bad", "1.6"]
     result, _ = bisect(job(tmp_path, index_url, good="1.4"), store, FakeMeasurers(STEP), command)
