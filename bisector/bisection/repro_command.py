@@ -55,8 +55,8 @@ def main(argv):
         return 125
     metrics = found["metrics"]
     print(f"measured {shlex.join(command)}: meter {found.get('meter')}, device {found.get('device', {}).get('type')}, "
-          f"torch {found.get('versions', {}).get('torch')}, {metrics.get('optimizer_steps', 0):g} optimizer steps "
-          f"({found.get('scope')}), first {found.get('measure_skip')} left out")
+          f"torch {found.get('versions', {}).get('torch')}, {metrics.get('optimizer_steps', 0):g} optimizer steps, "
+          f"the first {found.get('measure_skip')} left out; metrics over {found.get('scope')}")
     for name, value in metrics.items():
         print(f"  {name:<32} {_human(value, name)}")
     peaks = [s.get("peak_bytes", s.get("cuda_peak_allocated")) for s in found.get("steps", [])]
