@@ -15,8 +15,11 @@ MLP blocks, LM head, SGD): one warm-up optimizer step, then the measured step.
   cpu    the same cell on the CPU under the probe's CPU meter; its trace replayed by the model is
          the estimate a CPU user gets, compared with the CUDA cell's ``max_memory_reserved``
          (``cpu_trace_reserved`` within 20%; ``cpu_trace_ga_cost``: the bf16 GA cost in reserved
-         bytes per parameter within 0.3 B/param of the measured one).
-Each cell also proves its precision (the logits' dtype). Writes ``DIR/allocator_model.json`` (DIR:
+         bytes per parameter within 0.3 B/param of the measured one, or within MIN_SEGMENTS 20 MiB
+         segments over the widths' parameter difference where that is more: ``ga_cost_limit``; the
+         gpu_first step runs widths 1024 and 2560, where one segment is 0.072 B/param).
+Each cell also proves its precision (the logits' dtype). Writes (after every cell, so a kill keeps the
+finished ones: ``complete`` false and no checks until the last) ``DIR/allocator_model.json`` (DIR:
 --out, else $OUT, else .) with every number, both errors and the checks (PASS / FAIL / SKIP), the
 traces of both devices to ``DIR/allocator_model_traces.json`` (to replay and refine the model later,
 without a GPU), and one log line per cell on stdout. Without CUDA (``DEV=cpu``, ``--device cpu``) the CUDA half and the
@@ -40,6 +43,37 @@ PLANNED_SECONDS = 120
 LIMITS = {"cuda_trace_reserved": 0.02, "cuda_trace_allocated": 0.01, "cpu_trace_reserved": 0.20,
           "cpu_trace_ga_cost": 0.3}
 CELL_TIMEOUT = 180
+SEGMENT_BYTES = 20 << 20   # the caching allocator's large segment (kLargeBuffer): what one block between 1 and
+                           # 10 MiB more or less can add to the reserved peak
+MIN_SEGMENTS = 3           # cpu_trace_ga_cost's limit is never under this many segments over the widths
+WHY = {"cuda_trace_reserved": "the model replays the allocator's own history of that cell: only its rules can "
+                              "differ (2% is a 20 MiB segment of the smaller cell's ~1 GiB reserved)",
+       "cuda_trace_allocated": "the same history's allocated bytes are sums of its own block sizes: exact "
+                               "expected, 1% for the block rounding the model may place differently",
+       "cpu_trace_reserved": "the CPU trace lacks what only CUDA allocates (library workspaces, the "
+                             "allocator's stream bookkeeping): 20% is the estimate a CPU user is promised",
+       "cpu_trace_ga_cost": "a GA cost is a slope over the two widths: one 20 MiB segment more or less is "
+                            "20 MiB over their parameter difference, so the limit is never under "
+                            f"{MIN_SEGMENTS} segments (widths 1024 and 2560: one segment 0.072 B/param, "
+                            "the limit 0.3 = 4.1 segments; 1024 and 1536 would make one 0.294)"}
+
+
+def n_params(hidden, layers, vocab) -> int:
+    """The parameters of :func:`build_lm` (12h^2 + 13h a block, embedding and head vocab x h, final LN)."""
+    return layers * (12 * hidden * hidden + 13 * hidden) + 2 * vocab * hidden + 2 * hidden
+
+
+def segment_bpp(sizes, layers, vocab):
+    """One SEGMENT_BYTES over the parameter difference of the extreme widths (B/param), or None."""
+    if len(sizes) < 2:
+        return None
+    return SEGMENT_BYTES / (n_params(max(sizes), layers, vocab) - n_params(min(sizes), layers, vocab))
+
+
+def ga_cost_limit(sizes, layers, vocab) -> float:
+    """cpu_trace_ga_cost's limit: 0.3 B/param, or MIN_SEGMENTS segments where the widths make that more."""
+    one = segment_bpp(sizes, layers, vocab)
+    return LIMITS["cpu_trace_ga_cost"] if one is None else max(LIMITS["cpu_trace_ga_cost"], MIN_SEGMENTS * one)
 
 
 # --- the CUDA allocator's own history as a model trace (pure) ------------------------------
@@ -228,7 +262,7 @@ def check(name, values, limit, skip_why=None) -> dict:
     return {"name": name, "status": status, "detail": f"worst {worst:+.4f} (limit {limit}) over {len(values)}"}
 
 
-def checks(cells, cuda_why) -> list:
+def checks(cells, cuda_why, ga_limit=None) -> list:
     cuda, cpu = [c.get("cuda") or {} for c in cells], [c["cpu"] for c in cells]
     proved = [c.get("precision_proved") for c in (cpu if cuda_why else cuda + cpu)]
     out = [{"name": "precision_proved", "status": "PASS" if proved and all(proved) else "FAIL",
@@ -239,8 +273,47 @@ def checks(cells, cuda_why) -> list:
         out.append(check(name, [c.get(key) for c in side], LIMITS[name], cuda_why))
     measured, estimated = ga_cost(cells, "cuda", "max_reserved"), ga_cost(cells, "cpu", "est_reserved")
     diff = None if measured is None or estimated is None else estimated - measured
-    out.append(check("cpu_trace_ga_cost", [diff], LIMITS["cpu_trace_ga_cost"], cuda_why))
+    out.append(check("cpu_trace_ga_cost", [diff], LIMITS["cpu_trace_ga_cost"] if ga_limit is None else ga_limit,
+                     cuda_why))
     return out
+
+
+def _pct(value) -> str:
+    return "no number" if value is None else f"{value:+.2%}"
+
+
+def _cell_line(c) -> str:
+    """The log line of a CUDA cell: any of its numbers may be missing (no estimate, a failed replay)."""
+    if c.get("error"):
+        return str(c["error"])[:300]
+    return (f"CUDA max reserved {c.get('max_reserved')} B, model on its trace {c.get('model_reserved')} B "
+            f"({_pct(c.get('reserved_error'))}), allocated {_pct(c.get('allocated_error'))}")
+
+
+def write(out, cells, planned, cuda_why, base, started, ga_limit) -> dict:
+    """allocator_model.json and the traces, as they stand: after every cell (``complete`` false, no
+    checks yet), then once more with the checks. A kill keeps every finished cell."""
+    complete = len(cells) == planned
+    result = {**base, "complete": complete, "cells_planned": planned, "cells_done": len(cells),
+              "limits": {**LIMITS, "cpu_trace_ga_cost": ga_limit}, "why": WHY,
+              "ga_cost_bf16": {"cuda_measured_reserved": ga_cost(cells, "cuda", "max_reserved"),
+                               "cuda_trace_model": ga_cost(cells, "cuda", "model_reserved"),
+                               "cpu_trace_model": ga_cost(cells, "cpu", "est_reserved"),
+                               "cpu_live": ga_cost(cells, "cpu", "live_peak")},
+              "cells": [{**c, **{side: {k: v for k, v in (c.get(side) or {}).items() if k != "trace"}
+                                 for side in ("cuda", "cpu") if c.get(side) is not None}} for c in cells],
+              "checks": checks(cells, cuda_why, ga_limit) if complete else [],
+              "seconds": round(time.perf_counter() - started, 1)}
+    os.makedirs(out, exist_ok=True)
+    traces = [{k: cell[k] for k in ("hidden", "precision", "ga")}
+              | {side: (cell.get(side) or {}).get("trace") for side in ("cuda", "cpu")} for cell in cells]
+    for name, data, kw in (("allocator_model_traces.json", traces, {"separators": (",", ":")}),
+                           ("allocator_model.json", result, {"indent": 1})):
+        path = os.path.join(out, name)
+        with open(f"{path}.tmp", "w") as fh:
+            json.dump(data, fh, **kw)
+        os.replace(f"{path}.tmp", path)
+    return result
 
 
 # --- driver -------------------------------------------------------------------------------
@@ -250,6 +323,12 @@ def plan(args) -> list:
             for h in args.sizes for p in args.precisions for g in (1, 2)]
 
 
+def cell_timeout() -> float:
+    """CELL_TIMEOUT, cut to the gpu_first step's deadline ($GF_STEP_DEADLINE) less 5 s to record it."""
+    deadline = os.environ.get("GF_STEP_DEADLINE")
+    return CELL_TIMEOUT if not deadline else max(1.0, min(CELL_TIMEOUT, float(deadline) - time.time() - 5))
+
+
 def run_cuda(cell) -> dict:
     """The CUDA cell in a fresh interpreter (the allocator starts empty, as in an isolated probe cell),
     and the model's replay of its trace."""
@@ -257,11 +336,12 @@ def run_cuda(cell) -> dict:
     from _alloc_replay import replay
     from _alloc_trace import Trace
 
+    timeout = cell_timeout()
     try:
         proc = subprocess.run([sys.executable, os.path.abspath(__file__), "--cell", json.dumps(cell)],
-                              capture_output=True, text=True, timeout=CELL_TIMEOUT)
+                              capture_output=True, text=True, timeout=timeout)
     except subprocess.TimeoutExpired:
-        return {"error": f"cell timed out after {CELL_TIMEOUT}s"}
+        return {"error": f"cell timed out after {timeout:.0f}s"}
     if proc.returncode != 0:
         return {"error": f"cell exited {proc.returncode}: {proc.stderr[-1500:]}"}
     out = json.loads(proc.stdout.strip().splitlines()[-1])
@@ -310,39 +390,27 @@ def main(argv=None) -> int:
 
     started = time.perf_counter()
     cuda_why = cuda_unusable(args.device)
-    cells = []
-    for cell in plan(args):
+    ga_limit = ga_cost_limit(args.sizes, args.layers, args.vocab)
+    base = {"step": "allocator_model", "planned_seconds": PLANNED_SECONDS, "torch": torch.__version__,
+            "cuda_skipped": cuda_why, "allocator_settings": os.environ.get("PYTORCH_CUDA_ALLOC_CONF", ""),
+            "device": torch.cuda.get_device_name(0) if cuda_why is None else "cpu",
+            "segment_bpp": segment_bpp(args.sizes, args.layers, args.vocab)}
+    todo, cells = plan(args), []
+    result = write(args.out, cells, len(todo), cuda_why, base, started, ga_limit)
+    for cell in todo:
         record = dict(cell)
         if cuda_why is None:
             record["cuda"] = run_cuda(cell)
-            c = record["cuda"]
-            log(cell, c.get("error") or f"CUDA max reserved {c['max_reserved']} B, model on its trace "
-                f"{c['model_reserved']} B ({c['reserved_error']:+.2%}), allocated {c['allocated_error']:+.2%}")
+            log(cell, _cell_line(record["cuda"]))
         record["cpu"] = cpu_cell(torch, cell)
         record["precision_proved"] = record["cpu"]["precision_proved"]
         reference = (record.get("cuda") or {}).get("max_reserved")
         record["cpu"]["reserved_error"] = rel(record["cpu"]["est_reserved"], reference)
         cpu = record["cpu"]
-        log(cell, f"CPU live peak {cpu['live_peak']} B, estimated reserved {cpu['est_reserved']} B"
-            + (f" ({cpu['reserved_error']:+.2%} vs CUDA)" if cpu["reserved_error"] is not None else ""))
+        log(cell, f"CPU live peak {cpu.get('live_peak')} B, estimated reserved {cpu.get('est_reserved')} B"
+            + (f" ({_pct(cpu['reserved_error'])} vs CUDA)" if cpu["reserved_error"] is not None else ""))
         cells.append(record)
-    result = {"step": "allocator_model", "planned_seconds": PLANNED_SECONDS, "limits": LIMITS,
-              "torch": torch.__version__, "cuda_skipped": cuda_why,
-              "allocator_settings": os.environ.get("PYTORCH_CUDA_ALLOC_CONF", ""),
-              "device": torch.cuda.get_device_name(0) if cuda_why is None else "cpu",
-              "ga_cost_bf16": {"cuda_measured_reserved": ga_cost(cells, "cuda", "max_reserved"),
-                               "cuda_trace_model": ga_cost(cells, "cuda", "model_reserved"),
-                               "cpu_trace_model": ga_cost(cells, "cpu", "est_reserved"),
-                               "cpu_live": ga_cost(cells, "cpu", "live_peak")},
-              "cells": cells, "checks": checks(cells, cuda_why)}
-    result["seconds"] = round(time.perf_counter() - started, 1)
-    os.makedirs(args.out, exist_ok=True)
-    traces = [{k: cell[k] for k in ("hidden", "precision", "ga")}
-              | {side: (cell.get(side) or {}).pop("trace", None) for side in ("cuda", "cpu")} for cell in cells]
-    with open(os.path.join(args.out, "allocator_model_traces.json"), "w") as fh:
-        json.dump(traces, fh, separators=(",", ":"))
-    with open(os.path.join(args.out, "allocator_model.json"), "w") as fh:
-        json.dump(result, fh, indent=1)
+        result = write(args.out, cells, len(todo), cuda_why, base, started, ga_limit)
     for c in result["checks"]:
         print(f"[allocator_model] {c['status']} {c['name']}: {c['detail']}", flush=True)
     return 1 if any(c["status"] == "FAIL" for c in result["checks"]) else 0

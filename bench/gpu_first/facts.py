@@ -1,4 +1,5 @@
-"""Step facts (planned 10 s on a GPU): what the run is on. nvidia-smi's listing, memory and driver
+"""Step facts (planned 20 s on a GPU: a cold first import of torch is most of it): what the run is on.
+nvidia-smi's listing, memory and driver
 (the raw text, which the host's GPU detection parses in tests/process/test_gpu_first.py), the ML stack's
 versions, torch's view of device 0, the allocator's settings, NVML's name for the same UUID, and the
 probe's own device facts (what a measurement's result and the store key say)."""
@@ -18,6 +19,8 @@ SMI = {"nvidia_smi_L": ["-L"], "nvidia_smi_query": ["--query-gpu=uuid,memory.tot
                                                     "--format=csv,noheader,nounits"], "nvidia_smi": []}
 ALLOC_ENV = ("PYTORCH_CUDA_ALLOC_CONF", "PYTORCH_ALLOC_CONF", "CUDA_VISIBLE_DEVICES", "CUDA_DEVICE_ORDER",
              "CUBLAS_WORKSPACE_CONFIG")
+# inner timeouts, s, in the order they run (with the runner's reserve they fit the cap in run.sh)
+TIMEOUTS = {"nvidia_smi_L": 20, "nvidia_smi_query": 20, "nvidia_smi": 20}
 
 
 def _smi(step):
@@ -25,7 +28,12 @@ def _smi(step):
         if not shutil.which("nvidia-smi"):
             step.fact(key, None)
             continue
-        proc = subprocess.run(["nvidia-smi", *args], capture_output=True, text=True, timeout=30)
+        timeout = min(TIMEOUTS[key], max(1.0, gf.step_left() or TIMEOUTS[key]))
+        try:
+            proc = subprocess.run(["nvidia-smi", *args], capture_output=True, text=True, timeout=timeout)
+        except subprocess.TimeoutExpired:
+            step.fact(key, f"nvidia-smi {' '.join(args)} timed out after {timeout:.0f} s")
+            continue
         step.fact(key, proc.stdout if proc.returncode == 0 else f"exit {proc.returncode}: {proc.stderr[-300:]}")
 
 

@@ -4,13 +4,26 @@
 budget: its own timeout is CAP seconds or what is left of ``$GF_BUDGET`` (counted from
 ``$GF_START``), whichever is less, and with nothing left the step is skipped and said so. The step's
 output goes to ``$GF_OUT/NAME.log``; the step itself writes ``$GF_OUT/NAME.json`` (after every
-check, so a kill leaves what it found); a step that timed out or crashed gets a failed check saying
-so. ``python3 report.py`` writes ``$GF_OUT/check.md`` from the step files and bundles them.
+check, so a kill leaves what it found); a step that ran out of time is INCOMPLETE, one that crashed
+gets a failed check, each saying so. After every step ``check.md`` is written and the whole of
+``$GF_OUT`` is packed into ``$GF_RETURN/gpu_first.tgz`` beside a copy of ``check.md`` (what the device
+brings back: at most 8 files, so never the step files themselves).
+
+**A step takes all its processes with it.** The step runs as the leader of its own session; what it
+starts through :func:`run` (probes, the reference run, the allocator model) gets a process group of
+its own inside that session, and their children (a probe's isolated cells, its workers) stay in that
+group. The runner is a child subreaper, so a process that left the session (``setsid``) and was
+orphaned comes back to it as a child. When the step ends, however it ends, every process of its
+session and every descendant of the runner is ended (SIGTERM, then SIGKILL), and the step's JSON says
+how many were left. Inside a step every timeout is cut to ``$GF_STEP_DEADLINE`` (the step's own
+timeout less a reserve the step keeps to write its record), so an inner kill comes first and the
+step still records what it found.
 
 In a step: ``step = Step("meter")``, ``step.probe(label, *args)`` runs the built-in ga_memory probe
 as the orchestrator does (``$BISECTOR_RESULT``, ``$BISECTOR_DEVICE``) and keeps its result in
-``$GF_OUT/results``, ``step.check(name, verdict)`` records a :mod:`verdicts` result, and
-``step.cuda`` says whether this run is on a GPU (``DEV=cpu`` is the dry run: CUDA-only checks SKIP).
+``$GF_OUT/results`` (on a GPU it also checks that the probe measured with the CUDA meter on a CUDA
+device), ``step.check(name, verdict)`` records a :mod:`verdicts` result, and ``step.cuda`` says
+whether this run is on a GPU (``DEV=cpu`` is the dry run: CUDA-only checks SKIP).
 """
 from __future__ import annotations
 
@@ -25,11 +38,24 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
 PROBE = os.path.join(ROOT, "probes", "ga_memory", "__main__.py")
 MIN_LEFT_S = 5        # a step is not started with less than this left of the budget
-KILL_GRACE_S = 5
+KILL_GRACE_S = 5      # SIGTERM, then this long, then SIGKILL (the runner ending a step)
+INNER_GRACE_S = 2     # the same inside a step (a probe ends on SIGTERM at once)
+STEP_RESERVE_S = 10   # of a step's timeout, kept for the step to record what it found after an inner kill
+RESERVE_SHARE = 0.2   # ... at most this share of a short timeout
+BUNDLE_NAME = "gpu_first.tgz"
+PR_SET_CHILD_SUBREAPER = 36
+INNER_TIMEOUT = -9    # run()'s exit code after a timeout (its whole group killed)
+NOT_STARTED = -15     # run()'s exit code when the step's deadline left no time to start
 
 
 def out_dir() -> str:
+    """Where the steps write (the work directory; run.sh: $WORK)."""
     return os.environ.get("GF_OUT") or os.path.join(os.getcwd(), "gpu-first")
+
+
+def return_dir():
+    """Where what comes back goes (the bundle and check.md; run.sh: $OUT), or None."""
+    return os.environ.get("GF_RETURN") or None
 
 
 def dev() -> str:
@@ -44,11 +70,12 @@ def _write(path: str, data: dict) -> None:
 
 
 def read_json(path: str):
-    """The JSON in ``path``, or None where there is none."""
-    if not os.path.exists(path):
+    """The JSON in ``path``, or None where there is none (or it is not JSON)."""
+    try:
+        with open(path) as fh:
+            return json.load(fh)
+    except (OSError, ValueError):
         return None
-    with open(path) as fh:
-        return json.load(fh)
 
 
 def load(name: str):
@@ -59,6 +86,12 @@ def load(name: str):
 def result(step: str, label: str):
     """The probe result an earlier step kept (``results/<step>.<label>.json``), or None."""
     return read_json(os.path.join(out_dir(), "results", f"{step}.{label}.json"))
+
+
+def step_left():
+    """Seconds left before the step's inner deadline (``$GF_STEP_DEADLINE``), or None outside a runner."""
+    deadline = os.environ.get("GF_STEP_DEADLINE")
+    return None if not deadline else float(deadline) - time.time()
 
 
 class Step:
@@ -98,20 +131,37 @@ class Step:
         self.data["tables"][name] = {"header": header, "rows": rows}
         self.save()
 
+    def run(self, label: str, cmd: list, env: dict, timeout: float) -> int:
+        """``cmd`` under :func:`run` (its output in this step's log); its exit code and seconds kept
+        as facts (``NOT_STARTED`` / ``INNER_TIMEOUT`` said in words)."""
+        code, seconds = run(cmd, env, timeout)
+        said = {NOT_STARTED: "not started: the step's deadline", INNER_TIMEOUT: "killed at its timeout"}
+        self.data["facts"].setdefault("commands", {})[label] = {"exit": said.get(code, code),
+                                                                "seconds": round(seconds, 1)}
+        self.save()
+        return code
+
     def probe(self, label: str, *args, timeout: float = 300):
         """Run the ga_memory probe; (exit code, result dict or None). Its result stays in
-        ``results/<step>.<label>.json``, its output goes to this step's log."""
+        ``results/<step>.<label>.json`` (written by the probe after every cell, so a kill keeps the
+        finished ones), its output goes to this step's log. On a GPU the result must say meter
+        ``cuda`` and a device of type ``cuda`` (a check of its own)."""
+        import verdicts
+
         path = os.path.join(out_dir(), "results", f"{self.name}.{label}.json")
         if os.path.exists(path):
             os.remove(path)
         env = {**os.environ, "BISECTOR_RESULT": path, "BISECTOR_DEVICE": self.dev, "PYTHONUNBUFFERED": "1"}
-        code, seconds = run([sys.executable, PROBE, *args], env, timeout)
+        code = self.run(f"probe {label}", [sys.executable, PROBE, *args], env, timeout)
+        seconds = self.data["facts"]["commands"][f"probe {label}"]["seconds"]
         print(f"[probe] {label}: exit {code} in {seconds:.1f}s: {' '.join(args)}", flush=True)
         result = read_json(path)
         if result is not None:
             self.data["results"].append(os.path.relpath(path, out_dir()))
-        self.data["facts"].setdefault("probe_seconds", {})[label] = round(seconds, 1)
+        self.data["facts"].setdefault("probe_seconds", {})[label] = seconds
         self.save()
+        if self.cuda:
+            self.check(f"{label}: measured with the CUDA meter on a CUDA device", verdicts.on_cuda(result))
         return code, result
 
     def done(self) -> int:
@@ -139,43 +189,148 @@ def planned_steps() -> list:
     return steps
 
 
-def run(cmd: list, env: dict, timeout: float) -> tuple:
-    """Run ``cmd`` in its own process group, its output on ours; (exit code, seconds); -9 after a
-    timeout (the whole group is killed)."""
-    start = time.time()
-    proc = subprocess.Popen(cmd, env=env, start_new_session=True)
+def reserve_s(timeout: float) -> float:
+    """What of a step's ``timeout`` the step keeps to record what it found after an inner kill."""
+    return min(STEP_RESERVE_S, RESERVE_SHARE * timeout)
+
+
+# --- processes ---------------------------------------------------------------------------------
+def _table() -> dict:
+    """{pid: (ppid, pgid, sid, state)} of every process (Linux /proc; {} elsewhere)."""
+    procs = {}
     try:
-        code = proc.wait(timeout=max(1.0, timeout))
+        names = os.listdir("/proc")
+    except OSError:
+        return procs
+    for name in names:
+        if not name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{name}/stat") as fh:
+                fields = fh.read().rsplit(")", 1)[1].split()
+        except (OSError, IndexError):
+            continue
+        procs[int(name)] = (int(fields[1]), int(fields[2]), int(fields[3]), fields[0])
+    return procs
+
+
+def descendants(root: int, procs=None) -> set:
+    """Every live process below ``root`` (children, theirs, ...), zombies left out."""
+    procs = _table() if procs is None else procs
+    below, todo = set(), [root]
+    while todo:
+        parent = todo.pop()
+        for pid, (ppid, _, _, state) in procs.items():
+            if ppid == parent and pid not in below:
+                below.add(pid)
+                todo.append(pid)
+    return {p for p in below if procs[p][3] != "Z"}
+
+
+def _members(sid=None, pgid=None, root=None) -> set:
+    """Live processes of session ``sid`` or group ``pgid``, or below ``root``, never this one."""
+    procs = _table()
+    found = {pid for pid, (_, g, s, state) in procs.items()
+             if state != "Z" and ((sid is not None and s == sid) or (pgid is not None and g == pgid))}
+    if root is not None:
+        found |= descendants(root, procs)
+    found.discard(os.getpid())
+    return found
+
+
+def _signal(pids, sig) -> None:
+    for pid in pids:
+        try:
+            os.kill(pid, sig)
+        except (ProcessLookupError, PermissionError):
+            pass
+
+
+def _reap() -> None:
+    """Collect our exited children (orphans that came to this subreaper among them)."""
+    while True:
+        try:
+            pid, _ = os.waitpid(-1, os.WNOHANG)
+        except ChildProcessError:
+            return
+        if pid == 0:
+            return
+
+
+def _alive(pids) -> set:
+    procs = _table()
+    return {p for p in pids if p in procs and procs[p][3] != "Z"}
+
+
+def end_all(find, grace: float, reap=_reap) -> int:
+    """End every process ``find()`` names: SIGTERM, up to ``grace`` s for them to go, then SIGKILL
+    until none is left (``reap`` collects the exited ones that are ours); how many there were."""
+    first = find()
+    if not first:
+        return 0
+    _signal(first, signal.SIGTERM)
+    until = time.monotonic() + grace
+    while time.monotonic() < until:
+        reap()
+        if not find():
+            return len(first)
+        time.sleep(0.05)
+    for _ in range(200):
+        left = find()
+        if not left:
+            break
+        _signal(left, signal.SIGKILL)
+        time.sleep(0.05)
+        reap()
+    return len(first)
+
+
+def _become_subreaper() -> None:
+    try:
+        import ctypes
+
+        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
+    except Exception:  # noqa: BLE001 - not Linux: the session sweep still runs
+        pass
+
+
+def run(cmd: list, env: dict, timeout: float) -> tuple:
+    """Run ``cmd`` in a process group of its own inside this step's session, its output on ours;
+    (exit code, seconds). The timeout is cut to the step's deadline; after it the group and every
+    process below ``cmd`` end and the code is ``INNER_TIMEOUT``; ``NOT_STARTED`` when the deadline
+    left no time at all."""
+    left = step_left()
+    if left is not None:
+        timeout = min(timeout, left)
+    if timeout < 1.0:
+        print(f"[run] not started, the step's deadline is {timeout:.1f} s away: {' '.join(cmd)[:200]}", flush=True)
+        return NOT_STARTED, 0.0
+    start = time.time()
+    group = {"process_group": 0} if sys.version_info >= (3, 11) else {"preexec_fn": os.setpgrp}
+    proc = subprocess.Popen(cmd, env=env, **group)
+    try:
+        code = proc.wait(timeout=timeout)
     except subprocess.TimeoutExpired:
-        _kill(proc)
-        code = -9
+        below = descendants(proc.pid) | {proc.pid}   # also those that left its group
+        end_all(lambda: _members(pgid=proc.pid, root=proc.pid) | _alive(below), INNER_GRACE_S,
+                reap=lambda: proc.poll())
+        proc.wait()
+        code = INNER_TIMEOUT
     return code, time.time() - start
 
 
-def _kill(proc) -> None:
-    for sig, wait in ((signal.SIGTERM, KILL_GRACE_S), (signal.SIGKILL, None)):
-        try:
-            os.killpg(proc.pid, sig)
-        except ProcessLookupError:
-            return
-        try:
-            proc.wait(timeout=wait)
-            return
-        except subprocess.TimeoutExpired:
-            continue
-
-
+# --- the runner ---------------------------------------------------------------------------------
 def left_s() -> float:
     """Seconds left of the run's budget."""
     start = float(os.environ.get("GF_START") or time.time())
     return float(os.environ.get("GF_BUDGET", "520")) - (time.time() - start)
 
 
-def _finish_record(name: str, planned: float, status: str, detail: str, seconds: float) -> None:
-    """Give a step that did not finish (or never ran) its status and a failed or skipped check."""
+def _finish_record(name: str, planned: float, status: str, result: str, detail: str, seconds: float,
+                   leftovers: int = 0) -> None:
+    """Give a step that did not finish (or never ran) its status and a check that says so."""
     data = load(name) or {"step": name, "dev": dev(), "checks": [], "tables": {}, "facts": {}, "results": []}
-    data.update(status=status, planned_s=planned, seconds=round(seconds, 1))
-    result = "SKIP" if status == "skipped" else "FAIL"
+    data.update(status=status, planned_s=planned, seconds=round(seconds, 1), leftover_processes=leftovers)
     data["checks"].append({"check": "the step finished", "result": result, "detail": detail})
     _write(os.path.join(out_dir(), f"{name}.json"), data)
 
@@ -187,28 +342,37 @@ def run_step(name: str, planned: float, cap: float) -> int:
     if left < MIN_LEFT_S:
         why = f"skipped: the run's budget of {os.environ.get('GF_BUDGET', '520')} s is spent"
         print(f"[SKIP] {name}: {why}", flush=True)
-        _finish_record(name, planned, "skipped", why, 0.0)
+        _finish_record(name, planned, "skipped", "SKIP", why, 0.0)
+        bundle()
         return 0
     timeout = min(cap, left)
+    _become_subreaper()
     log = os.path.join(out_dir(), f"{name}.log")
     print(f"[step] {name}: planned {planned:g} s on a GPU, timeout {timeout:.0f} s", flush=True)
+    start = time.time()
+    env = {**os.environ, "GF_STEP_DEADLINE": f"{start + timeout - reserve_s(timeout):.3f}"}
     with open(log, "w") as fh:
-        start = time.time()
         proc = subprocess.Popen([sys.executable, os.path.join(HERE, f"{name}.py")], stdout=fh, stderr=subprocess.STDOUT,
-                                start_new_session=True)
+                                env=env, start_new_session=True)
         try:
             code = proc.wait(timeout=timeout)
         except subprocess.TimeoutExpired:
-            _kill(proc)
             code = None
+        # however it ended: its session (the step, its probes' groups) and whatever came to us
+        leftovers = end_all(lambda: _members(sid=proc.pid, root=os.getpid()), KILL_GRACE_S)
+        proc.wait()
     seconds = time.time() - start
     data = load(name)
     if code is None:
-        _finish_record(name, planned, "timeout", f"killed after {timeout:.0f} s (its timeout)", seconds)
+        _finish_record(name, planned, "timeout", "INCOMPLETE", f"ran out of time: killed after {timeout:.0f} s "
+                       f"(its timeout), with {leftovers} process(es) of its session", seconds, leftovers)
     elif code != 0 or not data or data.get("status") != "done":
-        _finish_record(name, planned, "crashed", f"exited {code}: see {name}.log", seconds)
+        _finish_record(name, planned, "crashed", "FAIL", f"exited {code}: see {name}.log", seconds, leftovers)
     else:
-        data["planned_s"] = planned
+        data.update(planned_s=planned, leftover_processes=leftovers)
+        if leftovers:
+            data["checks"].append({"check": "the step left no process running", "result": "FAIL",
+                                   "detail": f"{leftovers} process(es) still ran after it ended (killed)"})
         _write(os.path.join(out_dir(), f"{name}.json"), data)
     with open(log) as fh:
         sys.stdout.write("".join(line for line in fh if line.startswith("[")))
@@ -217,18 +381,29 @@ def run_step(name: str, planned: float, cap: float) -> int:
 
 
 def bundle() -> None:
-    """With ``$GF_BUNDLE`` set: the whole output directory as one .tgz there, refreshed after every
-    step (a machine that returns only a few files still returns everything, even after a kill)."""
-    target = os.environ.get("GF_BUNDLE")
+    """check.md from what the steps wrote so far, and, with ``$GF_RETURN`` set, the whole work
+    directory as one ``gpu_first.tgz`` there with a copy of check.md beside it (a machine that
+    returns only a few files still returns everything, even after a kill)."""
+    import report
+
+    report.write(out_dir())
+    target = return_dir()
     if not target:
         return
+    import shutil
     import tarfile
 
-    tmp, own = f"{target}.tmp{os.getpid()}", os.path.basename(target)
-    with tarfile.open(tmp, "w:gz") as tar:  # never itself, should it lie inside OUT
-        tar.add(out_dir(), arcname=os.path.basename(out_dir().rstrip("/")) or "gpu-first",
-                filter=lambda info: None if os.path.basename(info.name).startswith(own) else info)
-    os.replace(tmp, target)
+    os.makedirs(target, exist_ok=True)
+    archive = os.path.join(target, BUNDLE_NAME)
+    tmp = f"{archive}.tmp{os.getpid()}"
+    own = os.path.realpath(target)
+    with tarfile.open(tmp, "w:gz") as tar:  # never the bundle itself, should the work directory hold it
+        tar.add(out_dir(), arcname="gpu-first",
+                filter=lambda info: None if BUNDLE_NAME in os.path.basename(info.name) else info)
+    os.replace(tmp, archive)
+    if os.path.realpath(out_dir()) != own:
+        shutil.copyfile(os.path.join(out_dir(), "check.md"), os.path.join(target, "check.md.tmp"))
+        os.replace(os.path.join(target, "check.md.tmp"), os.path.join(target, "check.md"))
 
 
 def main(argv: list) -> int:

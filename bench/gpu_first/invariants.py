@@ -1,4 +1,4 @@
-"""Step invariants (planned 25 s on a GPU): the probe as a bisect runs it on a GPU (one fresh
+"""Step invariants (planned 45 s on a GPU): the probe as a bisect runs it on a GPU (one fresh
 interpreter per cell), at the meter step's larger width. Per cell: requested <= allocated <=
 reserved, and NVML's device-wide used >= reserved; and the same allocated peaks as in one process
 (the meter step's run)."""
@@ -11,12 +11,17 @@ sys.path.insert(0, HERE)
 import gf  # noqa: E402
 import verdicts  # noqa: E402
 
+# inner timeouts, s, in the order they run (with the runner's reserve they fit the cap in run.sh)
+TIMEOUTS = {"isolated": 140}
+CELL_TIMEOUT_S = 60   # each isolated cell's interpreter (the probe's --cell-timeout)
+
 
 def main():
     step = gf.Step("invariants")
     ga = "1,2" if step.cuda else "2"  # the dry run: two interpreters, not four
-    args = gf.widths(step, 2048) + ["--precisions", "fp32,bf16", "--ga", ga, "--isolate", "on", "--no-attribution"]
-    code, result = step.probe("isolated", *args, timeout=150)
+    args = gf.widths(step, 2048) + ["--precisions", "fp32,bf16", "--ga", ga, "--isolate", "on", "--no-attribution",
+                                    "--cell-timeout", str(CELL_TIMEOUT_S)]
+    code, result = step.probe("isolated", *args, timeout=TIMEOUTS["isolated"])
     step.check("every isolated cell measured", verdicts.all_measured(code, result))
     step.cuda_only("requested <= allocated <= reserved <= NVML used, per cell", lambda: verdicts.invariants(result))
     step.check("isolated cells allocate what cells in one process do",

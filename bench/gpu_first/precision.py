@@ -11,15 +11,19 @@ sys.path.insert(0, HERE)
 import gf  # noqa: E402
 import verdicts  # noqa: E402
 
+# inner timeouts, s, in the order they run (with the runner's reserve they fit the cap in run.sh)
+TIMEOUTS = {"accelerate": 85, "trainer": 85}
+
 
 def main():
     step = gf.Step("precision")
     accelerate = "fp32,bf16,fp16" if step.cuda else "fp32,bf16"
     trainer = "bf16,fp16" if step.cuda else "bf16"
     base = gf.widths(step, 1024) + ["--isolate", "off", "--no-attribution", "--ga", "1,2"]
-    code, result = step.probe("accelerate", *base, "--precisions", accelerate, timeout=120)
+    code, result = step.probe("accelerate", *base, "--precisions", accelerate, timeout=TIMEOUTS["accelerate"])
     step.check(f"accelerate loop: {accelerate} proved", verdicts.precision(code, result))
-    code, result = step.probe("trainer", *base, "--precisions", trainer, "--loop", "trainer", timeout=120)
+    code, result = step.probe("trainer", *base, "--precisions", trainer, "--loop", "trainer",
+                              timeout=TIMEOUTS["trainer"])
     step.check(f"Trainer loop: {trainer} proved", verdicts.precision(code, result))
     return step.done()
 

@@ -5,7 +5,10 @@ probes/README.md). For each hidden size x precision x gradient-accumulation sett
 causal LM from a config (random weights), runs one warm-up optimizer step and one measured step
 under a memory meter, and fits ``peak = a * n_params + b`` over sizes to split per-parameter
 from fixed costs. The result (JSON) goes to $BISECTOR_RESULT. Exit 0 when a result was written
-with at least one measured cell, 3 when nothing could be measured.
+with at least one measured cell, 3 when nothing could be measured. Where the result goes to a file it
+is also written after every finished cell, as a partial result (``partial``: cells done of planned, no
+metrics, an ``error`` saying it did not finish), so a probe killed mid-run keeps the cells it finished;
+the final result replaces it.
 """
 import time as _time
 
@@ -129,13 +132,13 @@ def _cell_mode(args, spec) -> int:
     return 0
 
 
-def _run_cells(spec, argv, timeout, workers):
+def _run_cells(spec, argv, timeout, workers, on_cell=None):
     """The cells' records: each in a fresh interpreter (--isolate, CUDA), else in workers."""
     from _cells import plan, run_cell, run_cell_isolated
     from _workers import run_cells
 
     todo = plan(spec)
-    progress = _Progress(len(todo))
+    progress = _Progress(len(todo), on_cell)
     if not spec["isolate"]:
         return run_cells(run_cell, spec, todo, workers["used"], on_done=progress)
     cells = []
@@ -168,14 +171,40 @@ def _plan_workers(spec, requested):
 class _Progress:
     """One stderr line per measured cell, 'cell k/n', for the orchestrator's live display."""
 
-    def __init__(self, total):
-        self.total, self.done = total, 0
+    def __init__(self, total, on_cell=None):
+        self.total, self.done, self.on_cell, self.cells = total, 0, on_cell, []
 
     def __call__(self, cell):
         self.done += 1
         what = cell.get("error") or f"peak {cell.get('peak_bytes')} B in {cell.get('peak_phase')}"
         print(f"[ga_memory] cell {self.done}/{self.total} h{cell['hidden']} t{cell['seq_len']} {cell['precision']} "
               f"ga{cell['ga']}: {what}", file=sys.stderr, flush=True)
+        self.cells.append(cell)
+        if self.on_cell:
+            self.on_cell(self.cells, self.total)
+
+
+def _partial_writer(args, spec):
+    """After each finished cell: the partial result, where the result goes to a file (never stdout,
+    which holds one result only). A failed write is said once and the cells go on."""
+    from _result import RESULT_ENV, partial, write
+
+    if not (os.environ.get(RESULT_ENV) or args.result):
+        return None
+    probe = {"name": PROBE_NAME, "version": PROBE_VERSION, "config_hash": config_hash(spec, PROBE_VERSION)}
+    failed = []
+
+    def on_cell(cells, planned):
+        if failed:
+            return
+        try:
+            write(partial(probe, spec, cells, planned), args.result)
+        except Exception as exc:  # noqa: BLE001 - the final result is what matters
+            failed.append(exc)
+            print(f"[ga_memory] the partial result could not be written: {type(exc).__name__}: {exc}",
+                  file=sys.stderr, flush=True)
+
+    return on_cell
 
 
 def _finish(args, spec, cells, timings, workers) -> int:
@@ -207,6 +236,11 @@ def _cuda_problem(spec):
     import torch
 
     if torch.cuda.is_available():
+        count = torch.cuda.device_count()
+        if count > 1:
+            visible = os.environ.get("CUDA_VISIBLE_DEVICES", "unset")
+            return (f"{count} GPUs are visible (CUDA_VISIBLE_DEVICES={visible}): the probe measures one; "
+                    f"set CUDA_VISIBLE_DEVICES to one GPU")
         return None
     return (f"CUDA was asked for (--device {spec['device_requested']}) but torch {torch.__version__} "
             f"cannot use it here (CUDA build: {torch.version.cuda or 'none'})")
@@ -253,7 +287,7 @@ def main(argv=None) -> int:
     unusable = _cuda_problem(spec) or too_big
     if unusable:
         return _nothing_measured(args, spec, unusable)
-    cells = _run_cells(spec, argv, args.cell_timeout, workers)
+    cells = _run_cells(spec, argv, args.cell_timeout, workers, _partial_writer(args, spec))
     return _finish(args, spec, cells, timings, workers)
 
 

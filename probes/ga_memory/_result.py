@@ -141,6 +141,32 @@ def assemble(probe: dict, spec: dict, cells, metrics, fits, error=None) -> dict:
     return _clean(result)
 
 
+PARTIAL_ERROR = "the probe did not finish: {done} of {planned} cells were measured when this was written"
+
+
+def partial(probe: dict, spec: dict, cells, planned: int) -> dict:
+    """The result as it stands after ``len(cells)`` of ``planned`` cells: the finished cells (in the
+    order they finished), the meter, the device's type only (reading the device's facts would start a
+    CUDA context in the probe, beside its isolated cells), no metrics (a run that did not finish has no
+    number the host may use) and an ``error`` saying so; the final result replaces it."""
+    result = {
+        "schema_version": SCHEMA_VERSION,
+        "probe": {**probe, "config": spec},
+        "versions": versions(),
+        "device": {"type": spec["device"], "requested": spec.get("device_requested")},
+        "meter": cells_meter(spec["device"], cells),
+        "metrics": {},
+        "cells": list(cells),
+        "partial": {"done": len(cells), "planned": planned},
+        "error": PARTIAL_ERROR.format(done=len(cells), planned=planned),
+    }
+    failed = [c for c in cells if c.get("error")]
+    if failed:
+        result["cell_errors"] = len(failed)
+        result["oom_cells"] = [_cell_name(c) for c in failed if _is_oom(c["error"])]
+    return _clean(result)
+
+
 def write(result: dict, path=None) -> str:
     """Write to $BISECTOR_RESULT, else ``path``, else stdout (atomically); returns where it went."""
     return write_result(result, path)

@@ -14,6 +14,7 @@ import shutil
 import subprocess
 import sys
 import tarfile
+import time
 from pathlib import Path
 
 import pytest
@@ -42,17 +43,40 @@ import gf  # noqa: E402
 import verdicts  # noqa: E402
 from report import verdict as overall  # noqa: E402
 
-GPU_SECONDS = 6 * 60
+GPU_SECONDS = 420        # the planned steps; the device's one command is 600 s
+DEVICE_COMMAND_S = 600
+
+
+def _step_module(name):
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location(f"gpu_first_step_{name}", BENCH / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def _device_command():
+    """The one line docs/gpu.md gives for the device (the one the dry run runs)."""
+    lines = [ln.split("#", 1)[0].strip() for ln in (ROOT / "docs" / "gpu.md").read_text().splitlines()]
+    return next(ln for ln in lines if ln.startswith("bash bench/gpu_first/run.sh"))
 
 
 # --- the plan ------------------------------------------------------------------------------------
-def test_every_step_has_its_file_and_the_plan_fits_six_gpu_minutes():
+def test_every_step_has_its_file_and_the_plan_fits_the_device_command():
     steps = gf.planned_steps()
     assert [s[0] for s in steps] == ["facts", "meter", "invariants", "resets", "precision", "oom", "seed", "allocator"]
     assert all((BENCH / f"{name}.py").is_file() for name, _, _ in steps)
     assert sum(planned for _, planned, _ in steps) <= GPU_SECONDS
-    for name, planned, _ in steps:  # each step's docstring states the plan the runner holds
+    budget = float(next(w for w in (BENCH / "run.sh").read_text().split() if w.startswith("GF_BUDGET=")).split(":-")[1]
+                   .rstrip("}"))
+    assert sum(planned for _, planned, _ in steps) < budget < DEVICE_COMMAND_S - 60   # the report and start inside
+    for name, planned, cap in steps:  # each step's docstring states the plan the runner holds
         assert f"planned {planned:g} s on a GPU" in (BENCH / f"{name}.py").read_text()
+        # every inner timeout, one after the other, and the step's reserve fit inside its cap
+        timeouts = _step_module(name).TIMEOUTS
+        assert planned < sum(timeouts.values()) <= cap - gf.reserve_s(cap), (name, timeouts, cap)
+    assert _step_module("invariants").CELL_TIMEOUT_S < _step_module("invariants").TIMEOUTS["isolated"]
 
 
 # --- every check can fail -----------------------------------------------------------------------
@@ -95,10 +119,18 @@ GOOD_CUDA = _cell(peak_bytes=100, requested_peak_bytes=90, reserved_peak_bytes=1
                                      oom_cells=["fp32.ga1.h1024", "fp32.ga1.h2048"]), ["fp32.ga1.h2048"]), "FAIL"),
     (verdicts.partial_oom(3, _result(_cell(hidden=2048, error="OOM"), oom_cells=["fp32.ga1.h2048"]),
                           ["fp32.ga1.h2048"]), "FAIL"),
-    (verdicts.seed_criteria({"bf16": {"allocated": 1.6}, "fp32": {"allocated": 0.29}}), "PASS"),
-    (verdicts.seed_criteria({"bf16": {"allocated": 1.2}, "fp32": {"allocated": 0.29}}), "FAIL"),
-    (verdicts.seed_criteria({"bf16": {"allocated": 1.9}, "fp32": {"allocated": 0.35}}), "FAIL"),
-    (verdicts.seed_criteria({"fp32": {"allocated": 0.1}}), "FAIL"),
+    (verdicts.seed_criteria({"bf16": {"allocated": 1.6}, "fp32": {"allocated": 0.29}}, 0.49), "PASS"),
+    (verdicts.seed_criteria({"bf16": {"allocated": 1.2}, "fp32": {"allocated": 0.29}}, 0.49), "FAIL"),
+    (verdicts.seed_criteria({"bf16": {"allocated": 2.9}, "fp32": {"allocated": 0.55}}, 0.49), "FAIL"),
+    (verdicts.seed_criteria({"bf16": {"allocated": 1.6}, "fp32": {"allocated": 0.29}}, None), "FAIL"),
+    (verdicts.seed_criteria({"fp32": {"allocated": 0.1}}, 0.49), "FAIL"),
+    (verdicts.on_cuda(_result(_cell(peak_bytes=1, meter="cuda"), meter="cuda", device={"type": "cuda"})), "PASS"),
+    (verdicts.on_cuda(_result(_cell(peak_bytes=1, meter="cpu-dispatch"), meter="cpu-dispatch",
+                              device={"type": "cuda"})), "FAIL"),
+    (verdicts.on_cuda(_result(_cell(peak_bytes=1, meter="cuda"), meter="cuda", device={"type": "cpu"})), "FAIL"),
+    (verdicts.on_cuda(_result(_cell(peak_bytes=1, meter="cpu-dispatch"), meter="cuda", device={"type": "cuda"})),
+     "FAIL"),
+    (verdicts.on_cuda(None), "FAIL"),
 ])
 def test_each_check_passes_only_on_what_it_claims(verdict, expected):
     assert verdict[0] == expected, verdict
@@ -145,14 +177,34 @@ def test_the_partial_cap_is_a_fraction_of_the_gpus_memory_or_says_why_not():
 
 
 def test_the_gpu_identity_check_needs_every_source_to_agree():
-    facts = {"torch_device": {"name": "NVIDIA H200", "uuid": "GPU-1234"}, "nvml_name": "NVIDIA H200",
+    mib = 143771
+    torch_dev = {"name": "NVIDIA H200", "uuid": "GPU-1234", "count": 1, "total_bytes": (mib - 500) << 20}
+    facts = {"torch_device": torch_dev, "nvml_name": "NVIDIA H200",
              "nvidia_smi_L": "GPU 0: NVIDIA H200 (UUID: GPU-1234)\n",
+             "nvidia_smi_query": f"GPU-1234, {mib}, 570.86.15\n",
              "probe_device": {"name": "NVIDIA H200", "nvml": "device GPU-1234", "driver": "570.86.15"}}
     assert verdicts.gpu_identity(facts)[0] == "PASS"
     for broken in ({"nvml_name": "NVIDIA A100"}, {"nvidia_smi_L": "GPU 0: NVIDIA H200 (UUID: GPU-9999)\n"},
                    {"probe_device": {**facts["probe_device"], "nvml": "unavailable: no pynvml"}},
-                   {"probe_device": {**facts["probe_device"], "driver": None}}, {"torch_device": {}}):
+                   {"probe_device": {**facts["probe_device"], "driver": None}}, {"torch_device": {}},
+                   {"probe_device": {**facts["probe_device"], "driver": "550.1"}},          # not nvidia-smi's driver
+                   {"torch_device": {**torch_dev, "count": 2}},                               # two visible
+                   {"torch_device": {**torch_dev, "total_bytes": 81559 << 20}},               # an 80 GB card's memory
+                   {"torch_device": {**torch_dev, "total_bytes": (mib + 2) << 20}},           # more than the board
+                   {"nvidia_smi_query": "GPU-9999, 143771, 570.86.15\n"}, {"nvidia_smi_query": None}):
         assert verdicts.gpu_identity({**facts, **broken})[0] == "FAIL", broken
+
+
+def test_the_fp32_bound_is_the_embeddings_own_bytes_per_parameter_plus_the_margin():
+    pythia = _result(_cell(hidden=2048, peak_bytes=1, n_params=1_414_647_808), probe={"config": {"vocab": 50304}})
+    bound, floor = verdicts.fp32_bound(pythia)
+    assert floor == pytest.approx(0.2913, abs=1e-4) and bound == pytest.approx(floor + verdicts.FP32_MARGIN)
+    # the CPU's fp32 GA cost (0.294) passes with a margin; a 16-bit copy of every parameter (2 B/param) never
+    assert verdicts.seed_criteria({"bf16": {"allocated": 1.858}, "fp32": {"allocated": 0.294}}, bound)[0] == "PASS"
+    assert verdicts.seed_criteria({"bf16": {"allocated": 3.858}, "fp32": {"allocated": 0.294 + 2}}, bound)[0] == "FAIL"
+    assert bound - 0.294 >= 10 * 0.012e9 / 1_414_647_808    # ten times the 12 MB that 0.3 left
+    assert verdicts.fp32_bound(_result(_cell(peak_bytes=1)))[0] is None      # no vocabulary in the result
+    assert all(len(b) == 3 and all(b) for b in verdicts.BOUNDS)
 
 
 def test_the_overall_verdict():
@@ -165,51 +217,135 @@ def test_the_overall_verdict():
     assert overall([done, {"status": "done", "checks": [{"result": "SKIP"}]}], "cpu").startswith("PASS (dry run")
 
 
-# --- the runner: budget and timeouts ---------------------------------------------------------------
-def _runner_copy(tmp_path):
-    """The runner and two steps of its own: one that sleeps past its cap, one that passes."""
+# --- the runner: a step takes all its processes with it; budget and timeouts -------------------------
+CHILD = """import os, subprocess, sys, time
+sleeper = subprocess.Popen(["sleep", "300"])                    # in the child's group
+if sys.argv[2:] == ["daemon"] and os.fork() == 0:               # a daemon: a session of its own, orphaned
+    os.setsid()
+    if os.fork() == 0:
+        time.sleep(300)
+    os._exit(0)
+time.sleep(0.5)
+with open(sys.argv[1] + ".tmp", "w") as fh:
+    fh.write(f"{os.getpid()} {sleeper.pid}")
+os.replace(sys.argv[1] + ".tmp", sys.argv[1])
+time.sleep(300)
+"""
+STEP = "import os, subprocess, sys, time\nsys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))\nimport gf\n"
+PLANTED = {
+    # outlives its cap: starts a probe-like child as gf.run does (a group of its own) and sleeps on
+    "orphan": STEP + "step = gf.Step('orphan')\nstep.check('first', ('PASS', 'ok'))\n"
+                     "subprocess.Popen([sys.executable, os.environ['CHILD'], os.environ['PIDS'] + '.orphan',"
+                     " 'daemon'], process_group=0)\ntime.sleep(300)\n",
+    # asks for more than its cap: gf.run cuts the timeout to the step's deadline, and the step records it
+    "inner": STEP + "step = gf.Step('inner')\ncode = step.run('child', [sys.executable, os.environ['CHILD'], "
+                    "os.environ['PIDS'] + '.inner'], dict(os.environ), 300)\n"
+                    "step.check('the child was cut at the deadline', ('PASS' if code == gf.INNER_TIMEOUT else 'FAIL',"
+                    " code))\nsys.exit(step.done())\n",
+    "quick": STEP + "step = gf.Step('quick')\nstep.check('it ran', ('PASS', 'ok'))\nsys.exit(step.done())\n",
+}
+
+
+def _runner_copy(tmp_path, steps):
+    """The runner (the real run.sh with its step lines replaced) and the planted steps beside it."""
     bench = tmp_path / "gpu_first"
     shutil.copytree(BENCH, bench, ignore=shutil.ignore_patterns("__pycache__"))
-    (bench / "sleepy.py").write_text("import sys, time\nsys.path.insert(0, __file__.rsplit('/', 1)[0])\n"
-                                     "import gf\nstep = gf.Step('sleepy')\nstep.check('first', ('PASS', 'ok'))\n"
-                                     "time.sleep(60)\n")
-    (bench / "quick.py").write_text("import sys\nsys.path.insert(0, __file__.rsplit('/', 1)[0])\n"
-                                    "import gf\nstep = gf.Step('quick')\nstep.check('it ran', ('PASS', 'ok'))\n"
-                                    "sys.exit(step.done())\n")
-    (bench / "run.sh").write_text("#!/bin/sh\nstep sleepy 1 2\nstep quick 1 10\n")
+    for name, source in PLANTED.items():
+        (bench / f"{name}.py").write_text(source)
+    head = [ln for ln in (BENCH / "run.sh").read_text().splitlines() if not ln.startswith("step ")]
+    at = head.index(next(ln for ln in head if ln.startswith('"$PY" "$HERE/report.py"')))
+    (bench / "run.sh").write_text("\n".join(head[:at] + [f"step {s}" for s in steps] + head[at:]) + "\n")
+    (tmp_path / "child.py").write_text(CHILD)
     return bench
 
 
-def _step(bench, env, *args, script="gf.py"):
-    return subprocess.run([sys.executable, str(bench / script), *args], env=env, capture_output=True,
-                          text=True, timeout=60)
+def _alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as fh:
+            return fh.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
 
 
-def test_a_step_past_its_timeout_fails_and_keeps_what_it_found_and_the_budget_skips_the_rest(tmp_path):
-    bench, out = _runner_copy(tmp_path), tmp_path / "out"
-    env = {**os.environ, "GF_OUT": str(out), "GF_DEV": "cpu", "GF_BUDGET": "100",
-           "GF_START": str(int(__import__("time").time())), "GF_BUNDLE": str(tmp_path / "all.tgz")}
-    _step(bench, env, "step", "sleepy", "1", "2")
-    sleepy = json.loads((out / "sleepy.json").read_text())
-    assert sleepy["status"] == "timeout" and [c["result"] for c in sleepy["checks"]] == ["PASS", "FAIL"]
-    assert sleepy["checks"][1]["detail"] == "killed after 2 s (its timeout)"
-    _step(bench, {**env, "GF_BUDGET": "1"}, "step", "quick", "1", "10")
+def _daemons(marker: str) -> list:
+    """Processes whose command line holds ``marker`` (the planted children's pid file path)."""
+    found = []
+    for name in os.listdir("/proc"):
+        if name.isdigit():
+            try:
+                cmd = Path(f"/proc/{name}/cmdline").read_bytes().decode(errors="replace")
+            except OSError:
+                continue
+            if marker in cmd and _alive(int(name)):
+                found.append(int(name))
+    return found
+
+
+def test_a_step_takes_all_its_processes_with_it_and_only_it_is_incomplete(tmp_path):
+    """A planted step outlives its cap with a probe-like child in a group of its own, a grandchild and
+    a setsid daemon; another asks gf.run for more than its cap (its child and grandchild end at the
+    step's deadline, the step records it). Nothing of either is left afterwards;
+    the first is INCOMPLETE (its finished check kept), the others done; two files come back."""
+    bench = _runner_copy(tmp_path, ["orphan 1 2", "inner 1 2", "quick 1 10"])
+    out, work, pids = tmp_path / "out", tmp_path / "work", str(tmp_path / "pids")
+    env = {**os.environ, "OUT": str(out), "WORK": str(work), "DEV": "cpu", "PYTHON": sys.executable,
+           "CHILD": str(tmp_path / "child.py"), "PIDS": pids}
+    proc = subprocess.run(["bash", str(bench / "run.sh")], env=env, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+    try:
+        for which in ("orphan", "inner"):   # the child and its sleeper, written once both ran
+            started = [int(p) for p in Path(f"{pids}.{which}").read_text().split()]
+            assert len(started) == 2 and not [p for p in started if _alive(p)], which
+        assert not _daemons(pids)         # the setsid daemons, the sleepers: none left
+    finally:
+        for pid in _daemons(pids):
+            os.kill(pid, 9)
+    orphan = json.loads((work / "orphan.json").read_text())
+    assert orphan["status"] == "timeout" and [c["result"] for c in orphan["checks"]] == ["PASS", "INCOMPLETE"]
+    assert orphan["checks"][1]["detail"].startswith("ran out of time: killed after 2 s")
+    assert orphan["leftover_processes"] >= 3    # the step, its child, the sleeper (the daemon came back to the runner)
+    inner = json.loads((work / "inner.json").read_text())
+    assert inner["status"] == "done" and inner["facts"]["commands"]["child"]["exit"] == "killed at its timeout"
+    assert [c["result"] for c in inner["checks"]] == ["PASS"] and inner["leftover_processes"] == 0
+    check = (out / "check.md").read_text()
+    assert check.startswith("# bench/gpu_first: INCOMPLETE") and check == (work / "check.md").read_text()
+    rows = {ln.split("|")[1].strip(): ln.split("|")[4].strip() for ln in check.splitlines()
+            if ln.startswith("| ") and ln.split("|")[1].strip() in PLANTED}
+    assert rows == {"orphan": "INCOMPLETE (ran out of time)", "inner": "done", "quick": "done"}
+    assert sorted(os.listdir(out)) == ["check.md", gf.BUNDLE_NAME]
+    with tarfile.open(out / gf.BUNDLE_NAME) as tar:
+        names = set(tar.getnames())
+    assert {f"gpu-first/{p.relative_to(work)}" for p in work.rglob("*") if p.is_file()} <= names
+
+
+def test_the_budget_skips_a_step_and_says_so(tmp_path):
+    bench, out = _runner_copy(tmp_path, ["quick 1 10"]), tmp_path / "out"
+    env = {**os.environ, "GF_OUT": str(out), "GF_DEV": "cpu", "GF_BUDGET": "1", "GF_START": str(int(time.time()) - 5)}
+    subprocess.run([sys.executable, str(bench / "gf.py"), "step", "quick", "1", "10"], env=env, check=True, timeout=60,
+                   capture_output=True)
     quick = json.loads((out / "quick.json").read_text())
     assert quick["status"] == "skipped" and quick["checks"][0]["result"] == "SKIP"
     assert "budget of 1 s is spent" in quick["checks"][0]["detail"]
-    report = _step(bench, env, script="report.py")
-    assert report.stdout.startswith("# bench/gpu_first: FAIL") and (out / "check.md").read_text() == report.stdout[:-1]
-    with tarfile.open(tmp_path / "all.tgz") as tar:
-        assert {"out/sleepy.json", "out/quick.json", "out/check.md"} <= set(tar.getnames())
 
 
 # --- the dry run, end to end -------------------------------------------------------------------------
 @pytest.fixture(scope="module")
 def dry_run(tmp_path_factory):
-    out = tmp_path_factory.mktemp("gpu-first")
-    env = {**os.environ, "OUT": str(out), "DEV": "cpu", "PYTHON": sys.executable}
-    proc = subprocess.run([str(BENCH / "run.sh")], env=env, capture_output=True, text=True, timeout=1200)
-    return out, proc
+    """docs/gpu.md's device command, as is, with DEV=cpu: OUT gets what the device would bring back;
+    the work directory (under TMPDIR) is unpacked from the bundle, as a host does after a GPU run."""
+    base = tmp_path_factory.mktemp("gpu-first")
+    out, tmp = base / "out", base / "tmp"
+    tmp.mkdir()
+    env = {**os.environ, "OUT": str(out), "DEV": "cpu", "PYTHON": sys.executable, "TMPDIR": str(tmp)}
+    proc = subprocess.run(["bash", "-c", _device_command()], cwd=ROOT, env=env, capture_output=True, text=True,
+                          timeout=1200)
+    returned = sorted(os.listdir(out))
+    with tarfile.open(out / gf.BUNDLE_NAME) as tar:
+        tar.extractall(base / "unpacked")
+    work = base / "unpacked" / "gpu-first"
+    assert returned == ["check.md", gf.BUNDLE_NAME]
+    assert (work / "check.md").read_text() == (out / "check.md").read_text()
+    return work, proc
 
 
 def _replayed(tmp_path, result_file: Path):
@@ -254,7 +390,7 @@ def _host_side(tmp_path, out: Path):
     cell = Cell(slots=[Slot(label="0.22.0", version="0.22.0")])
     seen = {}
     for path in sorted((out / "results").glob("*.json")):
-        if path.name == "meter.reference.json":
+        if path.name.endswith("reference.json"):
             continue
         result = json.loads(path.read_text())
         m = seen[path.stem] = measurer._same_device(_replayed(tmp_path, path))
@@ -286,3 +422,47 @@ def test_the_host_reads_what_the_first_gpu_run_brought_back(tmp_path):
     device = json.loads((FIXTURES / "results" / "meter.probe.json").read_text())["device"]
     assert listed and listed[0].name == device["name"]   # the host names the GPU as the probe's torch does
     assert seen["meter.probe"] is Status.OK and seen.get("oom.whole") is Status.OOM
+
+
+# --- the probe keeps every finished cell ---------------------------------------------------------------
+def test_a_killed_probe_keeps_its_finished_cells_in_a_result_the_host_reads(tmp_path):
+    """The real probe, its second cell's model factory killing the probe's whole process group
+    (SIGKILL: nothing runs after it): the result file holds the first cell, as a partial result."""
+    from tests.support.tinylm import tiny_lm_source
+
+    (tmp_path / "killer.py").write_text(tiny_lm_source() + (
+        "\nimport os, signal, time\n_build = build\n\n\ndef build(hidden, **kw):\n    if hidden == 48:\n"
+        "        for _ in range(600):  # the first cell's partial result written, then the kill\n"
+        "            if os.path.exists(os.environ['BISECTOR_RESULT']):\n                break\n"
+        "            time.sleep(0.1)\n"
+        "        os.killpg(os.getpgid(0), signal.SIGKILL)\n    return _build(hidden, **kw)\n"))
+    out = tmp_path / "result.json"
+    env = {**os.environ, "BISECTOR_RESULT": str(out), "PYTHONPATH": str(tmp_path)}
+    proc = subprocess.run([sys.executable, gf.PROBE, "--device", "cpu", "--model-factory", "killer:build", "--sizes",
+                           "32,48", "--precisions", "fp32", "--ga", "1", "--workers", "1"], env=env,
+                          capture_output=True, text=True, timeout=120, start_new_session=True)
+    assert proc.returncode == -9, proc.stderr[-2000:]
+    result = json.loads(out.read_text())
+    assert result["partial"] == {"done": 1, "planned": 2} and result["metrics"] == {}
+    assert [(c["hidden"], c["peak_bytes"] > 0) for c in result["cells"]] == [(32, True)]
+    assert result["meter"] == "cpu-dispatch" and result["device"]["type"] == "cpu"
+    replayed = _replayed(tmp_path, out)       # the host: a crash that says why, never a number
+    assert replayed.status is Status.CRASHED and "did not finish: 1 of 2 cells" in replayed.reason
+
+
+def test_the_probe_refuses_cuda_with_more_than_one_visible_gpu(monkeypatch):
+    import importlib.util
+
+    import torch
+
+    spec = importlib.util.spec_from_file_location("ga_memory_main_for_test", gf.PROBE)
+    probe = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(probe)
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 2)
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "0,1")
+    why = probe._cuda_problem({"device": "cuda", "device_requested": "cuda"})
+    assert why == ("2 GPUs are visible (CUDA_VISIBLE_DEVICES=0,1): the probe measures one; set CUDA_VISIBLE_DEVICES "
+                   "to one GPU")
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 1)
+    assert probe._cuda_problem({"device": "cuda", "device_requested": "cuda"}) is None

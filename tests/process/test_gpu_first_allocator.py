@@ -3,7 +3,12 @@ history it reads, turned into the model's trace, and its CPU dry run end to end 
 from __future__ import annotations
 
 import importlib.util
+import json
 import os
+import subprocess
+import sys
+
+import pytest
 
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -53,3 +58,57 @@ def test_checks_fail_past_their_limits_and_skip_without_cuda():
     assert skipped["cuda_trace_reserved"] == skipped["cpu_trace_ga_cost"] == "SKIP"
 
 
+
+
+def test_the_ga_cost_limit_holds_several_segments_over_the_widths():
+    """One 20 MiB segment more or less between the widths moves the GA cost by SEGMENT_BYTES over
+    their parameter difference: at the gpu_first widths that is a quarter of the limit, never most of it."""
+    import torch
+
+    step = _step()
+    for hidden, layers, vocab in ((64, 2, 256), (96, 1, 512)):   # the count is build_lm's own
+        model = step.build_lm(torch, hidden, layers, 4, vocab)
+        assert step.n_params(hidden, layers, vocab) == sum(p.numel() for p in model.parameters())
+    one = step.segment_bpp([1024, 2560], 4, 8192)
+    assert one == pytest.approx(0.0724, abs=1e-4) and step.ga_cost_limit([1024, 2560], 4, 8192) == 0.3
+    assert step.LIMITS["cpu_trace_ga_cost"] / one > 4
+    assert step.segment_bpp([1024, 1536], 4, 8192) == pytest.approx(0.294, abs=1e-3)   # the knife edge it was
+    assert step.ga_cost_limit([1024, 1536], 4, 8192) == pytest.approx(3 * 0.294, abs=3e-3)
+    assert set(step.WHY) == set(step.LIMITS)
+
+
+KILLED = """import os, signal, sys
+sys.argv[1:] = ["--out", sys.argv[1], "--precisions", "bf16", "--sizes", "64,96"]
+import importlib.util
+spec = importlib.util.spec_from_file_location("am", {step!r})
+am = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(am)
+import torch
+torch.cuda.get_device_name = lambda i: "planted"
+am.cuda_unusable = lambda device: None                 # the CUDA half, planted: a model with no estimate
+am.run_cuda = lambda cell: {{"max_reserved": 4 << 20, "max_allocated": 1 << 20, "model_reserved": None,
+                            "model_allocated": None, "reserved_error": None, "allocated_error": None,
+                            "precision_proved": True, "trace": {{"events": [1]}}}}
+done = []
+def cpu_cell(torch, cell):
+    if len(done) == 2:
+        os.kill(os.getpid(), signal.SIGKILL)           # killed in its third cell
+    done.append(cell)
+    return {{"precision_proved": True, "live_peak": 1, "est_reserved": None, "est_allocated": None,
+            "trace": {{"events": [2]}}}}
+am.cpu_cell = cpu_cell
+sys.exit(am.main())
+"""
+
+
+def test_a_killed_allocator_model_keeps_its_finished_cells_and_no_missing_number_crashes_it(tmp_path):
+    script = tmp_path / "killed.py"
+    script.write_text(KILLED.format(step=STEP))
+    proc = subprocess.run([sys.executable, str(script), str(tmp_path)], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == -9, proc.stderr[-2000:]
+    assert proc.stdout.count("model on its trace None B (no number), allocated no number") == 3
+    result = json.loads((tmp_path / "allocator_model.json").read_text())
+    assert (result["complete"], result["cells_done"], result["cells_planned"], result["checks"]) == (False, 2, 4, [])
+    assert [c["ga"] for c in result["cells"]] == [1, 2] and "trace" not in result["cells"][0]["cuda"]
+    traces = json.loads((tmp_path / "allocator_model_traces.json").read_text())
+    assert [t["cuda"]["events"] + t["cpu"]["events"] for t in traces] == [[1, 2], [1, 2]]
