@@ -47,7 +47,10 @@ SEGMENT_BYTES = 20 << 20   # the caching allocator's large segment (kLargeBuffer
                            # 10 MiB more or less can add to the reserved peak
 MIN_SEGMENTS = 3           # cpu_trace_ga_cost's limit is never under this many segments over the widths
 WHY = {"cuda_trace_reserved": "the model replays the allocator's own history of that cell: only its rules can "
-                              "differ (2% is a 20 MiB segment of the smaller cell's ~1 GiB reserved)",
+                              "differ, and right rules place every segment as CUDA did; 2% is less than one 20 "
+                              "MiB segment of the smaller cell (about 600 MB reserved at width 1024 by the CPU "
+                              "estimate: a segment is 3.5%), so one segment placed wrongly fails it: the replay's "
+                              "exactness is what this check asks",
        "cuda_trace_allocated": "the same history's allocated bytes are sums of its own block sizes: exact "
                                "expected, 1% for the block rounding the model may place differently",
        "cpu_trace_reserved": "the CPU trace lacks what only CUDA allocates (library workspaces, the "
