@@ -43,7 +43,7 @@ import gf  # noqa: E402
 import verdicts  # noqa: E402
 from report import verdict as overall  # noqa: E402
 
-GPU_SECONDS = 420        # the planned steps; the device's one command is 600 s
+GPU_SECONDS = 440        # the planned steps; the device's one command is 600 s
 DEVICE_COMMAND_S = 600
 
 
@@ -65,7 +65,8 @@ def _device_command():
 # --- the plan ------------------------------------------------------------------------------------
 def test_every_step_has_its_file_and_the_plan_fits_the_device_command():
     steps = gf.planned_steps()
-    assert [s[0] for s in steps] == ["facts", "meter", "invariants", "resets", "precision", "oom", "seed", "allocator"]
+    assert [s[0] for s in steps] == ["facts", "meter", "invariants", "resets", "precision", "oom", "seed", "allocator",
+                                     "command"]
     assert all((BENCH / f"{name}.py").is_file() for name, _, _ in steps)
     assert sum(planned for _, planned, _ in steps) <= GPU_SECONDS
     budget = float(next(w for w in (BENCH / "run.sh").read_text().split() if w.startswith("GF_BUDGET=")).split(":-")[1]
