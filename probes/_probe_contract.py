@@ -17,6 +17,7 @@ run as plain processes.
 """
 import json
 import os
+import platform
 import sys
 
 RESULT_ENV = "BISECTOR_RESULT"
@@ -36,3 +37,15 @@ def write_result(result: dict, path=None) -> str:
         fh.write(text)
     os.replace(tmp, target)
     return target
+
+
+def cpu_name() -> str:
+    """The CPU's model name (what a result's ``device.name`` says on the CPU)."""
+    try:
+        with open("/proc/cpuinfo") as fh:
+            for line in fh:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()

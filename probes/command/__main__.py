@@ -15,7 +15,6 @@ computes or prints.
 """
 import argparse
 import os
-import platform
 import shutil
 import signal
 import subprocess
@@ -29,7 +28,7 @@ for _path in (_HERE, os.path.dirname(_HERE)):
         sys.path.insert(0, _path)
 
 from _aggregate import METRICS, read_records, summarize  # noqa: E402
-from _probe_contract import write_result  # noqa: E402
+from _probe_contract import cpu_name, write_result  # noqa: E402
 
 NAME, VERSION, SCHEMA = "command", "1.0", "command/1"
 SHIM = '''"""bisector's command meter (generated): the meter, then this environment's own sitecustomize."""
@@ -146,17 +145,6 @@ def run(args, records):
         shutil.rmtree(shim_dir, ignore_errors=True)
 
 
-def _cpu_name():
-    try:
-        with open("/proc/cpuinfo") as fh:
-            for line in fh:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine()
-
-
 def result_of(args, records, wall):
     """The ``command/1`` result of a command that exited 0 (an error result when nothing was measured)."""
     procs = read_records(records)
@@ -186,7 +174,7 @@ def result_of(args, records, wall):
     torch = lead["torch"]
     device = {"type": torch.get("device"), "threads": torch.get("threads")}
     names = {s.get("cuda_device") for s in lead["steps"] if s.get("cuda_device")}
-    device["name"] = names.pop() if len(names) == 1 else (_cpu_name() if torch.get("device") == "cpu" else None)
+    device["name"] = names.pop() if len(names) == 1 else (cpu_name() if torch.get("device") == "cpu" else None)
     if torch.get("cuda_version"):
         device["cuda"] = torch["cuda_version"]
     steps = [{k: v for k, v in s.items() if k not in ("cuda_device",)} for s in lead["steps"]]

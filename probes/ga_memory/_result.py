@@ -11,7 +11,7 @@ import os
 import platform
 
 from _meter_base import DEVICE_METER
-from _probe_contract import RESULT_ENV, write_result  # noqa: F401 - RESULT_ENV re-exported
+from _probe_contract import RESULT_ENV, cpu_name, write_result  # noqa: F401 - RESULT_ENV re-exported
 
 SCHEMA_VERSION = "ga_memory/2"
 
@@ -32,17 +32,6 @@ def versions() -> dict:
         "transformers": _version("transformers"),
         "python": platform.python_version(),
     }
-
-
-def _cpu_name():
-    try:
-        with open("/proc/cpuinfo") as fh:
-            for line in fh:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine()
 
 
 CUDA_ENV = ("PYTORCH_CUDA_ALLOC_CONF", "PYTORCH_ALLOC_CONF", "CUBLAS_WORKSPACE_CONFIG", "CUDA_VISIBLE_DEVICES")
@@ -90,7 +79,7 @@ def device_info(device: str) -> dict:
         except Exception as exc:  # noqa: BLE001 - asked for CUDA where there is none
             return {"type": "cuda", "name": None, "driver": proc_driver_version(), "cuda": torch.version.cuda,
                     "error": f"{type(exc).__name__}: {exc}"}
-    return {"type": "cpu", "name": _cpu_name(), "driver": None, "cuda": None,
+    return {"type": "cpu", "name": cpu_name(), "driver": None, "cuda": None,
             "threads": torch.get_num_threads()}
 
 

@@ -335,7 +335,7 @@ CONFIG = [
     config_kind("pins a string", "", "job.pins",
                 job='[job]\npackage = "tinypkg"\ngood = "1.0"\nbad = "1.2"\npins = "tinydep==1.0"\n'),
     config_kind("probe args a string", "", "probe.args", probe='[probe]\ncmd = "true"\nargs = "--x"\n'),
-    config_kind("two probe kinds", "", "give exactly one of name, path, cmd (got name, cmd)",
+    config_kind("two probe kinds", "", "give exactly one of name, path, cmd, command (got name, cmd)",
                 probe='[probe]\nname = "ga_memory"\ncmd = "true"\n'),
     config_kind("min effect without stats", "[criterion]\nmin_effect = '5%'\n", "min_effect is for compare = stats"),
     config_kind("stats with too few pairs", "[criterion]\nmetric = 'm'\ncompare = 'stats'\nmax_repeats = 4\n",

@@ -21,7 +21,8 @@ sys.path[:0] = [os.path.join(PROBES, "ga_memory"), PROBES]
 from _cli import config_hash, make_spec, parser  # noqa: E402
 from _fit import derive, fit_line  # noqa: E402
 from _meter_base import MeterBase  # noqa: E402
-from _meter_cpu import StorageMeter, storage_objects_preserved  # noqa: E402
+from _meter_cpu import StorageMeter  # noqa: E402
+from _tensor_bytes import storage_objects_preserved  # noqa: E402  (probes/: the shared meter library)
 from _meter_cuda import CudaMeter  # noqa: E402
 
 from bisector.measure.protocol import ProbeResult  # noqa: E402
