@@ -350,7 +350,8 @@ def build_parser() -> argparse.ArgumentParser:
     q.add_argument("--out", type=Path, help="recover: write the new store here and leave the damaged one as it is")
     q = _command(sub, "envs", "list or garbage-collect cached environments")
     q.add_argument("--cache-dir", type=Path, help="environment cache (default: in the user cache dir)")
-    actions = q.add_subparsers(dest="action", required=True, metavar="{list,gc}")
+    actions = q.add_subparsers(dest="action", required=True, metavar="{list,gc}",
+                              help="list: the cached environments; gc: remove the old ones")
     for name, text in (("list", "list the cached environments and torch bases: size, last use, in use"),
                        ("gc", "remove cached environments and torch bases per the limits (at least one)")):
         a = actions.add_parser(name, help=text, description=text[:1].upper() + text[1:] + ".",
