@@ -15,7 +15,7 @@ from bisector.core.criterion import Compare, Criterion
 from bisector.core.strict_numbers import numbers
 from bisector.envs.build.torch_choice import valid_choice
 from bisector.envs.model.env_spec import check_urls, parse_pin
-from bisector.errors import UsageError
+from bisector.errors import SHOWN_CHARS, UsageError, cut
 from bisector.measure.executors import ExecutorKind
 from bisector.measure.command_metrics import DEFAULT_METRIC, unknown_metric
 from bisector.measure.probe_spec import ProbeSpec
@@ -56,8 +56,13 @@ class JobSection(BaseModel):
     @field_validator("pins")
     @classmethod
     def _exact_pins(cls, value: list[str]) -> list[str]:
+        seen: dict[str, tuple[str, str]] = {}
         for text in value:
-            parse_pin(text)
+            name, version = parse_pin(text)
+            key = canonicalize_name(name)
+            if key in seen and seen[key][1] != version:
+                raise ValueError(f"{cut(seen[key][0])} and {cut(text)} pin {key} twice: give one version")
+            seen.setdefault(key, (text, version))
         return value
 
     @field_validator("package")
@@ -256,20 +261,34 @@ def _has_nul(data) -> bool:
 
 
 def _location(error: dict) -> str:
-    return ".".join(str(p) for p in error["loc"]) or "(top level)"
+    return ".".join(cut(p) for p in error["loc"]) or "(top level)"
 
 
-def validation_message(source: str, exc: ValidationError) -> str:
-    """One line: the file, the key and what is wrong."""
-    err = exc.errors()[0]
-    msg = err["msg"].removeprefix("Value error, ")
+def validation_message(source: str, exc: ValidationError, errors: Optional[list] = None) -> str:
+    """One line: the file, the key and what is wrong (foreign keys and values cut short); ``errors``:
+    those of ``exc``'s errors to tell (default: all)."""
+    errors = exc.errors() if errors is None else errors
+    err = errors[0]
+    msg = cut(err["msg"].removeprefix("Value error, "), 4 * SHOWN_CHARS)
     if err["type"] == "extra_forbidden":
         msg = "unknown key"
-    more = f" (+{len(exc.errors()) - 1} more)" if len(exc.errors()) > 1 else ""
+    more = f" (+{len(errors) - 1} more)" if len(errors) > 1 else ""
     return f"{source}: {_location(err)}: {msg}{more}"
 
 
 TOML_MAX_BYTES = 1 << 20   # a job file is a page of settings; /dev/zero or a stray log is not one
+TOML_MAX_DOTS = 256   # dots in one key (tomllib takes time quadratic in a dotted key's parts)
+
+
+def _key_shape(text: str) -> Optional[str]:
+    """What makes ``text`` no job file by its shape, before tomllib reads it (None: nothing): a key
+    (what precedes a line's first '=', or a ``[table]`` line) of more than TOML_MAX_DOTS dots: a dotted
+    key of 100,000 parts would take tomllib many minutes."""
+    for number, line in enumerate(text.splitlines(), 1):
+        key = line.split("=", 1)[0] if "=" in line else line if line.lstrip().startswith("[") else ""
+        if key.count(".") > TOML_MAX_DOTS:
+            return f"line {number}: a key of more than {TOML_MAX_DOTS} dotted parts"
+    return None
 
 
 def read_toml(path: Path) -> dict[str, Any]:
@@ -285,7 +304,11 @@ def read_toml(path: Path) -> dict[str, Any]:
             data = fh.read(TOML_MAX_BYTES + 1)
         if len(data) > TOML_MAX_BYTES:
             raise UsageError(f"{path}: larger than {TOML_MAX_BYTES >> 20} MiB: not a job file")
-        return tomllib.loads(data.decode("utf-8"))
+        text = data.decode("utf-8")
+        shape = _key_shape(text)
+        if shape:
+            raise UsageError(f"{path}: not a job file: {shape}")
+        return tomllib.loads(text)
     except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
         raise UsageError(f"{path}: not valid TOML: {str(exc).splitlines()[0][:200]}") from None
     except RecursionError:

@@ -1,6 +1,17 @@
 """Errors that the CLI turns into one clear line and an exit code."""
 from __future__ import annotations
 
+from typing import Any
+
+SHOWN_CHARS = 60   # an echoed key or value (a file's, a flag's) is cut to this many characters
+
+
+def cut(text: Any, limit: int = SHOWN_CHARS) -> str:
+    """``text`` as a string of at most about ``limit`` characters: a foreign key or value quoted in an error
+    stays one short line however long it is."""
+    text = str(text)
+    return text if len(text) <= limit else f"{text[:limit]}...({len(text)} chars)"
+
 
 class BisectorError(Exception):
     """Base class: the message is shown to the user as one line."""

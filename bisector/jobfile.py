@@ -24,7 +24,9 @@ from typing import Optional
 from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 
-from bisector.config import JobConfig, merge, read_toml, validated
+from pydantic import ValidationError
+
+from bisector.config import JobConfig, merge, read_toml, validated, validation_message
 from bisector.core.probe_args import effective_args
 from bisector.data import default_job_path
 from bisector.errors import UsageError
@@ -85,7 +87,7 @@ def _stamp_reference(data: dict) -> dict:
 def _version(text) -> Optional[Version]:
     try:
         return Version(str(text).strip().removeprefix("v"))
-    except InvalidVersion:
+    except ValueError:   # InvalidVersion, or a number past Python's int-string limit
         return None
 
 
@@ -121,7 +123,9 @@ def load_config(path: Optional[Path], overrides: dict) -> JobConfig:
     """The job: the built-in default job, ``path`` over it (when given), then ``overrides`` (flags)."""
     data, source = _stamp_reference(builtin_job()), "command line"
     if path is not None:
-        data, source = _stamp_reference(stack(data, read_toml(path))), str(path)
+        raw = read_toml(path)
+        data, source = _stamp_reference(stack(data, raw)), str(path)
+        _check_file_values(raw, data, source)
     below = data
     data = stack(data, overrides, append_args=True)
     if isinstance(data.get("reference"), dict) and not _reference_is_about(data):
@@ -136,6 +140,28 @@ def load_config(path: Optional[Path], overrides: dict) -> JobConfig:
         if source == "command line" or not _valid(below):
             raise
         return validated(JobConfig, data, "command line")  # the file alone is fine: a flag is wrong
+
+
+def _given_at(raw: dict, loc: tuple) -> bool:
+    """Whether the job file itself gives a value at ``loc`` (a section and a key, at least)."""
+    node = raw
+    for part in loc[:2]:
+        if not isinstance(node, dict) or part not in node:
+            return False
+        node = node[part]
+    return len(loc) >= 2
+
+
+def _check_file_values(raw: dict, data: dict, source: str) -> None:
+    """A value the job file gives is checked as the file gives it, whether or not a flag overrides it or
+    a flag's choice drops its table: ``jobs = "many"`` is refused with ``--jobs 2`` too. Only the
+    file's own keys are judged here (a range the flags complete is judged with them)."""
+    try:
+        JobConfig.model_validate(data)
+    except ValidationError as exc:
+        errors = [e for e in exc.errors() if e["type"] != "missing" and _given_at(raw, e["loc"])]
+        if errors:
+            raise UsageError(validation_message(source, exc, errors)) from None
 
 
 def _valid(data: dict) -> bool:

@@ -12,7 +12,10 @@ from bisector.bisection.plan import TORCH_COMMITS, JobPlan, commit_plan, release
 from bisector.config import JobConfig, JobSection, Mode
 from bisector.data import specs_dir
 from bisector.envs import TORCH, EnvSpec, load_env_spec
-from bisector.envs.model.env_spec import parse_pin
+from bisector.envs.build.base_info import same_version
+from bisector.envs.build.torch_advice import local_torches
+from bisector.envs.build.torch_choice import PER_CANDIDATE
+from bisector.envs.model.env_spec import CURRENT, parse_pin
 from bisector.errors import UsageError
 from bisector.measure.assembly import Engine, build_engine, check_executor, probe_device
 from bisector.paths import default_cache_dir
@@ -43,6 +46,7 @@ def preflight(config: JobConfig) -> JobPlan:
     config.probe.check(probe_device(run.executor))
     spec = job_spec(config)
     check_pins(job, spec)
+    check_torch(config.env.torch, spec)
     if job.mode is Mode.COMMITS or job.repo:
         _check_repository(config)
     if job.mode is Mode.COMMITS:
@@ -59,6 +63,22 @@ def check_pins(job: JobSection, spec: EnvSpec) -> None:
             find_release(list_releases(index_url, name), version)
         except UsageError as exc:
             raise UsageError(f"--with {text}: {exc}") from None
+
+
+def check_torch(choice: Optional[str], spec: EnvSpec) -> None:
+    """``--torch X.Y.Z`` names a torch that can be installed: the interpreter's own, a local wheel pip's
+    configuration offers, or a release on the index the installers are configured for (the spec's
+    own, or theirs); a usage error naming the nearest versions otherwise, before anything is built."""
+    if choice in (None, CURRENT, PER_CANDIDATE) or not spec.base.startswith(f"{TORCH}=="):
+        return   # the interpreter's torch, or each candidate's own: nothing to look up
+    if any(same_version(t.version, choice) for t in local_torches()):
+        return
+    try:
+        releases = list_releases(resolve_index_url(spec.index_url), TORCH)
+        if not any(same_version(r.version, choice) for r in releases):
+            find_release(releases, choice)
+    except UsageError as exc:
+        raise UsageError(f"--torch {choice}: {exc}") from None
 
 
 def _check_repository(config: JobConfig) -> None:

@@ -9,11 +9,11 @@ import sys
 from bisector.core.units import human_bytes
 from bisector.envs import EnvCache
 from bisector.envs.build.torch_venv import read_marker
-from bisector.errors import UsageError
+from bisector.errors import cut, UsageError
 from bisector.paths import default_cache_dir
 
-_SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([KMGT]?)i?B?\s*$", re.I)
-_AGE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([smhdw]?)\s*$", re.I)
+_SIZE = re.compile(r"^\s*(\d{1,15}(?:\.\d{1,15})?)\s*([KMGT]?)i?B?\s*$", re.I)   # bounded: no 5000-digit number
+_AGE = re.compile(r"^\s*(\d{1,15}(?:\.\d{1,15})?)\s*([smhdw]?)\s*$", re.I)
 _SECONDS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
 
 
@@ -21,7 +21,7 @@ def parse_size(text: str, flag: str = "--max-size") -> int:
     """'2G', '500M', '1.5GiB', '1000' -> bytes."""
     m = _SIZE.match(text or "")
     if not m:
-        raise UsageError(f"{flag} {text!r} is not a size like 500M or 2G")
+        raise UsageError(f"{flag} {cut(text)!r} is not a size like 500M or 2G")
     power = " KMGT".index(m.group(2).upper() or " ")
     return int(float(m.group(1)) * 1024 ** power)
 
@@ -30,7 +30,7 @@ def parse_age(text: str) -> float:
     """'14d', '12h', '30m', '2w', '90s' (a bare number: days) -> seconds."""
     m = _AGE.match(text or "")
     if not m:
-        raise UsageError(f"--older-than {text!r} is not an age like 14d, 12h or 2w")
+        raise UsageError(f"--older-than {cut(text)!r} is not an age like 14d, 12h or 2w")
     return float(m.group(1)) * _SECONDS[(m.group(2) or "d").lower()]
 
 

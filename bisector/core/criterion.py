@@ -16,7 +16,7 @@ from bisector.core.units import human_value
 from bisector.core.verdict import Verdict
 from bisector.errors import UsageError
 
-_INCREASE = re.compile(r"^\s*([0-9]*\.?[0-9]+(?:[eE][+-]?\d+)?)\s*(%?)\s*$")
+_INCREASE = re.compile(r"^\s*([0-9]{0,15}\.?[0-9]{1,15}(?:[eE][+-]?\d{1,3})?)\s*(%?)\s*$")   # digits bounded
 EXIT_CODE_RULE = "probe exit code (0 good, 125 skip, 1-127 bad)"
 
 
@@ -84,7 +84,7 @@ class Criterion(BaseModel):
     @classmethod
     def _parse_increase(cls, value: Optional[str]) -> Optional[str]:
         if value is not None and not _INCREASE.match(str(value)):
-            raise ValueError(f"'{value}' is not a percentage like '20%' or a number")
+            raise ValueError(f"'{str(value)[:60]}' is not a percentage like '20%' or a number")
         return None if value is None else str(value)
 
     @model_validator(mode="before")

@@ -38,7 +38,7 @@ def _check_entry(text: str) -> str:
         return text
     try:
         Version(text.removeprefix("v"))
-    except InvalidVersion:
+    except ValueError:   # InvalidVersion, or a number past Python's int-string limit
         raise ValueError(f"'{text}' is not a version, 'latest' or 'latest-N'") from None
     return text
 
@@ -47,7 +47,7 @@ def _is_version(text: str) -> bool:
     try:
         Version(text.strip())
         return True
-    except InvalidVersion:
+    except ValueError:   # InvalidVersion, or a number past Python's int-string limit
         return False
 
 
@@ -55,7 +55,7 @@ def specifier(text: str) -> SpecifierSet:
     """A version ("4.32.1" means ==4.32.1) or a specifier set (">=4.40,<4.42")."""
     try:
         return SpecifierSet(f"=={Version(text.strip())}")
-    except InvalidVersion:
+    except ValueError:   # InvalidVersion, or a number past Python's int-string limit
         pass
     try:
         return SpecifierSet(text)

@@ -11,6 +11,7 @@ from __future__ import annotations
 import atexit
 import importlib
 import importlib.util
+import re
 import socket
 from dataclasses import dataclass
 from pathlib import Path
@@ -41,6 +42,9 @@ class EngineSettings(Protocol):
     warm: bool
 
 
+RAY_HOST_PORT = re.compile(r"(?:ray://)?[^\s:]+:[0-9]{1,5}|(?:ray://)?\[[0-9A-Fa-f:.]+\]:[0-9]{1,5}")
+
+
 def check_executor(kind: ExecutorKind, address: Optional[str] = None) -> None:
     """A usage error (one line, before any work) when the executor asked for cannot run here, or the Ray
     cluster named by ``address`` (HOST:PORT, ray://HOST:PORT) does not answer within a few seconds (Ray
@@ -49,6 +53,8 @@ def check_executor(kind: ExecutorKind, address: Optional[str] = None) -> None:
         return
     if importlib.util.find_spec("ray") is None:
         raise UsageError(RAY_MISSING)
+    if address == "auto":
+        address = _auto_address()
     if address in (None, "auto", "local"):
         return
     host, _, port = address.removeprefix("ray://").rpartition(":")
@@ -57,6 +63,25 @@ def check_executor(kind: ExecutorKind, address: Optional[str] = None) -> None:
     except OSError as exc:
         raise UsageError(f"no Ray cluster answers at {address} ({exc.strerror or exc}); start one with `ray start "
                          "--head`, or name the running one") from None
+
+
+def _auto_address() -> Optional[str]:
+    """The cluster ``--ray-address auto`` joins, found as Ray finds it (RAY_ADDRESS, the address the last
+    `ray start` left, a running cluster's processes); a usage error when there is none, rather than
+    Ray's own failure after the store is made. None when Ray's lookup cannot be asked (left to Ray)."""
+    try:
+        from ray._private.services import get_ray_address_from_environment
+    except ImportError:
+        return None
+    try:
+        found = get_ray_address_from_environment("auto", None)
+    except ConnectionError:
+        raise UsageError("--ray-address auto: no Ray cluster runs here (no `ray start` found, RAY_ADDRESS unset); "
+                         "start one with `ray start --head`, name one (HOST:PORT), or leave --ray-address out "
+                         "to start a local Ray") from None
+    except Exception:   # noqa: BLE001 - Ray's private lookup changed: Ray itself will say
+        return None
+    return found if isinstance(found, str) and RAY_HOST_PORT.fullmatch(found) else None
 
 
 def probe_device(kind: ExecutorKind) -> str:

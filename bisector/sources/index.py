@@ -16,7 +16,7 @@ from packaging.version import InvalidVersion, Version
 from pydantic import BaseModel
 
 from bisector.core.candidate import Candidate, CandidateKind
-from bisector.errors import BisectorError, UsageError
+from bisector.errors import BisectorError, UsageError, cut
 from bisector.redact import redact_url
 
 JSON_ACCEPT = "application/vnd.pypi.simple.v1+json, application/json;q=0.5"
@@ -52,8 +52,8 @@ def parse_version(text: str) -> Version:
         cleaned = cleaned[1:]
     try:
         return Version(cleaned)
-    except InvalidVersion:
-        raise UsageError(f"'{text}' is not a valid version") from None
+    except ValueError:   # InvalidVersion, or a number past Python's int-string limit
+        raise UsageError(f"'{cut(text)}' is not a valid version") from None
 
 
 def _file_version(name: str, filename: str) -> Optional[Version]:
@@ -151,7 +151,7 @@ def find_release(releases: list[Release], text: str) -> Release:
     below = [r.version for r in releases if r.parsed < wanted][-2:]
     above = [r.version for r in releases if r.parsed > wanted][:2]
     hint = ", ".join(below + above) or "the package has no releases"
-    raise UsageError(f"version {text} does not exist (nearest: {hint})")
+    raise UsageError(f"version {cut(text)} does not exist (nearest: {hint})")
 
 
 def releases_between(releases: list[Release], good: str, bad: str, pre: bool = False) -> list[Release]:

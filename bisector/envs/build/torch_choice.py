@@ -26,7 +26,7 @@ from bisector.envs.build.base_info import same_version
 from bisector.envs.build.torch_advice import local_torches, next_to_bisector
 from bisector.envs.build.torch_size import describe_or_unknown
 from bisector.envs.model.env_spec import CURRENT, NO_BASE, TORCH, EnvSpec
-from bisector.errors import BisectorError, UsageError
+from bisector.errors import BisectorError, UsageError, cut
 from bisector.sources.index import list_releases
 from bisector.sources.installer_config import resolve_index_url
 
@@ -40,8 +40,8 @@ def valid_choice(value: str) -> str:
         return value
     try:
         Version(value.removeprefix("=="))
-    except InvalidVersion:
-        raise ValueError(f"{value!r} is neither 'current', 'per-candidate' nor a torch version like 2.13.0") from None
+    except ValueError:   # InvalidVersion, or a number past Python's int-string limit
+        raise ValueError(f"{cut(value)!r} is neither 'current', 'per-candidate' nor a torch version like 2.13.0") from None
     return value.removeprefix("==")
 
 

@@ -63,7 +63,7 @@ def companion_requirement(name: str, value: str) -> tuple[str, bool]:
     try:
         Version(value)
         value = f"=={value}"
-    except InvalidVersion:
+    except ValueError:   # InvalidVersion, or a number past Python's int-string limit
         pass
     try:
         spec = SpecifierSet(value)
