@@ -75,6 +75,10 @@ def _failure(done: Completed) -> tuple[Status, str]:
 
 
 def _read_result(path: Path, done: Completed) -> ProbeOutcome:
+    if path.is_symlink() or (path.exists() and not path.is_file()):   # a directory, a FIFO, a link: no result
+        return ProbeOutcome(Status.BAD_OUTPUT, done.seconds, exit_code=done.returncode, stderr_tail=done.stderr_tail,
+                            reason="invalid probe result: $BISECTOR_RESULT is not a regular file (the probe "
+                                   "replaced it)")
     if not path.exists() or path.stat().st_size == 0:
         return ProbeOutcome(Status.BAD_OUTPUT, done.seconds, reason=NO_RESULT,
                             exit_code=done.returncode, stderr_tail=done.stderr_tail)
@@ -92,8 +96,11 @@ def _read_result(path: Path, done: Completed) -> ProbeOutcome:
         first = f"{where}: {err['msg'].removeprefix('Value error, ')}"[:200]
         return ProbeOutcome(Status.BAD_OUTPUT, done.seconds, reason=f"invalid probe result: {first}",
                             exit_code=done.returncode, stderr_tail=done.stderr_tail)
-    except ValueError as exc:
-        first = str(exc).splitlines()[0][:200]
+    except RecursionError:   # JSON nested thousands deep: no probe result is
+        return ProbeOutcome(Status.BAD_OUTPUT, done.seconds, reason="invalid probe result: nested too deeply",
+                            exit_code=done.returncode, stderr_tail=done.stderr_tail)
+    except (ValueError, OSError) as exc:   # not JSON, not UTF-8, unreadable
+        first = (str(exc).splitlines() or [type(exc).__name__])[0][:200]
         return ProbeOutcome(Status.BAD_OUTPUT, done.seconds, reason=f"invalid probe result: {first}",
                             exit_code=done.returncode, stderr_tail=done.stderr_tail)
     if done.returncode != 0 or (not result.metrics and result.error):
