@@ -8,6 +8,7 @@ import datetime as dt
 import enum
 import json
 import os
+import sys
 import sqlite3
 import threading
 import uuid
@@ -270,18 +271,37 @@ class Store:
                         _clean(json.dumps(run.result)) if run.result is not None else None, run.config_hash))
 
     def get_run(self, run_id: Optional[str] = None) -> Optional[RunRow]:
-        """The run with this id (or unique id prefix), the latest without one; None when there is none."""
+        """The run with this id (or unique id prefix), the latest readable one without one; None when there
+        is none; a usage error naming a run whose stored row cannot be read."""
         cols = self._run_columns()
         if run_id is None:
-            rows = self._query(f"SELECT {cols} FROM runs ORDER BY updated DESC, rowid DESC LIMIT 1")
-            row = rows[0] if rows else None
-        else:
-            rows = self._query(f"SELECT {cols} FROM runs WHERE id=?", (run_id,))
-            if not rows:   # a unique prefix, matched literally (no LIKE: '%' and '_' are characters here)
-                rows = self._query(f"SELECT {cols} FROM runs WHERE substr(id, 1, ?) = ? LIMIT 2",
-                                   (len(run_id), run_id))
-            row = rows[0] if len(rows) == 1 else None
-        return _run(row) if row else None
+            rows = self._query(f"SELECT {cols} FROM runs ORDER BY updated DESC, rowid DESC")
+            return next(iter(self._readable(rows)), None)
+        rows = self._query(f"SELECT {cols} FROM runs WHERE id=?", (run_id,))
+        if not rows:   # a unique prefix, matched literally (no LIKE: '%' and '_' are characters here)
+            rows = self._query(f"SELECT {cols} FROM runs WHERE substr(id, 1, ?) = ? LIMIT 2",
+                               (len(run_id), run_id))
+        if len(rows) != 1:
+            return None
+        run = _run(rows[0])
+        if isinstance(run, str):
+            raise UsageError(f"run {rows[0][0]} in {self.path} is damaged ({run}): it cannot be read")
+        return run
+
+    def _readable(self, rows) -> list[RunRow]:
+        """The runs of ``rows`` that can be read; each damaged one named once on stderr (one line) and skipped."""
+        out = []
+        for row in rows:
+            run = _run(row)
+            if isinstance(run, str):
+                key = (str(self.path), str(row[0]))
+                if key not in _TOLD:
+                    _TOLD.add(key)
+                    print(f"bisector: skipped run {str(row[0])[:40]} in {self.path}: its stored row is damaged ({run})",
+                          file=sys.stderr)
+                continue
+            out.append(run)
+        return out
 
     def runs_with_hash(self, config_hash: str, kind: Optional[str] = None) -> list[RunRow]:
         """The runs of one job (its config hash, or a prefix of it), latest first."""
@@ -291,10 +311,10 @@ class Store:
         sql, args = f"SELECT {cols} FROM runs WHERE substr({key}, 1, ?) = ?", [len(config_hash), config_hash]
         if kind:
             sql, args = sql + " AND kind=?", args + [kind]
-        return [_run(r) for r in self._query(sql + " ORDER BY updated DESC, rowid DESC", args)]
+        return self._readable(self._query(sql + " ORDER BY updated DESC, rowid DESC", args))
 
     def list_runs(self) -> list[RunRow]:
-        return [_run(r) for r in self._query(f"SELECT {self._run_columns()} FROM runs ORDER BY created, rowid")]
+        return self._readable(self._query(f"SELECT {self._run_columns()} FROM runs ORDER BY created, rowid"))
 
     def add_step(self, step: StepRow) -> None:
         step = step.model_copy(update={"created": step.created or now()})
@@ -318,7 +338,18 @@ def _clean(text: Optional[str]) -> Optional[str]:
     return None if text is None else redact_text(text)
 
 
-def _run(row: tuple) -> RunRow:
+_TOLD: set = set()   # (store, run id) of damaged rows already named on stderr
+
+
+def _run(row: tuple) -> "RunRow | str":
+    """The stored run, or why its row cannot be read (broken JSON, a kind or field it cannot hold)."""
+    try:
+        return _run_row(row)
+    except (ValueError, TypeError, RecursionError) as exc:   # JSONDecodeError and pydantic's errors among them
+        return f"{type(exc).__name__}: {str(exc).splitlines()[0][:80] if str(exc) else ''}".rstrip(": ")
+
+
+def _run_row(row: tuple) -> RunRow:
     return RunRow(id=row[0], created=row[1], updated=row[2], kind=row[3], command=json.loads(row[4]),
                   config=json.loads(row[5]), status=row[6], result=json.loads(row[7]) if row[7] else None,
                   config_hash=row[8])
