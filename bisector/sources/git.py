@@ -15,7 +15,13 @@ import re
 from pathlib import Path
 from typing import Any, Optional
 
-import git as gitpython
+_REFRESH = os.environ.get("GIT_PYTHON_REFRESH")
+os.environ["GIT_PYTHON_REFRESH"] = "quiet"   # without git on PATH, importing GitPython must not fail every command
+import git as gitpython  # noqa: E402
+if _REFRESH is None:
+    del os.environ["GIT_PYTHON_REFRESH"]
+else:
+    os.environ["GIT_PYTHON_REFRESH"] = _REFRESH
 
 from bisector import activity
 from bisector.core.candidate import Candidate, CandidateKind

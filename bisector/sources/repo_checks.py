@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import configparser
 import os
+import shutil
 import re
 import tomllib
 from pathlib import Path
@@ -19,7 +20,10 @@ _SETUP_NAME = re.compile(r"""\bname\s*=\s*["']([A-Za-z0-9][A-Za-z0-9._-]*)["']""
 
 
 def check_git_environment() -> None:
-    """Refuse to run git with a variable set that would point it at another repository than --repo."""
+    """Refuse to run git with a variable set that would point it at another repository than --repo, or
+    without git on PATH (one line, before anything is created)."""
+    if shutil.which("git") is None:
+        raise UsageError("git is not on PATH: a commit bisect and --repo need it (install git, or bisect releases)")
     for name in git.GIT_REDIRECTS:
         if os.environ.get(name):
             raise UsageError(f"{name} is set in the environment ({os.environ[name]}): git would read that instead "
