@@ -63,7 +63,8 @@ def nvml_at_least_reserved(result):
 
 def main():
     step = gf.Step("command")
-    work = os.path.join(gf.out_dir(), "results")
+    work = os.path.join(gf.out_dir(), "command")   # not results/: that holds ga_memory's results, which the host reads
+    os.makedirs(work, exist_ok=True)
     script, own_path = os.path.join(work, "command_loop.py"), os.path.join(work, "command.own.json")
     result_path = os.path.join(work, "command.result.json")
     with open(script, "w") as fh:
@@ -77,7 +78,6 @@ def main():
                     TIMEOUTS["command"])
     result, own = gf.read_json(result_path), gf.read_json(own_path)
     if result is not None:
-        step.data["results"].append(os.path.relpath(result_path, gf.out_dir()))
         step.fact("metrics", result.get("metrics"))
     steps = (result or {}).get("metrics", {}).get("optimizer_steps")
     step.check(f"the meter ran the script (exit {code}) and saw its {STEPS} optimizer steps",

@@ -191,7 +191,7 @@ def test_a_causal_culprit_is_confirmed_in_its_own_reverted_environment(tmp_path,
     assert plain and reverted.env_fingerprint != plain[0].env_fingerprint
     text = cli("report", out["run_id"], "--store", str(tmp_path / "s.db"), "--format", "text").stdout
     said = next(line for line in text.splitlines() if line.startswith("confirmation: "))   # under the headline
-    assert said == f"confirmation: confirmed: reverting {shas[3][:10]} on {shas[-1][:10]} measures 100 (GOOD)"
+    assert said == f"confirmation: confirmed: reverting {shas[3][:10]} on {shas[-1][:10]} measures 100.0 KiB (GOOD)"
     off = json.loads(cli(*revert_job(tmp_path, repo, shas, plain_spec, "--no-confirm-revert")).stdout)
     assert "confirmation" not in off and off["first_bad"]["sha"] == shas[3]
 

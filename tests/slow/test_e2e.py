@@ -280,7 +280,7 @@ def test_auto_mode_refines_to_the_commit_through_the_metadata_repository(tmp_pat
         assert asked.returncode == 0 and json.loads(asked.stdout)["mode"] == "release", asked.stderr
         said = " ".join(asked.stderr.split())   # the note, as wrapped to the log's 100 columns
         assert not (cache / "repos").exists() and f"metadata names file://{repo}" in said
-        assert "add --clone" in json.loads(asked.stdout)["notes"][-1]
+        assert f"--repo 'file://{repo}'" in json.loads(asked.stdout)["notes"][-1]   # the refine runs as printed
         # what the releases measured travels with their measurements: with their environments gone, the
         # rerun reuses them from the store and still finds the repository their metadata named
         shutil.rmtree(cache / "envs")

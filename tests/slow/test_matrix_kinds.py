@@ -81,11 +81,14 @@ def test_log_and_report_work_on_every_kind(store, capsys, kind, log_start, text_
             assert shown.startswith(("#", "**")), shown[:200]
 
 
-def test_latest_is_the_latest_finished_run_of_any_kind(store, capsys, tmp_path):
+def test_latest_is_the_latest_finished_bisect_or_of_the_kind_asked(store, capsys, tmp_path):
     capsys.readouterr()
-    assert main(["log", "--store", store["db"]]) == 0
+    assert main(["log", "--store", store["db"]]) == 0   # no id: the latest finished bisect, and stderr says so
+    out = capsys.readouterr()
+    assert out.out.startswith("# bisector run ") and "the latest finished bisect run" in out.err
+    assert main(["log", "--kind", "matrix", "--store", store["db"]]) == 0
     assert capsys.readouterr().out.startswith(f"# bisector matrix {store['runs']['matrix'].id}:")
-    assert main(["report", "--format", "text", "--store", store["db"]]) == 0
+    assert main(["report", "--format", "text", "--kind", "matrix", "--store", store["db"]]) == 0
     assert capsys.readouterr().out.startswith("1 new step along the tinypkg versions")
     copy = tmp_path / "s.db"
     with sqlite3.connect(store["db"]) as src, sqlite3.connect(copy) as dst:
@@ -95,7 +98,7 @@ def test_latest_is_the_latest_finished_run_of_any_kind(store, capsys, tmp_path):
                          kind="matrix", command=["bisector", "matrix"], config={"matrix": {"grid": {"tinypkg": "latest"}}},
                          status=RunState.RUNNING))
     later.close()
-    assert main(["log", "--store", str(copy)]) == 0
+    assert main(["log", "--kind", "matrix", "--store", str(copy)]) == 0
     assert capsys.readouterr().out.startswith(f"# bisector matrix {store['runs']['matrix'].id}:")
     assert main(["log", "0123456789ab", "--store", str(copy)]) == 0
     assert capsys.readouterr().out == ("# bisector matrix 0123456789ab: tinypkg = latest\n# command: bisector matrix\n"

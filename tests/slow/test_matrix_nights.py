@@ -99,7 +99,7 @@ def test_the_planted_step_writes_one_draft_that_later_nights_update(nights):
     assert d4["file"] == DRAFT and d4["status"] == "open" and d4["first_run"] == runs[4]["json"]["run_id"]
     assert [n["state"] for n in d5["nights"]] == ["present", "present"] and d5["first_run"] == d4["first_run"]
     assert d6["status"] == "resolved" and [n["state"] for n in d6["nights"]] == ["present", "present", "gone"]
-    assert runs[4]["draft"].startswith("# tinypkg 1.3.0: buffer\\_kib 100 → 400\n")
+    assert runs[4]["draft"].startswith("# tinypkg 1.3.0: buffer\\_kib 100.0 KiB → 400.0 KiB\n")
     assert "**Open**: present on 1 of 1 nights" in runs[4]["draft"]
     assert "**Open**: present on 2 of 2 nights" in runs[5]["draft"]
     assert "**Resolved** on " in runs[6]["draft"] and "is back to 100" in runs[6]["draft"]

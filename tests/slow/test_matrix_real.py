@@ -119,7 +119,7 @@ def test_two_package_grid_with_exclude_pins_companions(tmp_path, env_cache, plai
     assert {c["metrics"]["gpu"] for c in out["cells"]} <= {0.0, 1.0}
     table = (tmp_path / "out" / "matrix.md").read_text()
     assert "| tinypkg | tinyextra | buffer\\_kib | extra\\_level | gpu | verdict |" in table
-    assert "| 1.1.0 | 2.0.0 (latest) | 100 | 2 |" in table
+    assert "| 1.1.0 | 2.0.0 (latest) | 100.0 KiB | 2 |" in table
     assert again_code == 0 and again["probes_run"] == 0  # which GPU a probe got does not change the keys
     assert {c["verdict"] for c in again["cells"]} == {"same"}
     assert cpu["probes_run"] == 3 and {c["metrics"]["gpu"] for c in cpu["cells"]} == {-1.0} and on_cpu in (0, 1)
