@@ -17,7 +17,7 @@ from bisector.envs.build.torch_choice import valid_choice
 from bisector.envs.model.env_spec import check_urls, parse_pin
 from bisector.errors import SHOWN_CHARS, UsageError, cut
 from bisector.measure.executors import ExecutorKind
-from bisector.measure.command_metrics import DEFAULT_METRIC, unknown_metric
+from bisector.measure.command_metrics import unknown_metric, with_default_metric
 from bisector.measure.probe_spec import ProbeSpec
 
 
@@ -222,11 +222,7 @@ class JobConfig(BaseModel):
     @classmethod
     def _command_default_metric(cls, data):
         """A command run (-- CMD) reads step_peak_bytes unless told another of the command meter's metrics."""
-        if isinstance(data, dict) and isinstance(data.get("probe"), dict) and data["probe"].get("command"):
-            criterion = data.get("criterion") if isinstance(data.get("criterion"), dict) else {}
-            if not criterion.get("metric"):
-                data = {**data, "criterion": {**criterion, "metric": DEFAULT_METRIC}}
-        return data
+        return with_default_metric(data)
 
     @model_validator(mode="after")
     def _command_metric(self) -> "JobConfig":

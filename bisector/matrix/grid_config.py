@@ -20,8 +20,7 @@ from pydantic import BaseModel, ConfigDict, field_validator, model_validator
 from bisector.config import RunSection, layer, read_toml, validated
 from bisector.core.criterion import Compare, Criterion
 from bisector.errors import UsageError
-from bisector.measure.command_metrics import DEFAULT_METRIC as COMMAND_METRIC
-from bisector.measure.command_metrics import unknown_metric
+from bisector.measure.command_metrics import unknown_metric, with_default_metric
 from bisector.measure.probe_spec import ProbeSpec
 
 LATEST = re.compile(r"^latest(?:-(\d+))?$")
@@ -149,11 +148,7 @@ class MatrixConfig(BaseModel):
     @classmethod
     def _command_metric(cls, data):
         """A matrix of a command (``[probe] command = [...]``) reads step_peak_bytes unless told another."""
-        if isinstance(data, dict) and isinstance(data.get("probe"), dict) and data["probe"].get("command"):
-            criterion = data.get("criterion") if isinstance(data.get("criterion"), dict) else {}
-            if not criterion.get("metric"):
-                data = {**data, "criterion": {**criterion, "metric": COMMAND_METRIC}}
-        return data
+        return with_default_metric(data)
 
     @model_validator(mode="after")
     def _command_metric_known(self) -> "MatrixConfig":

@@ -31,6 +31,16 @@ def metric_names() -> list[str]:
     return list(metric_table())
 
 
+def with_default_metric(data):
+    """A raw job table (``[probe]``, ``[criterion]``) whose probe is a command: its criterion reads
+    step_peak_bytes unless it names another metric (run, probe, diff and matrix alike)."""
+    if isinstance(data, dict) and isinstance(data.get("probe"), dict) and data["probe"].get("command"):
+        criterion = data.get("criterion") if isinstance(data.get("criterion"), dict) else {}
+        if not criterion.get("metric"):
+            data = {**data, "criterion": {**criterion, "metric": DEFAULT_METRIC}}
+    return data
+
+
 def unknown_metric(name: str) -> str | None:
     """Why ``name`` is not a command metric (None when it is one: a name of the table, or ``<name>.rank<N>``)."""
     match = _RANKED.match(name)
