@@ -1,6 +1,6 @@
 """What the reliability pass costs, measured side by side in one run (``python bench/reliability.py``).
 
-* the probe's launcher (bisector/proc_launcher.py): a trivial child run bare and supervised, interleaved;
+* the probe's launcher (bisector/process/launcher.py): a trivial child run bare and supervised, interleaved;
 * the redaction pass: a measurement's details (the size of a ga_memory result) redacted, against
   serialising them (what storing them costs anyway);
 * opening a store: after a clean close, and after an unclean one (the integrity check), on a store of
@@ -24,9 +24,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from bisector.procs import run_bounded  # noqa: E402
+from bisector.process.procs import run_bounded  # noqa: E402
 from bisector.redact import redact_text  # noqa: E402
-from bisector.storage import RunKind, RunRow, Store, now  # noqa: E402
+from bisector.store.storage import RunKind, RunRow, Store, now  # noqa: E402
 
 
 def _median_s(fn, rounds: int) -> float:
@@ -89,11 +89,11 @@ def store_open(rounds: int, runs: int) -> None:
 
 
 def store_size(repeats: int, size_kib: int) -> None:
-    from bisector import store_blobs
+    from bisector.store import blobs
     from bisector.core.measurement import Measurement
     data, sizes = details(size_kib), {}
-    for label, threshold in (("kept once", store_blobs.BLOB_MIN_BYTES), ("whole", 1 << 60)):
-        store_blobs.BLOB_MIN_BYTES = threshold
+    for label, threshold in (("kept once", blobs.BLOB_MIN_BYTES), ("whole", 1 << 60)):
+        blobs.BLOB_MIN_BYTES = threshold
         with tempfile.TemporaryDirectory() as tmp:
             store = Store(Path(tmp) / "s.db")
             for r in range(repeats):

@@ -30,7 +30,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from bisector.envs.model.environment import venv_run_env  # noqa: E402
-from bisector.storage import Store  # noqa: E402
+from bisector.store.storage import Store  # noqa: E402
 
 IMPORT = "import torch, transformers, accelerate"
 PARTS = ("environment ready", "warm workers: start (imports, per worker)", "probe: interpreter start or fork",

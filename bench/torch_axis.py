@@ -37,8 +37,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bisector.core.units import human_bytes  # noqa: E402
-from bisector.envs.build.torch_size import estimate  # noqa: E402
-from bisector.envs.build.torch_venv import read_marker, torch_bases  # noqa: E402
+from bisector.envs.builders.torch_size import estimate  # noqa: E402
+from bisector.envs.builders.torch_venv import read_marker, torch_bases  # noqa: E402
 from bisector.envs.cache.fsops import disk_usage  # noqa: E402
 from bisector.envs.model.info import read_info  # noqa: E402
 from bisector.envs.model.layout import CacheLayout  # noqa: E402

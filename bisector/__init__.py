@@ -13,10 +13,10 @@ from bisector.core.verdict import Verdict
 from bisector.difference.diff_job import DiffInput, check
 from bisector.difference.diff_model import DiffResult, DiffStatus
 from bisector.difference.diff_run import run_diff
-from bisector.jobfile import load_config
+from bisector.job.jobfile import load_config
 from bisector.paths import default_store_path
 from bisector.sources.index import pages_read_once
-from bisector.storage import Store
+from bisector.store.storage import Store
 
 __version__ = "0.1.0"
 __all__ = ["bisect", "diff", "Attribution", "AttributionKind", "BisectResult", "Change", "Confirmation",

@@ -1,7 +1,7 @@
 """The one redaction pass: what is stored or rendered never carries a secret or the user's home directory.
 
 :func:`redact_text` is applied at every boundary where text leaves the process: each column of a
-store row as it is written (bisector.storage), everything printed (the CLI wraps stdout and stderr
+store row as it is written (bisector.store.storage), everything printed (the CLI wraps stdout and stderr
 in :class:`RedactingStream`) and every report file (markdown, JSON, HTML). It replaces
 
 * credentials in URLs (``https://user:secret@host`` -> ``https://***@host``);
@@ -24,7 +24,7 @@ import re
 import urllib.parse
 from pathlib import Path
 
-from bisector.safe_write import write_atomic
+from bisector.safety.safe_write import write_atomic
 
 MASK = "***"
 SECRET_NAME = r"(?:TOKEN|SECRET|PASSWORD|PASSWD|PASSPHRASE|API[_-]?KEY|ACCESS[_-]?KEY|SECRET[_-]?KEY|PRIVATE[_-]?KEY|CREDENTIALS?|AUTH)"
@@ -140,7 +140,7 @@ def redact_text(text: str, home: bool = True) -> str:
 
 def write_redacted(path: Path, text: str) -> Path:
     """Write a report file (markdown, JSON, HTML) through the redaction pass, atomically and never
-    through a symlink (bisector.safe_write)."""
+    through a symlink (bisector.safety.safe_write)."""
     return write_atomic(path, redact_text(text))
 
 

@@ -23,7 +23,7 @@ untouched image, so nothing of an earlier run reaches a later one. It reports ea
 exit code (negative: killed by that signal) and ends when the control socket closes, killing the
 children still running.
 
-Nothing a run starts outlives it, as under bisector's launcher (bisector/proc_launcher.py): the
+Nothing a run starts outlives it, as under bisector's launcher (bisector/process/launcher.py): the
 worker is a child subreaper (PR_SET_CHILD_SUBREAPER), so what a run leaves behind is reparented to
 it, not to init. When a run ends, before its exit is reported, the worker kills every process of
 the run's session and, once no other run is in flight, every process reparented to it (a daemon that

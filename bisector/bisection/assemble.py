@@ -14,8 +14,8 @@ from bisector.bisection.boundary import also_changed, boundary_sides, environmen
 from bisector.bisection.paired import boundary_evidence
 from bisector.bisection.phase import PhaseResult
 from bisector.bisection.plan import Plan
-from bisector.commandline import with_flags
-from bisector.config import JobConfig
+from bisector.job.commandline import with_flags
+from bisector.job.config import JobConfig
 from bisector.core.candidate import CandidateKind
 from bisector.core.criterion import describe_rule
 from bisector.core.facts import ResultFacts

@@ -13,7 +13,7 @@ from bisector.bisection.phase import PhaseResult
 from bisector.bisection.plan import Plan
 from bisector.bisection.recorder import RunRecorder
 from bisector.bisection.seam import MeasurerFactory, Measures
-from bisector.config import ContrastSection, JobConfig
+from bisector.job.config import ContrastSection, JobConfig
 from bisector.core.candidate import Candidate
 from bisector.core.criterion import Calibrated
 from bisector.core.result import Contrast, Point

@@ -20,14 +20,14 @@ from bisector.bisection.refine import refinement
 from bisector.bisection.search_phase import search_phase
 from bisector.bisection.seam import MeasurerFactory
 from bisector.bisection.widen import walk_back
-from bisector.config import JobConfig, Mode
+from bisector.job.config import JobConfig, Mode
 from bisector.core.changes import AttributionKind
 from bisector.core.result import BisectResult
 from bisector.core.search import Outcome
 from bisector.envs import TORCH
 from bisector.errors import BisectorError, UndecidedError, UsageError
 from bisector.paths import default_cache_dir
-from bisector.storage import Store, new_run_id
+from bisector.store.storage import Store, new_run_id
 
 __all__ = ["Bisector", "Handler", "SilentHandler"]
 

@@ -17,8 +17,8 @@ from typing import Any, Optional
 
 from packaging.utils import canonicalize_name
 
-from bisector.commandline import with_flags
-from bisector.config import JobConfig, Mode
+from bisector.job.commandline import with_flags
+from bisector.job.config import JobConfig, Mode
 from bisector.core.changes import Attribution, AttributionKind, ChangeKind
 from bisector.core.candidate import Candidate, CandidateKind
 from bisector.core.result import BisectResult

@@ -10,14 +10,14 @@ from typing import Optional
 from packaging.utils import canonicalize_name
 
 from bisector.envs import TORCH, EnvSpec
-from bisector.envs.build.torch_choice import choose_torch
+from bisector.envs.builders.torch_choice import choose_torch
 from bisector.envs.model.env_spec import parse_pin
 from bisector.errors import UsageError
 
 
 def apply_pins(spec: EnvSpec, pins: list[str], package: str, index_url: Optional[str],
                torch: Optional[str] = None) -> EnvSpec:
-    """``spec`` with the ``torch`` choice (``--torch``, see bisector.envs.build.torch_choice) and then
+    """``spec`` with the ``torch`` choice (``--torch``, see bisector.envs.builders.torch_choice) and then
     ``pins`` as exact companions (a torch pin as the base); UsageError on a pin of ``package``, the
     package under test, on torch chosen twice, and when nothing decides the torch and bisector's
     interpreter has none."""

@@ -5,7 +5,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Optional
 
-from bisector.config import JobSection
+from bisector.job.config import JobSection
 from bisector.core.candidate import Candidate
 from bisector.envs import EnvSpec
 from bisector.errors import UsageError

@@ -13,13 +13,13 @@ from typing import Optional, Protocol
 from bisector.bisection.judge import Judgement, judge
 from bisector.bisection.phase import flipped
 from bisector.bisection.seam import MeasurerFactory, Measures
-from bisector.config import JobConfig
+from bisector.job.config import JobConfig
 from bisector.core.candidate import Candidate
 from bisector.core.criterion import Calibrated
 from bisector.core.measurement import Status
 from bisector.core.result import BisectResult, Step
 from bisector.errors import UsageError
-from bisector.storage import RunKind, RunRow, StepRow, Store, now
+from bisector.store.storage import RunKind, RunRow, StepRow, Store, now
 
 
 class Handler(Protocol):

@@ -11,7 +11,7 @@ from bisector.bisection.assemble import metadata_url
 from bisector.bisection.phase import PhaseResult
 from bisector.bisection.plan import Plan, commit_plan
 from bisector.bisection.recorder import RunRecorder
-from bisector.commandline import with_flags
+from bisector.job.commandline import with_flags
 from bisector.errors import BisectorError
 from bisector.sources import git
 

@@ -19,7 +19,7 @@ from bisector.bisection.judge import Judgement, judge
 from bisector.bisection.repro_script import ReproScript, sides
 from bisector.bisection.wiring import job_spec
 from bisector.measure.assembly import build_engine
-from bisector.config import JobConfig
+from bisector.job.config import JobConfig
 from bisector.core.candidate import Candidate, CandidateKind
 from bisector.core.criterion import Compare, Criterion, calibrate
 from bisector.core.result import BisectResult, Point, Repro, ReproSide
@@ -27,7 +27,7 @@ from bisector.core.verdict import Verdict
 from bisector.measure.probe_spec import ProbeSpec
 from bisector.paths import default_cache_dir
 from bisector.sources import git
-from bisector.storage import RunRow, Store, now
+from bisector.store.storage import RunRow, Store, now
 
 STATS_RUNS = 3   # a stats-mode run's script, judged by the midpoint: runs per side
 

@@ -13,7 +13,7 @@ metric could not be measured: ``git bisect run``'s skip). Run by bisector to ver
 """
 from __future__ import annotations
 
-from bisector.config import JobConfig
+from bisector.job.config import JobConfig
 from bisector.core.criterion import Direction
 from bisector.data import probes_dir
 from bisector.measure.probe_spec import builtin_files, builtin_script

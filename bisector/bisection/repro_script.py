@@ -36,8 +36,8 @@ from packaging.version import InvalidVersion, Version
 
 from bisector.bisection.boundary import STACK
 from bisector.bisection.repro_command import command_script
-from bisector.commandline import reproduce_command
-from bisector.config import JobConfig
+from bisector.job.commandline import reproduce_command
+from bisector.job.config import JobConfig
 from bisector.core.candidate import CandidateKind
 from bisector.core.criterion import Compare, Direction
 from bisector.core.result import BisectResult, Point, made_by
@@ -47,7 +47,7 @@ from bisector.errors import UsageError
 from bisector.measure.probe_spec import builtin_files
 from bisector.report.common import result_metric
 from bisector.report.culprit_lines import full_headline
-from bisector.report.safe_text import one_line, visible
+from bisector.safety.safe_text import one_line, visible
 from bisector.report.sides import shown
 from bisector.sources import git
 

@@ -9,12 +9,12 @@ from packaging.utils import canonicalize_name
 from bisector.bisection.driver import Bisector, Handler
 from bisector.bisection.pins import apply_pins
 from bisector.bisection.plan import TORCH_COMMITS, JobPlan, commit_plan, release_plan
-from bisector.config import JobConfig, JobSection, Mode
+from bisector.job.config import JobConfig, JobSection, Mode
 from bisector.data import specs_dir
 from bisector.envs import TORCH, EnvSpec, load_env_spec
-from bisector.envs.build.base_info import same_version
-from bisector.envs.build.torch_advice import local_torches
-from bisector.envs.build.torch_choice import PER_CANDIDATE
+from bisector.envs.builders.base_info import same_version
+from bisector.envs.builders.torch_advice import local_torches
+from bisector.envs.builders.torch_choice import PER_CANDIDATE
 from bisector.envs.model.env_spec import CURRENT, parse_pin
 from bisector.errors import UsageError
 from bisector.measure.assembly import Engine, build_engine, check_executor, probe_device
@@ -23,8 +23,8 @@ from bisector.sources import git
 from bisector.sources.index import find_release, list_releases
 from bisector.sources.installer_config import resolve_index_url
 from bisector.sources.repo_checks import check_builds_package, check_git_environment, local_repository
-from bisector.storage import Store
-from bisector.store_health import check_run_paths
+from bisector.store.storage import Store
+from bisector.store.integrity import check_run_paths
 
 
 def job_spec(config: JobConfig) -> EnvSpec:

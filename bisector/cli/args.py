@@ -11,7 +11,7 @@ from bisector.cli.followflags import add_followup_flags, followup_overrides
 from bisector.cli.examples import epilog
 from bisector.cli.runflags import add_output_flags, add_torch_flag
 from bisector.errors import UsageError
-from bisector.storage import RunKind
+from bisector.store.storage import RunKind
 
 RUN, MATRIX = "run", "matrix"
 KINDS = [kind.value for kind in RunKind]   # --kind of log, report and runs

@@ -17,11 +17,11 @@ from bisector.difference.diff_model import DiffResult
 from bisector.difference.diff_report import render_diff_json, render_diff_text
 from bisector.difference.diff_run import run_diff
 from bisector.paths import default_store_path
-from bisector.report.live import progress_for, showing
-from bisector.report.progress import PrintHandler
+from bisector.console.live import progress_for, showing
+from bisector.console.progress import PrintHandler
 from bisector.sources.index import pages_read_once
-from bisector.storage import RunKind, Store
-from bisector.store_health import check_run_paths
+from bisector.store.storage import RunKind, Store
+from bisector.store.integrity import check_run_paths
 
 
 def diff_input(args: argparse.Namespace) -> DiffInput:

@@ -27,8 +27,8 @@ from bisector.matrix.issue_drafts import track
 from bisector.measure.assembly import check_executor, probe_device
 from bisector.paths import default_cache_dir, default_store_path
 from bisector.sources.index import pages_read_once
-from bisector.storage import RunState, Store
-from bisector.store_health import check_directory, check_run_paths
+from bisector.store.storage import RunState, Store
+from bisector.store.integrity import check_directory, check_run_paths
 
 
 def _config_path(args) -> Optional[Path]:

@@ -14,7 +14,7 @@ import uuid
 
 from bisector.bisection.pins import apply_pins
 from bisector.cli.args import probe_overrides
-from bisector.config import RunSection, validated
+from bisector.job.config import RunSection, validated
 from bisector.core.facts import ResultFacts
 from bisector.core.measurement import Measurement, Status
 from bisector.core.units import human_value
@@ -23,18 +23,18 @@ from bisector.envs import load_env_spec
 from bisector.envs.model.env_spec import parse_pin
 from bisector.errors import UsageError
 from bisector.explain.registry import compact_details, explainer_for
-from bisector.jobfile import builtin_job, stack
+from bisector.job.jobfile import builtin_job, stack
 from bisector.measure.assembly import build_engine, probe_device
 from bisector.measure.executors import ExecutorKind
 from bisector.measure.gpus import gpu_label
 from bisector.measure.command_metrics import DEFAULT_METRIC as COMMAND_METRIC
 from bisector.measure.probe_spec import ProbeSpec
 from bisector.paths import default_store_path
-from bisector.report.live import progress_for, showing
+from bisector.console.live import progress_for, showing
 from bisector.sources.index import find_release, list_releases, release_candidate
 from bisector.sources.installer_config import resolve_index_url
-from bisector.storage import RunKind, RunRow, Store, now
-from bisector.store_health import check_run_paths
+from bisector.store.storage import RunKind, RunRow, Store, now
+from bisector.store.integrity import check_run_paths
 
 SHOWN = 8   # metrics listed without --all
 

@@ -1,12 +1,12 @@
 """``bisector store check|recover``: is the store sound, and a new store with every readable row of a
-damaged one (bisector.store_recover). Exit 0: sound / recovered; 1: ``check`` found damage; 2: bad input."""
+damaged one (bisector.store.recovery). Exit 0: sound / recovered; 1: ``check`` found damage; 2: bad input."""
 from __future__ import annotations
 
 import sqlite3
 
 from bisector.paths import default_store_path
-from bisector.store_health import recovery_hint
-from bisector.store_recover import check, recover
+from bisector.store.integrity import recovery_hint
+from bisector.store.recovery import check, recover
 
 
 def store_command(args) -> int:

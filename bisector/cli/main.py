@@ -26,22 +26,22 @@ from bisector.cli.cmd_probe import probe_command
 from bisector.cli.cmd_store import store_command
 from bisector.cli.resumed import interrupted_run, resumed, shown
 from bisector.cli.run_kinds import log_text, pick_run, report_text
-from bisector.config import JobConfig
-from bisector.jobfile import load_config
+from bisector.job.config import JobConfig
+from bisector.job.jobfile import load_config
 from bisector.measure.probe_spec import builtin_names, builtin_version
 from bisector.errors import BisectorError, UsageError
 from bisector.paths import default_store_path
-from bisector.procs import SHUTDOWN, Interrupted, request_shutdown, stop_all
+from bisector.process.procs import SHUTDOWN, Interrupted, request_shutdown, stop_all
 from bisector.redact import RedactingStream, redact_text
 from bisector.report.culprit_lines import through_companion
-from bisector.report.live import progress_for, showing
-from bisector.report.progress import PrintHandler, console_width, wrapped
+from bisector.console.live import progress_for, showing
+from bisector.console.progress import PrintHandler, console_width, wrapped
 from bisector.report.render import load_result, render, render_json, write_reports
-from bisector.report.safe_text import one_line
+from bisector.safety.safe_text import one_line
 from bisector.report.text import render_text
-from bisector.safe_write import check_output_file, write_atomic
+from bisector.safety.safe_write import check_output_file, write_atomic
 from bisector.sources.index import pages_read_once
-from bisector.storage import RunKind, RunRow, Store
+from bisector.store.storage import RunKind, RunRow, Store
 
 
 def _on_signal(signum, frame):  # exercised by the reliability tests with real signals

@@ -11,10 +11,10 @@ from pydantic import ValidationError
 
 from bisector.bisection.recorder import config_hash
 from bisector.cli.args import run_overrides
-from bisector.config import JobConfig, validated
+from bisector.job.config import JobConfig, validated
 from bisector.errors import UsageError
-from bisector.jobfile import load_config
-from bisector.storage import RunKind, RunRow, RunState, Store
+from bisector.job.jobfile import load_config
+from bisector.store.storage import RunKind, RunRow, RunState, Store
 
 
 def _given(table) -> bool:

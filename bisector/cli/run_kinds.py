@@ -20,9 +20,9 @@ from bisector.matrix.run_log import matrix_log
 from bisector.redact import redact_text
 from bisector.report.common import md_escape
 from bisector.report.render import load_result, render
-from bisector.report.safe_text import json_visible, visible
+from bisector.safety.safe_text import json_visible, visible
 from bisector.report.text import render_log
-from bisector.storage import RunKind, RunRow, Store
+from bisector.store.storage import RunKind, RunRow, Store
 
 
 def _when(run: RunRow) -> dt.datetime:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from bisector.envs.build.torch_choice import valid_choice
+from bisector.envs.builders.torch_choice import valid_choice
 
 
 def torch_choice(text: str) -> str:

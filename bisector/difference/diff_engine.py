@@ -28,7 +28,7 @@ from bisector.difference.setups import changes_between, trial_label, trial_setup
 from bisector.envs import EnvSpec
 from bisector.measure.assembly import Engine
 from bisector.measure.measurer import Measurer
-from bisector.storage import RunKind, RunRow, RunState, StepRow, new_run_id, now
+from bisector.store.storage import RunKind, RunRow, RunState, StepRow, new_run_id, now
 
 
 class Differ:

@@ -11,7 +11,7 @@ from typing import Optional
 from packaging.version import Version
 
 from bisector.bisection.follow_up import follow_job
-from bisector.config import JobConfig, JobSection, Mode, RunSection
+from bisector.job.config import JobConfig, JobSection, Mode, RunSection
 from bisector.core.changes import ChangeKind
 from bisector.core.criterion import Direction
 from bisector.core.verdict import Verdict

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Optional
 
-from bisector.config import layer, validated
+from bisector.job.config import layer, validated
 from bisector.core.changes import ChangeKind
 from bisector.core.candidate import Candidate
 from bisector.core.criterion import Criterion
@@ -19,8 +19,8 @@ from bisector.data import specs_dir
 from bisector.difference.diff_model import DiffJob, Setup
 from bisector.difference.setups import changes_between, package_under_test, parse_pins, side_packages
 from bisector.envs import TORCH, EnvSpec, load_env_spec
-from bisector.envs.build.torch_choice import choose_torch
-from bisector.envs.build.base_info import HEAVY
+from bisector.envs.builders.torch_choice import choose_torch
+from bisector.envs.builders.base_info import HEAVY
 from bisector.errors import UsageError
 from bisector.measure.probe_spec import ProbeSpec
 from bisector.sources.index import find_release, list_releases, release_candidate

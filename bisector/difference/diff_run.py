@@ -11,10 +11,10 @@ from bisector.difference.diff_engine import Differ
 from bisector.difference.diff_follow import follow_config
 from bisector.difference.diff_job import CheckedDiff
 from bisector.difference.diff_model import DiffResult
-from bisector.config import RunSection
-from bisector.job_argv import run_argv
+from bisector.job.config import RunSection
+from bisector.job.argv import run_argv
 from bisector.measure.assembly import build_engine
-from bisector.storage import Store
+from bisector.store.storage import Store
 
 
 def run_diff(checked: CheckedDiff, store: Store, cache_dir: Optional[Path] = None,

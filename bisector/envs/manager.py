@@ -2,7 +2,7 @@
 
 ``recipe`` says what a candidate's environment is (its fingerprint); ``using``/``ensure`` look it
 up (os.stat checks and the info file only) and, when it is missing or damaged, build it once
-(bisector.envs.build.once: a lock per fingerprint, so two processes end with one env). Listing and
+(bisector.envs.builders.once: a lock per fingerprint, so two processes end with one env). Listing and
 garbage collection are :class:`bisector.envs.cache.admin.EnvCache`'s.
 """
 from __future__ import annotations
@@ -12,14 +12,14 @@ import logging
 from pathlib import Path
 from typing import Callable, Iterator, Optional
 
-from bisector.envs.build import builder
-from bisector.envs.build.backends import Backend, PipBackend, make_backend
-from bisector.envs.build.base_resolve import resolve_base, torch_base_ready
+from bisector.envs.builders import builder
+from bisector.envs.builders.backends import Backend, PipBackend, make_backend
+from bisector.envs.builders.base_resolve import resolve_base, torch_base_ready
 from bisector.envs.model.environment import Environment
 from bisector.envs.model.info import EnvInfo, InterpreterStamp, utcnow, write_info
 from bisector.envs.cache.inuse import in_use
 from bisector.envs.model.layout import CacheLayout
-from bisector.envs.build.once import build_once
+from bisector.envs.builders.once import build_once
 from bisector.envs.cache.prefetch import Prefetcher
 from bisector.envs.check.readiness import State, quick_check
 from bisector.envs.model.recipe import Recipe, make_recipe, spec_for_target

@@ -9,19 +9,19 @@ from typing import Any, Optional
 from packaging.version import Version
 
 from bisector.bisection.wiring import bisector_for
-from bisector.config import JobConfig, JobSection, Mode
+from bisector.job.config import JobConfig, JobSection, Mode
 from bisector.envs import EnvSpec
 from bisector.errors import BisectorError
-from bisector.job_argv import run_argv
+from bisector.job.argv import run_argv
 from bisector.matrix.cells import Cell
 from bisector.matrix.grid_config import MatrixConfig
 from bisector.matrix.grid_result import BisectAttachment, MatrixResult
 from bisector.matrix.grid_run import CellRunner
 from bisector.redact import write_redacted
-from bisector.safe_write import write_atomic
-from bisector.report.progress import PrintHandler
+from bisector.safety.safe_write import write_atomic
+from bisector.console.progress import PrintHandler
 from bisector.report.render import render_markdown
-from bisector.storage import Store
+from bisector.store.storage import Store
 
 
 def _toml_value(value: Any) -> str:
@@ -40,7 +40,7 @@ def write_env_spec(spec: EnvSpec, path: Path) -> Path:
 def bisect_job(config: MatrixConfig, pkg: str, good: str, bad: str, env: str = "default",
                pins: Optional[list[str]] = None) -> JobConfig:
     """The bisect of ``pkg`` from ``good`` to ``bad`` with the matrix's index, probe and criterion (its
-    command line: bisector.job_argv.run_argv)."""
+    command line: bisector.job.argv.run_argv)."""
     return JobConfig(job=JobSection(package=pkg, good=good, bad=bad, mode=Mode.RELEASES, env=env,
                                     index_url=config.matrix.index_url, pre=config.matrix.pre, pins=pins or []),
                      probe=config.probe, criterion=config.criterion, run=config.run)

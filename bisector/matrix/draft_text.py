@@ -12,7 +12,7 @@ from typing import Optional
 from bisector.core.criterion import Criterion
 from bisector.core.result import BisectResult
 from bisector.core.units import human_value
-from bisector.job_argv import run_argv
+from bisector.job.argv import run_argv
 from bisector.matrix.bisects import bisect_job
 from bisector.matrix.cells import exact_pins
 from bisector.matrix.grid_config import MatrixConfig
@@ -21,8 +21,8 @@ from bisector.matrix.issue_drafts import worse
 from bisector.report.common import md_code, md_escape
 from bisector.redact import write_redacted
 from bisector.report.render import render_markdown
-from bisector.report.safe_text import fenced, shell_join, visible
-from bisector.storage import Store
+from bisector.safety.safe_text import fenced, shell_join, visible
+from bisector.store.storage import Store
 
 
 def title(d: IssueDraft) -> str:

@@ -17,7 +17,7 @@ from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 from pydantic import BaseModel, ConfigDict, field_validator, model_validator
 
-from bisector.config import RunSection, layer, read_toml, validated
+from bisector.job.config import RunSection, layer, read_toml, validated
 from bisector.core.criterion import Compare, Criterion
 from bisector.errors import UsageError
 from bisector.measure.command_metrics import unknown_metric, with_default_metric

@@ -16,9 +16,9 @@ from bisector.matrix.grid_result import CellResult, CellVerdict, MatrixResult
 from bisector.matrix import report_cells
 from bisector.matrix.report_trend import findings, markdown_sections, text_lines
 from bisector.redact import write_redacted
-from bisector.safe_write import write_atomic
+from bisector.safety.safe_write import write_atomic
 from bisector.report.common import md_escape
-from bisector.report.safe_text import visible
+from bisector.safety.safe_text import visible
 
 MARKDOWN_FILE, JSON_FILE = "matrix.md", "matrix.json"
 

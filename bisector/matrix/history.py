@@ -8,7 +8,7 @@ from typing import Optional
 from bisector.errors import UsageError
 from bisector.matrix.grid_config import MatrixConfig
 from bisector.matrix.grid_result import MatrixResult
-from bisector.storage import RunKind, RunRow, RunState, Store
+from bisector.store.storage import RunKind, RunRow, RunState, Store
 
 
 def timestamp() -> str:

@@ -19,7 +19,7 @@ from bisector.matrix.report_cells import counts, standing, where
 from bisector.matrix.steps import grid_lines
 from bisector.matrix.svg_chart import Chart, Series, esc, svg
 from bisector.redact import write_redacted
-from bisector.safe_write import copy_atomic
+from bisector.safety.safe_write import copy_atomic
 
 PAGE = "index.html"
 SERIES_PER_CHART = 10

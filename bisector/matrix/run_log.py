@@ -7,7 +7,7 @@ from bisector.matrix.grid_report import headline
 from bisector.matrix.grid_result import MatrixResult
 from bisector.matrix.report_cells import counts, where
 from bisector.redact import redact_text
-from bisector.storage import RunRow, Store
+from bisector.store.storage import RunRow, Store
 
 
 def _grid(config: dict) -> str:

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import Optional
 
 from bisector.core.units import human_value
-from bisector.report.safe_text import visible
+from bisector.safety.safe_text import visible
 
 W = 720                      # the chart's width in CSS pixels (scaled down, never clipped, on narrow pages)
 PAD, PLOT_H, RIGHT = 8, 200, 18

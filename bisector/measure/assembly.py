@@ -24,14 +24,14 @@ from bisector.measure.gpus import GpuPool, detect_gpus, probe_cpus
 from bisector.measure.measurer import Measurer, Measurers
 from bisector.measure.probe_spec import ProbeSpec
 from bisector.paths import default_cache_dir
-from bisector.storage import Store
+from bisector.store.storage import Store
 
 RAY_CONNECT_S = 5.0
 RAY_MISSING = "--executor ray needs Ray, which is not installed here: pip install 'bisector[ray]'"
 
 
 class EngineSettings(Protocol):
-    """What the engine is built from: a run's ``[run]`` table (bisector.config.RunSection)."""
+    """What the engine is built from: a run's ``[run]`` table (bisector.job.config.RunSection)."""
 
     jobs: int
     prefetch: Optional[bool]

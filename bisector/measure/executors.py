@@ -15,7 +15,7 @@ import enum
 import os
 from typing import Callable, Collection, Iterator, Optional, Protocol
 
-from bisector import activity
+from bisector.console import activity
 from bisector.core.measurement import Measurement
 from bisector.envs import EnvManager
 from bisector.errors import EnvironmentFailure

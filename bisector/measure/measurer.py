@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional
 
-from bisector import activity
+from bisector.console import activity
 from bisector.core.candidate import Candidate, CandidateKind
 from bisector.core.measurement import RETRIED_ON_RERUN, Measurement, Status
 from bisector.envs import EnvManager, EnvSpec, InstallTarget, Recipe
@@ -22,8 +22,8 @@ from bisector.measure.executors import Executor, Handle, LocalExecutor
 from bisector.measure.gpus import GpuPool, cuda_runtime
 from bisector.measure.probe_spec import ProbeSpec
 from bisector.measure.take import TakeJob, check_shutdown
-from bisector.procs import SHUTDOWN, Interrupted
-from bisector.storage import Store
+from bisector.process.procs import SHUTDOWN, Interrupted
+from bisector.store.storage import Store
 
 WAIT_POLL_S = 0.1
 

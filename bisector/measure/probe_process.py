@@ -13,7 +13,7 @@ from bisector.core.measurement import Status
 from bisector.measure.protocol import RESULT_ENV, ProbeResult
 from bisector.measure.probe_spec import ProbeSpec
 from bisector.measure.warm_pool import Launch
-from bisector.procs import Completed, run_bounded
+from bisector.process.procs import Completed, run_bounded
 
 RESULT_MAX_BYTES = 8 << 20
 NO_RESULT = ("probe exited 0 without writing a result: a probe writes {\"metrics\": {NAME: NUMBER}} to "

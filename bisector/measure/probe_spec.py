@@ -17,7 +17,7 @@ from pydantic import BaseModel, ConfigDict, model_validator
 from bisector.data import probes_dir
 from bisector.core.strict_numbers import numbers
 from bisector.errors import UsageError
-from bisector.procs import run_bounded
+from bisector.process.procs import run_bounded
 
 CONTRACT = "_probe_contract.py"   # the shared result writer every built-in probe imports
 PREFLIGHT = "_preflight.py"        # a built-in probe package's own check of its arguments (stdlib only)

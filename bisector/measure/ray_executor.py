@@ -21,12 +21,12 @@ import ray.exceptions as rex
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
 from bisector.core.measurement import Measurement, Status
-from bisector.envs.build.base_info import same_version
+from bisector.envs.builders.base_info import same_version
 from bisector.envs.model.fingerprint import index_environment
 from bisector.measure.executors import Handle, OnDone, wait_any
 from bisector.measure.ray_task import TaskPayload, TaskResult, probe_files, take_on_node
 from bisector.measure.take import TakeJob
-from bisector.procs import Interrupted
+from bisector.process.procs import Interrupted
 
 # A task lost with its worker, its node or its objects: retried elsewhere, never a verdict.
 LOST = (rex.WorkerCrashedError, rex.NodeDiedError, rex.ObjectLostError, rex.LocalRayletDiedError,

@@ -15,10 +15,10 @@ from typing import Callable, ContextManager, Optional
 
 from pydantic import BaseModel, ConfigDict
 
-from bisector import activity
+from bisector.console import activity
 from bisector.core.measurement import Measurement, Status
 from bisector.envs import Environment, EnvManager, Recipe
-from bisector.envs.build.backends import site_packages
+from bisector.envs.builders.backends import site_packages
 from bisector.envs.check.proof import homes_of, proof_env, proof_problems, read_proof, static_report
 from bisector.core.facts import EnvFacts
 from bisector.envs.check.project_url import repository_url
@@ -26,7 +26,7 @@ from bisector.errors import EnvironmentFailure
 from bisector.measure.probe_process import ProbeOutcome, run_probe
 from bisector.measure.probe_spec import ProbeSpec
 from bisector.measure.warm_pool import WarmPool
-from bisector.procs import SHUTDOWN, Interrupted
+from bisector.process.procs import SHUTDOWN, Interrupted
 
 GpuSlot = Callable[[], ContextManager[Optional[str]]]  # held around the probe run: CUDA_VISIBLE_DEVICES or None
 

@@ -26,7 +26,7 @@ from bisector.envs.check.proof import HOOK_NAME, MODULES_ENV, PROOF_ENV
 from bisector.measure.probe_spec import ProbeSpec, builtin_files
 from bisector.measure.protocol import RESULT_ENV
 from bisector.measure.warm_server import WarmLost, WarmServer
-from bisector.procs import Completed
+from bisector.process.procs import Completed
 
 WORKER = "_warm_worker.py"
 PER_RUN = (RESULT_ENV, PROOF_ENV, MODULES_ENV, "CUDA_VISIBLE_DEVICES", "BISECTOR_CPUS")

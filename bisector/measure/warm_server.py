@@ -1,12 +1,12 @@
 """One warm worker (probes/_warm_worker.py): a fork server for one probe in one candidate environment,
 seen from the orchestrator.
 
-The worker is started with the environment's interpreter under the launcher (bisector.proc_launcher:
+The worker is started with the environment's interpreter under the launcher (bisector.process.launcher:
 it dies with bisector, even by ``kill -9``, and takes everything below the worker with it), a
 SOCK_SEQPACKET control socket its only link (when this process ends, the socket closes and the worker
 ends, killing its children). ``run`` asks it for one probe run: the write ends of two fresh pipes travel with the
 request and become the child's stdout and stderr, and the child is then watched exactly like a plain
-probe process (:func:`bisector.procs.watch`: bounded output, timeout, shutdown of its process
+probe process (:func:`bisector.process.procs.watch`: bounded output, timeout, shutdown of its process
 group), its exit code coming from the worker, which is its parent.
 """
 from __future__ import annotations
@@ -22,7 +22,7 @@ import time
 from pathlib import Path
 from typing import Callable, Optional
 
-from bisector.procs import SHUTDOWN, Completed, Interrupted, forget, spawn, stop_group, watch
+from bisector.process.procs import SHUTDOWN, Completed, Interrupted, forget, spawn, stop_group, watch
 
 FD_ENV = "BISECTOR_WARM_FD"
 MAX_MESSAGE = 1 << 20
@@ -34,7 +34,7 @@ class WarmLost(Exception):
 
 
 class _Child:
-    """A run forked by the worker, shaped like a ``Popen`` for :func:`bisector.procs.watch` (its pid
+    """A run forked by the worker, shaped like a ``Popen`` for :func:`bisector.process.procs.watch` (its pid
     leads its own process group; its exit code arrives from the worker)."""
 
     def __init__(self, server: "WarmServer"):

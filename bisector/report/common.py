@@ -6,7 +6,7 @@ import html
 import re
 from typing import Optional
 
-from bisector.commandline import reproduce_command
+from bisector.job.commandline import reproduce_command
 from bisector.core.candidate import CandidateKind
 from bisector.core.result import BisectResult, Point, Step
 from bisector.core.search import Outcome

@@ -8,7 +8,7 @@ from __future__ import annotations
 import dataclasses
 
 from bisector.core.result import BisectResult
-from bisector.report import safe_text
+from bisector.safety import safe_text
 from bisector.report.md_details import blocks
 from bisector.report.md_inline import Block
 from bisector.report.md_visible import visible
@@ -51,7 +51,7 @@ def fit(head: list[str], folded: list[Block], limit: int, where: str) -> str:
 
 def markdown(r: BisectResult, limit: int = GITHUB_LIMIT) -> str:
     """The whole report (ends with a newline), at most ``limit`` characters; no control, bidi or
-    invisible character of the text it quotes reaches it raw (bisector.report.safe_text)."""
+    invisible character of the text it quotes reaches it raw (bisector.safety.safe_text)."""
     head = [safe_text.visible(line) for line in visible(r)]
     folded = [dataclasses.replace(b, summary=safe_text.visible(b.summary), body=[safe_text.visible(x) for x in b.body])
               for b in blocks(r)]

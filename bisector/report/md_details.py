@@ -8,7 +8,7 @@ import json
 import re
 from typing import Optional
 
-from bisector.commandline import reproduce_command
+from bisector.job.commandline import reproduce_command
 from bisector.core.result import BisectResult, Step
 from bisector.core.units import human_value
 from bisector.core.verdict import Verdict

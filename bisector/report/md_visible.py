@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Optional
 
-from bisector.commandline import reproduce_command
+from bisector.job.commandline import reproduce_command
 from bisector.core.result import BisectResult
 from bisector.core.search import Outcome
 from bisector.core.units import human_value

@@ -36,9 +36,9 @@ from bisector.redact import write_redacted
 from bisector.report.culprit_lines import full_headline
 from bisector.report.common import explainer, explanation, result_metric, story
 from bisector.report.markdown import markdown
-from bisector.report.safe_text import json_visible
+from bisector.safety.safe_text import json_visible
 from bisector.report.text import render_text
-from bisector.storage import RunKind, Store
+from bisector.store.storage import RunKind, Store
 
 REPORT_SCHEMA = "bisector.report/2"
 POINTS = ("first_bad", "last_good", "good_end", "bad_end")

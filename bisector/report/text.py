@@ -5,12 +5,12 @@ from bisector.core.candidate import CandidateKind
 from bisector.core.result import BisectResult
 from bisector.core.units import human_value
 from bisector.redact import redact_text
-from bisector.report.safe_text import visible
+from bisector.safety.safe_text import visible
 from bisector.report.culprit_lines import attributed, full_headline, headline_area
 from bisector.report.common import also_changed_sentence, explanation, headline, point_label, result_metric, story
 from bisector.report.sides import repro_commands, repro_said, shown, side_environments, table_rows
 from bisector.report.samples import evidence_lines
-from bisector.storage import RunKind, RunRow, Store
+from bisector.store.storage import RunKind, RunRow, Store
 
 
 def _points(result: BisectResult) -> list[str]:

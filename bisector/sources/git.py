@@ -1,7 +1,7 @@
 """The one git layer: validated refs, clones, first-parent ranges, commit facts, links, archives.
 
 Repositories are GitPython ``Repo`` objects whose every git command runs through
-:func:`bisector.procs.run_bounded`: an argument list (never a shell), its own process group, a time
+:func:`bisector.process.procs.run_bounded`: an argument list (never a shell), its own process group, a time
 limit, and on Ctrl-C / SIGTERM the same SIGINT -> SIGTERM -> SIGKILL escalation as a probe. Reads that
 GitPython does in Python (config, tags) start no process. A failed command is one clear line
 (:class:`GitFailure`), credentials redacted.
@@ -23,10 +23,10 @@ if _REFRESH is None:
 else:
     os.environ["GIT_PYTHON_REFRESH"] = _REFRESH
 
-from bisector import activity
+from bisector.console import activity
 from bisector.core.candidate import Candidate, CandidateKind
 from bisector.errors import BisectorError, UsageError
-from bisector.procs import run_bounded
+from bisector.process.procs import run_bounded
 from bisector.redact import redact_text, redact_url
 
 TIMEOUT_S = 600
@@ -55,7 +55,7 @@ class _CommandError(gitpython.GitCommandError):
 
 
 class _BoundedGit(gitpython.Git):
-    """GitPython's command runner with every command run through bisector.procs (see the module)."""
+    """GitPython's command runner with every command run through bisector.process.procs (see the module)."""
 
     def execute(self, command: Any, *, with_extended_output: bool = False, with_exceptions: bool = True,
                 as_process: bool = False, kill_after_timeout: Optional[float] = None,

@@ -11,14 +11,14 @@ import pytest
 
 from bisector.bisection.driver import Bisector
 from bisector.bisection.recorder import config_hash
-from bisector.config import JobConfig
+from bisector.job.config import JobConfig
 from bisector.core.measurement import Status
 from bisector.core.result import made_by
 from bisector.core.search import Outcome
 from bisector.core.verdict import Verdict
 from bisector.errors import UsageError
 from bisector.report.render import render_json
-from bisector.storage import Store
+from bisector.store.storage import Store
 from tests.support.fakes import FakeMeasurers
 from tests.support.gitfixture import make_repo
 from tests.support.pkgindex import LocalIndex, build_wheel
@@ -337,7 +337,7 @@ def test_each_job_reports_only_its_own_context(tmp_path, index_url, store):
     """A job with a [reference] and a [contrast] tells them; the same file bisected with an exit-code probe or a
     stats-mode speed probe tells neither (the report's paragraphs belong to the job that ran)."""
     from bisector.cli.args import build_parser, run_overrides
-    from bisector.jobfile import load_config
+    from bisector.job.jobfile import load_config
     from bisector.report.render import render_markdown
 
     path = tmp_path / "bisect.toml"

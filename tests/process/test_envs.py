@@ -17,13 +17,13 @@ import pytest
 
 from bisector.data import specs_dir
 from bisector.envs import EnvInfo, EnvManager, EnvSpec, InstallTarget, load_env_spec
-from bisector.envs.build.commit_wheels import REVISION_FILE, stamp_wheel
-from bisector.envs.build.scm_version import commit_version, pretend_version_env
+from bisector.envs.builders.commit_wheels import REVISION_FILE, stamp_wheel
+from bisector.envs.builders.scm_version import commit_version, pretend_version_env
 from bisector.envs.model.environment import Environment
 from bisector.envs.cache.gc_policy import select_for_removal
 from bisector.envs.model.info import InterpreterStamp
-from bisector.envs.build.overlay import choose
-from bisector.envs.build.tool_runs import short_reason
+from bisector.envs.builders.overlay import choose
+from bisector.envs.builders.tool_runs import short_reason
 from bisector.envs.model.env_spec import companion_requirement
 from bisector.errors import UsageError
 from tests.support import LocalIndex, build_wheel

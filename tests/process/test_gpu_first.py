@@ -32,7 +32,7 @@ from bisector.measure.gpus import GpuPool, parse_gpu_list
 from bisector.measure.measurer import Measurer
 from bisector.measure.probe_process import run_probe
 from bisector.measure.probe_spec import ProbeSpec
-from bisector.storage import Store
+from bisector.store.storage import Store
 
 ROOT = Path(__file__).resolve().parents[2]
 BENCH = ROOT / "bench" / "gpu_first"

@@ -21,8 +21,8 @@ from pathlib import Path
 import pytest
 
 from bisector.cli.main import main
-from bisector.jobfile import load_config
-from bisector.storage import RunKind, RunRow, Store, now
+from bisector.job.jobfile import load_config
+from bisector.store.storage import RunKind, RunRow, Store, now
 from tests.support.hostile import (JOB_TOML, SECRET_ENV, URL_SECRET, Kind, World, build_world, children_of, commits,
                                    config_kind, local_index, processes_with, releases, toml)
 

@@ -10,7 +10,7 @@ import pytest
 
 from bisector.sources import git as gitrepo
 from bisector.sources import index
-from bisector.config import JobSection
+from bisector.job.config import JobSection
 from bisector.errors import UsageError
 from bisector.bisection.plan import commit_plan, release_plan
 from tests.support.gitfixture import git, make_repo
@@ -134,7 +134,7 @@ def test_links_from_origin_or_repo_url(tmp_path):
 
 
 def test_git_commands_run_bounded_and_their_process_group_is_stopped(tmp_path):
-    """Every git command goes through bisector.procs: past its time limit git and its children are
+    """Every git command goes through bisector.process.procs: past its time limit git and its children are
     stopped with the same escalation as a probe (nothing is left running)."""
     repo, _ = make_repo(tmp_path, commits=1, bad_at=1)
     start = time.monotonic()

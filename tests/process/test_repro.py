@@ -15,11 +15,11 @@ import pytest
 
 from bisector.bisection.repro_script import repro_script
 from bisector.cli.main import main
-from bisector.config import JobConfig
+from bisector.job.config import JobConfig
 from bisector.core.result import BisectResult, Point
 from bisector.core.search import Outcome
 from bisector.errors import UsageError
-from bisector.storage import RunRow, Store, now
+from bisector.store.storage import RunRow, Store, now
 
 ROOT = Path(__file__).resolve().parents[2]
 PROBES = Path(__file__).resolve().parent.parent / "probes"

@@ -12,7 +12,7 @@ import pytest
 
 from bisector.errors import BisectorError
 from bisector.core.measurement import Measurement
-from bisector.storage import RunRow, StepRow, Store, now
+from bisector.store.storage import RunRow, StepRow, Store, now
 
 
 def _m(key: str, **kw) -> Measurement:
@@ -67,7 +67,7 @@ def test_two_processes_write_concurrently(tmp_path):
     code = textwrap.dedent(f"""
         import sys
         from bisector.core.measurement import Measurement
-        from bisector.storage import Store
+        from bisector.store.storage import Store
         s = Store({str(path)!r})
         for i in range(200):
             s.put_measurement(Measurement(key=sys.argv[1] + str(i), package="p", candidate=str(i),

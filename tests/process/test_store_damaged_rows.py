@@ -8,8 +8,8 @@ import sqlite3
 import pytest
 
 from bisector.cli.main import main
-from bisector.jobfile import load_config
-from bisector.storage import RunKind, RunRow, Store, now
+from bisector.job.jobfile import load_config
+from bisector.store.storage import RunKind, RunRow, Store, now
 
 
 @pytest.fixture

@@ -12,9 +12,9 @@ from pathlib import Path
 import pytest
 
 from bisector.envs import EnvSpec
-from bisector.envs.build import torch_choice
-from bisector.envs.build.torch_choice import choose_torch, valid_choice
-from bisector.envs.build.torch_size import estimate
+from bisector.envs.builders import torch_choice
+from bisector.envs.builders.torch_choice import choose_torch, valid_choice
+from bisector.envs.builders.torch_size import estimate
 from bisector.envs.cache.gc_policy import BaseUse, select_bases
 from bisector.errors import UsageError
 from tests.support.pkgindex import LocalIndex, build_wheel
@@ -94,7 +94,7 @@ def test_a_torch_already_here_is_the_first_choice_and_its_command_runs_as_printe
     venv = tmp_path / "tool"   # a fresh environment standing for bisector's own, to run the advice in
     subprocess.run([sys.executable, "-m", "venv", "--system-site-packages", "--without-pip", venv], check=True)
     python = venv / "bin" / "python"
-    ask = ("import sys; sys.path.insert(0, sys.argv[1]); from bisector.envs.build.torch_choice import "
+    ask = ("import sys; sys.path.insert(0, sys.argv[1]); from bisector.envs.builders.torch_choice import "
            "no_torch_message as m; print(m(sys.argv[2]))")
     root = str(Path(__file__).resolve().parents[2])
     text = subprocess.run([python, "-c", ask, root, url], capture_output=True, text=True, check=True).stdout.strip()

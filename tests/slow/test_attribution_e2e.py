@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from bisector.envs.model.info import read_info
-from bisector.storage import Store
+from bisector.store.storage import Store
 from tests.support.gitrepo import commit, init_repo, package_files
 from tests.support.pkgindex import LocalIndex, build_wheel
 

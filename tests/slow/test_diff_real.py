@@ -6,7 +6,7 @@ import os
 import pytest
 import bisector
 from bisector.core.ddmin import single_bound
-from bisector.storage import RunKind, Store
+from bisector.store.storage import RunKind, Store
 
 from tests.process.test_diff import MODULES, NAMES, PROBES, cli, common, index_url, locks  # noqa: F401 (helpers and fixtures)
 

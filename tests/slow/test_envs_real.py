@@ -10,8 +10,8 @@ import time
 import pytest
 from bisector.data import specs_dir
 from bisector.envs import EnvCache, EnvManager, EnvSpec, InstallTarget, load_env_spec
-from bisector.envs.build import backends as backends_mod
-from bisector.envs.build import builder as builder_mod
+from bisector.envs.builders import backends as backends_mod
+from bisector.envs.builders import builder as builder_mod
 from bisector.errors import EnvironmentFailure
 from tests.support.gitrepo import commit, init_repo, package_files
 

@@ -10,7 +10,7 @@ import sys
 import time
 import pytest
 from bisector.cli.main import main
-from bisector.storage import Store
+from bisector.store.storage import Store
 from tests.support.hostile import SECRET_ENV, commits, processes_with
 
 from tests.process.test_hostile import BAD_PROBES, LEFT_BEHIND, ROOT, SECRETS, SECRET_PROBE, _bisector, _damage, _leaver_run, _leftovers, _slow, _store_text, _store_with_runs, mounted, world  # noqa: F401 (helpers and fixtures)
@@ -189,7 +189,7 @@ def test_a_full_disk_is_one_line_and_the_store_stays_sound(mounted, world, tmp_p
 
 @pytest.mark.slow
 def test_a_store_left_open_by_a_killed_run_is_checked_and_then_resumed(world, tmp_path, env_cache, monkeypatch):
-    import bisector.storage as storage
+    import bisector.store.storage as storage
     checks = []
     real = storage.integrity_problems
     monkeypatch.setattr(storage, "integrity_problems", lambda db: checks.append(1) or real(db))   # (a spy, not a fake)
@@ -226,7 +226,7 @@ def test_recover_copies_every_readable_row_and_refuses_an_open_store(tmp_path, c
     assert main(["store", "check", "--store", str(path)]) == 0
     assert f"ok ({copied} runs" in capsys.readouterr().out
     holder = subprocess.Popen([sys.executable, "-c", "import sys, time; sys.path.insert(0, sys.argv[2]); "
-                               "from bisector.storage import Store; s = Store(sys.argv[1]); print('open', flush=True); "
+                               "from bisector.store.storage import Store; s = Store(sys.argv[1]); print('open', flush=True); "
                                "time.sleep(60)", str(path), str(ROOT)], stdout=subprocess.PIPE, text=True)
     try:
         assert holder.stdout.readline().strip() == "open"

@@ -20,7 +20,7 @@ from bisector.matrix.grid_config import load_matrix_config
 from bisector.core.units import human_value
 from bisector.matrix.grid_result import CellResult, HistoryChange, HistoryLine, MatrixResult, Night
 from bisector.matrix.html import write_html
-from bisector.storage import RunKind, RunRow, RunState, Store
+from bisector.store.storage import RunKind, RunRow, RunState, Store
 from tests.support.pkgindex import LocalIndex, build_wheel
 from tests.unit.test_matrix import matrix_cli, tiny_source, write_config
 

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from bisector.cli.main import main
-from bisector.storage import RunRow, RunState, Store
+from bisector.store.storage import RunRow, RunState, Store
 from tests.support.pkgindex import LocalIndex, build_wheel
 from tests.unit.test_matrix import PROBE, tiny_source, write_config
 

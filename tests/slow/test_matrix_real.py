@@ -5,7 +5,7 @@ import datetime as dt
 import json
 import os
 import pytest
-from bisector.storage import Store
+from bisector.store.storage import Store
 from tests.support.pkgindex import LocalIndex, build_wheel
 
 from tests.unit.test_matrix import GOLDEN, PNG_SIGNATURE, T0, matrix_cli, normalise, scenario, tiny_source, write_config  # noqa: F401 (helpers and fixtures)

@@ -18,7 +18,7 @@ from bisector.core.measurement import Status
 from bisector.envs import EnvManager, load_env_spec
 from bisector.measure.measurer import Measurer
 from bisector.measure.probe_spec import ProbeSpec
-from bisector.storage import Store
+from bisector.store.storage import Store
 from tests.support.gitfixture import make_repo
 from tests.support.pkgindex import LocalIndex, build_wheel
 from tests.support.raytools import HOLD, alive, commit_args, events, loopback, parent_of, wait_for

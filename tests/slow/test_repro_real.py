@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 import pytest
 from bisector.bisection.repro_script import repro_script
-from bisector.storage import Store
+from bisector.store.storage import Store
 
 from tests.process.test_repro import PROBES, _cli, _probe_result, ga_job, ga_result, tiny_index  # noqa: F401 (helpers and fixtures)
 

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from bisector.storage import Store
+from bisector.store.storage import Store
 from tests.support.gitfixture import make_repo
 
 pytestmark = pytest.mark.slow

@@ -13,7 +13,7 @@ from bisector.bisection.repro_command import meter_files
 from bisector.cli.main import main
 from bisector.core.criterion import Criterion, calibrate
 from bisector.core.units import human_value
-from bisector.jobfile import load_config
+from bisector.job.jobfile import load_config
 from bisector.measure.command_metrics import metric_names, unknown_metric
 from bisector.measure.probe_spec import ProbeSpec
 

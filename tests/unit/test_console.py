@@ -6,11 +6,11 @@ import io
 import threading
 import time
 
-from bisector import activity
-from bisector.activity import Activity
+from bisector.console import activity
+from bisector.console.activity import Activity
 from bisector.core.result import BisectResult
-from bisector.report.live import PlainProgress
-from bisector.report.progress import LOG_WIDTH, PrintHandler, console_width, wrapped
+from bisector.console.live import PlainProgress
+from bisector.console.progress import LOG_WIDTH, PrintHandler, console_width, wrapped
 from bisector.report.text import render_text
 
 
@@ -135,7 +135,7 @@ def test_an_attribution_environment_is_named_with_its_pins(tmp_path):
     from bisector.envs import EnvManager, EnvSpec
     from bisector.measure.measurer import Measurers
     from bisector.measure.probe_spec import ProbeSpec
-    from bisector.storage import Store
+    from bisector.store.storage import Store
 
     plain = Measurers(Store(tmp_path / "s.db"), EnvManager(tmp_path / "cache"), EnvSpec(name="plain"),
                       ProbeSpec(cmd="true"))

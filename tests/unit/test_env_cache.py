@@ -11,7 +11,7 @@ import pytest
 
 from bisector.envs import EnvCache, EnvSpec
 from bisector.envs.model.layout import CacheLayout
-from bisector.envs.build.once import build_once
+from bisector.envs.builders.once import build_once
 from bisector.errors import EnvironmentFailure
 
 

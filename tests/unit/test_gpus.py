@@ -18,7 +18,7 @@ from bisector.envs import EnvManager, EnvSpec
 from bisector.measure.gpus import Gpu, GpuPool, cuda_runtime, detect_gpus, effective_jobs, gpu_label
 from bisector.measure.measurer import Measurer
 from bisector.measure.probe_spec import ProbeSpec
-from bisector.storage import Store
+from bisector.store.storage import Store
 
 
 def test_pool_never_hands_one_gpu_to_two_probes():

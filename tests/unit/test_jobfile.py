@@ -7,7 +7,7 @@ import pytest
 
 from bisector.cli.args import build_parser, run_overrides
 from bisector.errors import UsageError
-from bisector.jobfile import load_config
+from bisector.job.jobfile import load_config
 
 
 def _job(*flags, file_text=None, tmp_path=None):

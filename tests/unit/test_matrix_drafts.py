@@ -76,7 +76,7 @@ def test_other_lines_regressions_and_change_points_update_the_same_draft():
 def test_a_draft_without_a_bisect_says_when_its_bad_version_is_the_first_bad(tmp_path):
     from bisector.matrix.draft_text import text
     from bisector.matrix.grid_config import MatrixConfig
-    from bisector.storage import Store
+    from bisector.store.storage import Store
     config = MatrixConfig.model_validate({"matrix": {"grid": {"acc": ["1.0.0", "latest"], "tf": ["4.0"]}},
                                           "probe": {"name": "ga_memory"}})
     result = night(1, "1.5.0", 2.0, [step("1.5.0", 2.0)])

@@ -15,7 +15,7 @@ import pytest
 
 from bisector.bisection.boundary import merge_sides
 from bisector.cli.main import main
-from bisector.commandline import reproduce_command
+from bisector.job.commandline import reproduce_command
 from bisector.core.changes import Confirmation
 from bisector.core.result import BisectResult, Point, Repro, ReproSide, Step
 from bisector.explain.registry import compact_details, explain, metric_label
@@ -25,7 +25,7 @@ from bisector.core.verdict import Verdict
 from bisector.report.markdown import GITHUB_LIMIT, markdown
 from bisector.report.render import REPORT_SCHEMA, render_json, render_markdown
 from bisector.report.text import render_text
-from bisector.storage import RunRow, StepRow, Store, now
+from bisector.store.storage import RunRow, StepRow, Store, now
 
 GOLDEN = Path(__file__).resolve().parent.parent / "golden"
 REPO = "https://github.com/huggingface/accelerate"

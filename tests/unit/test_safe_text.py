@@ -1,4 +1,4 @@
-"""Text from others is data (bisector.report.safe_text) and files are written safely (bisector.safe_write):
+"""Text from others is data (bisector.safety.safe_text) and files are written safely (bisector.safety.safe_write):
 the rule's invariants on arbitrary unicode (hypothesis), the fences no content closes (CommonMark, as
 markdown-it parses it), a command quoted on one line that bash reads back word for word, a probe source
 embedded in the repro byte for byte, the repro header's requirements, writes that never follow a link."""
@@ -22,9 +22,9 @@ from bisector.errors import UsageError
 from bisector.matrix.draft_text import text as draft_text
 from bisector.matrix.grid_config import MatrixConfig
 from bisector.matrix.issue_drafts import track
-from bisector.report.safe_text import fenced, json_visible, one_line, shell_join, visible
-from bisector.safe_write import check_output_file, write_atomic
-from bisector.storage import Store
+from bisector.safety.safe_text import fenced, json_visible, one_line, shell_join, visible
+from bisector.safety.safe_write import check_output_file, write_atomic
+from bisector.store.storage import Store
 from tests.unit.test_matrix_drafts import CRIT, night, step
 
 ACTING = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u200b\u200e\u200f\u2028-\u202e\u2060\u2066-\u2069\ufeff]")
@@ -229,8 +229,8 @@ def test_runs_and_the_progress_lines_show_config_values_and_labels_without_actin
     import io
 
     from bisector.cli.main import main
-    from bisector.report.live import PlainProgress
-    from bisector.storage import RunRow, now
+    from bisector.console.live import PlainProgress
+    from bisector.store.storage import RunRow, now
     store = Store(tmp_path / "s.db")
     store.put_run(RunRow(id="r1", created=now(), updated=now(), kind="bisect", command=["bisector", "run"],
                          config={"job": {"package": "p\x1b]0;owned\x07", "good": "\u202e1.0", "bad": "2.0\n3"}},
@@ -248,7 +248,7 @@ def test_no_probe_name_or_environment_value_ends_a_comment_or_the_docstring_of_t
     import ast
 
     from bisector.bisection.repro_script import repro_script
-    from bisector.config import JobConfig
+    from bisector.job.config import JobConfig
     probe = tmp_path / 'p"""\nraise SystemExit(7)\n#\\.py'
     probe.write_text("import json, os\njson.dump({'metrics': {'m': 3.0}}, open(os.environ['BISECTOR_RESULT'], 'w'))\n")
     config = JobConfig.model_validate({"job": {"package": "acc", "good": "1.0", "bad": "2.0"},

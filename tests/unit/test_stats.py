@@ -10,8 +10,8 @@ import pytest
 
 from bisector.bisection.paired import PairedJudge, boundary_evidence
 from bisector.bisection.stats_phase import StatsPhase
-from bisector.config import JobConfig, validated
-from bisector.jobfile import stack
+from bisector.job.config import JobConfig, validated
+from bisector.job.jobfile import stack
 from bisector.core.candidate import Candidate, CandidateKind
 from bisector.core.criterion import Criterion
 from bisector.core.measurement import Status

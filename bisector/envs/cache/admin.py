@@ -13,13 +13,13 @@ from typing import Optional
 
 from filelock import FileLock, Timeout
 
-from bisector.envs.build.base_info import described_prefixes
+from bisector.envs.builders.base_info import described_prefixes
 from bisector.envs.cache.fsops import discard, disk_usage, sweep
 from bisector.envs.cache.gc_policy import BaseUse, select_bases, select_for_removal
 from bisector.envs.model.info import EnvInfo, read_info
 from bisector.envs.cache.inuse import is_in_use, unused
 from bisector.envs.model.layout import CacheLayout
-from bisector.envs.build.torch_venv import last_used, remove_base, torch_bases
+from bisector.envs.builders.torch_venv import last_used, remove_base, torch_bases
 
 STALE_TMP_S = 6 * 3600
 BASE_GRACE_S = 3600

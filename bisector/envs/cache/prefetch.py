@@ -12,8 +12,8 @@ import threading
 from concurrent.futures import Future
 from typing import Any, Callable, Optional
 
-from bisector import activity
-from bisector.envs.build.tool_runs import log
+from bisector.console import activity
+from bisector.envs.builders.tool_runs import log
 from bisector.errors import EnvironmentFailure
 
 

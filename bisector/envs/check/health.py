@@ -18,8 +18,8 @@ from packaging.utils import canonicalize_name
 from packaging.version import Version
 from pydantic import BaseModel
 
-from bisector.envs.build.base_info import BaseInfo, installed_dists, requirements_of, same_version
-from bisector.envs.build.tool_runs import run, short_reason
+from bisector.envs.builders.base_info import BaseInfo, installed_dists, requirements_of, same_version
+from bisector.envs.builders.tool_runs import run, short_reason
 from bisector.envs.model.env_spec import InstallTarget
 from bisector.errors import EnvironmentFailure
 

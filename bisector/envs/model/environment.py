@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Mapping
 
 from bisector.envs.model.info import EnvInfo
-from bisector.envs.build.tool_runs import REDIRECTING_VARS
+from bisector.envs.builders.tool_runs import REDIRECTING_VARS
 
 
 @dataclass(frozen=True)

@@ -10,8 +10,8 @@ from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 from pydantic import BaseModel, ConfigDict
 
-from bisector.envs.build.backends import InstallPlan
-from bisector.envs.build.base_info import BaseInfo, same_version
+from bisector.envs.builders.backends import InstallPlan
+from bisector.envs.builders.base_info import BaseInfo, same_version
 from bisector.envs.model.fingerprint import dir_name, env_fingerprint
 from bisector.envs.model.env_spec import TORCH, EnvSpec, InstallTarget
 from bisector.errors import UsageError

@@ -13,7 +13,7 @@ from typing import NamedTuple, Optional
 
 from packaging.utils import canonicalize_name, parse_wheel_filename
 
-from bisector.envs.build.torch_size import _compatible_tags, local_sources
+from bisector.envs.builders.torch_size import _compatible_tags, local_sources
 
 
 class LocalTorch(NamedTuple):

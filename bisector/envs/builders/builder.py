@@ -1,4 +1,4 @@
-"""Building one environment from a Recipe, in a staging dir that bisector.envs.build.once renames into place.
+"""Building one environment from a Recipe, in a staging dir that bisector.envs.builders.once renames into place.
 
 Steps: overlay -> venv -> (commit wheel) -> install as of the candidate's date -> (when a
 dated package misses torch's own requirement on it, e.g. typing-extensions, that package
@@ -15,16 +15,16 @@ from typing import Optional
 
 from packaging.specifiers import SpecifierSet
 
-from bisector.envs.build.backends import Backend, PipBackend, env_python, site_packages
-from bisector.envs.build.base_info import installed_dists, torch_source
-from bisector.envs.build.commit_wheels import commit_wheel
+from bisector.envs.builders.backends import Backend, PipBackend, env_python, site_packages
+from bisector.envs.builders.base_info import installed_dists, torch_source
+from bisector.envs.builders.commit_wheels import commit_wheel
 from bisector.envs.model.environment import Environment, venv_run_env
 from bisector.envs.check.health import HealthReport, probe, problems, provided_conflicts
 from bisector.envs.cache.fsops import disk_usage
 from bisector.envs.model.info import EnvInfo, InterpreterStamp, utcnow, write_info
 from bisector.envs.model.layout import CacheLayout
-from bisector.envs.build.overlay import ensure_overlay, install_pth
-from bisector.envs.build.tool_runs import log
+from bisector.envs.builders.overlay import ensure_overlay, install_pth
+from bisector.envs.builders.tool_runs import log
 from bisector.envs.check.proof import install_hook, static_report
 from bisector.envs.model.recipe import Recipe
 from bisector.errors import EnvironmentFailure

@@ -2,7 +2,7 @@
 
 Shutdown escalates SIGINT -> SIGTERM -> SIGKILL to the whole group (nox-style), so a probe's own
 children (dataloader workers, compilers) never outlive it. A *supervised* child (``supervise=True``,
-what probes use) runs under :mod:`bisector.proc_launcher`: a subreaper bound
+what probes use) runs under :mod:`bisector.process.launcher`: a subreaper bound
 to this process by a parent-death signal, which kills everything the child left behind (children,
 grandchildren, daemons that left the session) when the child ends, and everything at once when
 bisector dies, even by ``kill -9``. :func:`supervised` and :func:`spawn` are the reusable API for
@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Optional
 
-from bisector import proc_launcher
+from bisector.process import launcher
 
 TAIL_BYTES = 64 * 1024
 GRACE = (("SIGINT", 2.0), ("SIGTERM", 1.5), ("SIGKILL", 1.0))
@@ -166,7 +166,7 @@ def supervised(argv: list[str]) -> list[str]:
     (on Linux; elsewhere ``argv`` as it is, in a process group of its own)."""
     if not sys.platform.startswith("linux"):
         return argv
-    return [sys.executable, "-I", "-S", proc_launcher.__file__, str(os.getpid()), "--", *argv]
+    return [sys.executable, "-I", "-S", launcher.__file__, str(os.getpid()), "--", *argv]
 
 
 def spawn(argv: list[str], env: Optional[dict[str, str]], cwd: Optional[Path] = None, supervise: bool = True,

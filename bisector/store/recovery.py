@@ -17,8 +17,8 @@ from typing import Iterator
 from pydantic import BaseModel
 
 from bisector.errors import UsageError
-from bisector.storage import SCHEMA, STORE_VERSION
-from bisector.store_health import OpenMark, integrity_problems
+from bisector.store.storage import SCHEMA, STORE_VERSION
+from bisector.store.integrity import OpenMark, integrity_problems
 
 TABLES = {"meta": (), "runs": (4, 5, 7), "measurements": (7, 12), "blobs": (1,), "steps": (7,)}   # -> JSON columns
 WINDOW = 256

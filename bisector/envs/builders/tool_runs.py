@@ -8,9 +8,9 @@ import subprocess
 from pathlib import Path
 from typing import Mapping, Optional, Sequence
 
-from bisector import activity
+from bisector.console import activity
 from bisector.errors import EnvironmentFailure
-from bisector.procs import run_bounded
+from bisector.process.procs import run_bounded
 
 log = logging.getLogger("bisector.envs")
 
@@ -50,7 +50,7 @@ def run(
     timeout: float = 1800,
 ) -> subprocess.CompletedProcess:
     """Run ``args`` (a list, never a shell) in its own process group; EnvironmentFailure
-    ("<what>: <reason>") on failure. Ctrl-C / SIGTERM stop the whole group (bisector.procs)."""
+    ("<what>: <reason>") on failure. Ctrl-C / SIGTERM stop the whole group (bisector.process.procs)."""
     argv = [str(a) for a in args]
     log.debug("run: %s", argv)
     activity.update(what)

@@ -4,7 +4,7 @@ settings (store, cache dir, executor) stay out; every other setting that differs
 written with the flag that sets it, so the command reproduces the job on another machine."""
 from __future__ import annotations
 
-from bisector.config import JobConfig, JobSection, Mode
+from bisector.job.config import JobConfig, JobSection, Mode
 from bisector.core.criterion import Criterion
 from bisector.measure.probe_spec import ProbeSpec
 

@@ -1,6 +1,6 @@
 """The launcher a probe runs under: it dies with bisector and takes every process the probe started with it.
 
-Run as ``python -I -S proc_launcher.py PARENT_PID -- ARGV...`` (standard library only: it is run by
+Run as ``python -I -S launcher.py PARENT_PID -- ARGV...`` (standard library only: it is run by
 path, also by interpreters without bisector installed). bisector starts it in a session of its own;
 it forks ARGV in that session and waits for it. On Linux it is
 

@@ -11,7 +11,7 @@ from bisector.core.candidate import Candidate
 from bisector.core.result import Step
 from bisector.core.units import human_value
 from bisector.core.verdict import Verdict
-from bisector.report.safe_text import visible
+from bisector.safety.safe_text import visible
 
 
 LOG_WIDTH = 100

@@ -22,9 +22,9 @@ from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 
-from bisector.envs.build.base_info import same_version
-from bisector.envs.build.torch_advice import local_torches, next_to_bisector
-from bisector.envs.build.torch_size import describe_or_unknown
+from bisector.envs.builders.base_info import same_version
+from bisector.envs.builders.torch_advice import local_torches, next_to_bisector
+from bisector.envs.builders.torch_size import describe_or_unknown
 from bisector.envs.model.env_spec import CURRENT, NO_BASE, TORCH, EnvSpec
 from bisector.errors import BisectorError, UsageError, cut
 from bisector.sources.index import list_releases
@@ -64,7 +64,7 @@ def _newest_torch(index_url: Optional[str]) -> Optional[str]:
 def no_torch_message(index_url: Optional[str]) -> str:
     """Why the run stops when nothing decides the torch: a torch already here first (a local wheel pip's
     configuration offers), then one from the index, each with what it downloads and the command that
-    puts it next to bisector on its install route (bisector.envs.build.torch_advice)."""
+    puts it next to bisector on its install route (bisector.envs.builders.torch_advice)."""
     python, version = Path(sys.executable), sys.version.split()[0]
     here = f"bisector's interpreter ({sys.executable}) has no torch and this job does not choose one"
     local = local_torches()

@@ -13,7 +13,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError, field_validator, mo
 
 from bisector.core.criterion import Compare, Criterion
 from bisector.core.strict_numbers import numbers
-from bisector.envs.build.torch_choice import valid_choice
+from bisector.envs.builders.torch_choice import valid_choice
 from bisector.envs.model.env_spec import check_urls, parse_pin
 from bisector.errors import SHOWN_CHARS, UsageError, cut
 from bisector.measure.executors import ExecutorKind
@@ -150,7 +150,7 @@ class RunSection(BaseModel):
 
 class ReferenceSection(BaseModel):
     """``[reference]``: what the upstream report this job answers measured, shown beside our numbers
-    only in a run it is about (bisector.jobfile: the report's ``package``, a range holding its
+    only in a run it is about (bisector.job.jobfile: the report's ``package``, a range holding its
     ``version``, and the ``probe`` with the ``args`` it was written for, by default the probe of the
     job file that gives it)."""
 

@@ -28,10 +28,10 @@ from typing import Optional
 from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import canonicalize_name
 
-from bisector.envs.build.backends import Backend, InstallPlan
+from bisector.envs.builders.backends import Backend, InstallPlan
 from bisector.envs.model.layout import CacheLayout
-from bisector.envs.build.once import build_once
-from bisector.envs.build.scm_version import commit_version, pretend_version_env
+from bisector.envs.builders.once import build_once
+from bisector.envs.builders.scm_version import commit_version, pretend_version_env
 from bisector.envs.model.env_spec import InstallTarget, valid_sha
 from bisector.errors import EnvironmentFailure
 from bisector.sources import git

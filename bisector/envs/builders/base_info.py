@@ -24,10 +24,10 @@ from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 from pydantic import BaseModel, ValidationError
 
-from bisector.envs.build import _pyinfo
+from bisector.envs.builders import _pyinfo
 from bisector.envs.model.info import InterpreterStamp, write_atomic
 from bisector.envs.model.layout import CacheLayout
-from bisector.envs.build.tool_runs import clean_env, run
+from bisector.envs.builders.tool_runs import clean_env, run
 from bisector.envs.model.env_spec import CURRENT, NO_BASE, TORCH, EnvSpec
 from bisector.errors import UsageError
 

@@ -22,8 +22,8 @@ from bisector.core.measurement import Measurement
 from bisector.core.verdict import Verdict
 from bisector.errors import BisectorError, UsageError
 from bisector.redact import redact_text
-from bisector.store_blobs import externalized, hydrated
-from bisector.store_health import OpenMark, Transaction, check_store_path, damaged, integrity_problems, translated
+from bisector.store.blobs import externalized, hydrated
+from bisector.store.integrity import OpenMark, Transaction, check_store_path, damaged, integrity_problems, translated
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);

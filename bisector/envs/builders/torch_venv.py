@@ -17,14 +17,14 @@ from typing import Optional
 from filelock import FileLock, Timeout
 from pydantic import BaseModel
 
-from bisector.envs.build.backends import pip_index_args
-from bisector.envs.build.base_share import share_libraries
-from bisector.envs.build.torch_size import describe_or_unknown
+from bisector.envs.builders.backends import pip_index_args
+from bisector.envs.builders.base_share import share_libraries
+from bisector.envs.builders.torch_size import describe_or_unknown
 from bisector.envs.cache.fsops import discard
 from bisector.envs.model.info import utcnow, write_atomic
 from bisector.envs.model.layout import CacheLayout
-from bisector.envs.build.once import build_once
-from bisector.envs.build.tool_runs import clean_env, log, run
+from bisector.envs.builders.once import build_once
+from bisector.envs.builders.tool_runs import clean_env, log, run
 from bisector.errors import UsageError
 
 MARKER = "bisector-base.json"
@@ -69,7 +69,7 @@ class BaseMarker(BaseModel):
 
     torch: str
     created: str
-    shared_bytes: int = 0       # CUDA library bytes hard-linked to other bases (bisector.envs.build.base_share)
+    shared_bytes: int = 0       # CUDA library bytes hard-linked to other bases (bisector.envs.builders.base_share)
     shared_with: list[str] = []
 
 
@@ -84,7 +84,7 @@ def read_marker(prefix: Path) -> Optional[BaseMarker]:
 def ensure_torch_base(version: str, python: Path, layout: CacheLayout, index_url: Optional[str] = None,
                       extra_index_urls: Optional[list[str]] = None) -> Path:
     """The prefix of a venv holding ``torch==version`` for ``python``; built once under a lock. Before
-    a build, what it downloads is said (bisector.envs.build.torch_size); after it, the CUDA libraries it
+    a build, what it downloads is said (bisector.envs.builders.torch_size); after it, the CUDA libraries it
     has in common with the bases already built are hard-linked to theirs."""
     extra = list(extra_index_urls or [])
     dest = torch_base_prefix(version, python, layout, index_url, extra)

@@ -19,9 +19,9 @@ from typing import Optional
 
 from packaging.utils import canonicalize_name
 
-from bisector.envs.build.base_info import BaseInfo
+from bisector.envs.builders.base_info import BaseInfo
 from bisector.envs.model.layout import CacheLayout
-from bisector.envs.build.once import build_once
+from bisector.envs.builders.once import build_once
 
 PTH_NAME = "zz_bisector_base.pth"
 COMPLETE = ".bisector-overlay-complete"

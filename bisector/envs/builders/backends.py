@@ -19,7 +19,7 @@ from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 from pydantic import BaseModel
 
-from bisector.envs.build.tool_runs import clean_env, run
+from bisector.envs.builders.tool_runs import clean_env, run
 from bisector.errors import EnvironmentFailure
 from bisector.sources.installer_config import uv_binary
 

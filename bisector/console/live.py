@@ -1,4 +1,4 @@
-"""Showing what bisector is doing (bisector.activity) while it does it.
+"""Showing what bisector is doing (bisector.console.activity) while it does it.
 
 On a terminal: a live region under the step lines (rich), one line per activity under way, with
 a spinner, what it is, where it stands (the phase, a probe's last line, a clone's percentage) and
@@ -17,9 +17,9 @@ from rich.console import Console, Group
 from rich.live import Live
 from rich.text import Text
 
-from bisector import activity
-from bisector.activity import Activity
-from bisector.report.safe_text import visible
+from bisector.console import activity
+from bisector.console.activity import Activity
+from bisector.safety.safe_text import visible
 
 BUILDING = ("creating the venv", "resolving/installing", "building the commit's wheel")
 TORCH_BASE = ("creating the torch base venv", "installing torch==")   # a torch base: its own log line says what
@@ -174,7 +174,7 @@ def progress_for(stream: Optional[TextIO] = None):
 
 
 class showing:
-    """``with showing(display):`` the display listens to bisector.activity for the block."""
+    """``with showing(display):`` the display listens to bisector.console.activity for the block."""
 
     def __init__(self, display):
         self.display = display
