@@ -36,7 +36,7 @@ from bisector.envs import EnvManager, load_env_spec  # noqa: E402
 from bisector.measure.executors import LocalExecutor  # noqa: E402
 from bisector.measure.measurer import Measurer  # noqa: E402
 from bisector.measure.ray_executor import RayExecutor  # noqa: E402
-from bisector.measure.probe_spec import ProbeSpec  # noqa: E402
+from bisector.job.probe_spec import ProbeSpec  # noqa: E402
 from bisector.store.storage import Store  # noqa: E402
 from tests.support.gitfixture import make_repo  # noqa: E402
 

@@ -29,7 +29,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from bisector.envs.model.environment import venv_run_env  # noqa: E402
+from bisector.envs import venv_run_env  # noqa: E402
 from bisector.store.storage import Store  # noqa: E402
 
 IMPORT = "import torch, transformers, accelerate"

@@ -17,8 +17,9 @@ from bisector.job.jobfile import load_config
 from bisector.paths import default_store_path
 from bisector.sources.index import pages_read_once
 from bisector.store.storage import Store
+from bisector.data import VERSION
 
-__version__ = "0.1.0"
+__version__ = VERSION
 __all__ = ["bisect", "diff", "Attribution", "AttributionKind", "BisectResult", "Change", "Confirmation",
            "ConfirmationStatus", "DiffResult", "DiffStatus", "Trial", "Verdict", "__version__"]
 

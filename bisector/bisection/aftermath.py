@@ -11,12 +11,12 @@ from typing import Optional
 
 from bisector.bisection.companion_trials import attribute
 from bisector.bisection.follow_up import FollowUp, follow_command, follow_config, should_follow
-from bisector.bisection.judge import Judgement
+from bisector.decide.judge import Judgement
 from bisector.bisection.phase import PhaseResult
 from bisector.bisection.plan import Plan
 from bisector.bisection.recorder import RunRecorder
 from bisector.bisection.revert import confirm_by_revert
-from bisector.bisection.seam import MeasurerFactory
+from bisector.decide.seam import MeasurerFactory
 from bisector.core.candidate import Candidate, CandidateKind
 from bisector.core.changes import Attribution, AttributionKind
 from bisector.core.result import BisectResult

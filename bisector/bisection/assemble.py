@@ -11,7 +11,7 @@ from packaging.utils import canonicalize_name
 
 from bisector.bisection.boundary import also_changed, boundary_sides, environment_section, judged_side, \
     point_environment
-from bisector.bisection.paired import boundary_evidence
+from bisector.decide.paired import boundary_evidence
 from bisector.bisection.phase import PhaseResult
 from bisector.bisection.plan import Plan
 from bisector.job.commandline import with_flags
@@ -24,7 +24,7 @@ from bisector.core.probe_args import effective_args
 from bisector.core.result import BisectResult, Point, made_by
 from bisector.core.search import Outcome
 from bisector.envs import TORCH, EnvSpec
-from bisector.envs.model.env_spec import NO_BASE
+from bisector.envs import NO_BASE
 from bisector.explain.registry import compact_details
 from bisector.sources import git
 

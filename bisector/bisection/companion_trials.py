@@ -14,8 +14,8 @@ from __future__ import annotations
 
 from typing import Callable, Optional
 
-from bisector.bisection.change_search import ChangeSearch, trial_of
-from bisector.bisection.judge import Judgement
+from bisector.decide.change_search import ChangeSearch, trial_of
+from bisector.decide.judge import Judgement
 from bisector.core.changes import Attribution, AttributionKind, Change, ChangeKind, Trial
 from bisector.core.candidate import Candidate
 from bisector.core.ddmin import Subset, Trial as Outcome, single_bound, worst_bound

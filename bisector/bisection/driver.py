@@ -11,14 +11,14 @@ from bisector.bisection.aftermath import Aftermath
 from bisector.bisection.assemble import RunFacts, assemble
 from bisector.bisection.contrast import contrast_of, reference_of
 from bisector.bisection.follow_up import attach_followed
-from bisector.bisection.judge import judge
+from bisector.decide.judge import judge
 from bisector.bisection.phase import PhaseResult
 from bisector.bisection.plan import (TORCH_COMMITS, TORCH_STOPS, Plan, commit_plan, older_releases,
                                      release_plan)
 from bisector.bisection.recorder import Handler, RunRecorder, SilentHandler
 from bisector.bisection.refine import refinement
 from bisector.bisection.search_phase import search_phase
-from bisector.bisection.seam import MeasurerFactory
+from bisector.decide.seam import MeasurerFactory
 from bisector.bisection.widen import walk_back
 from bisector.job.config import JobConfig, Mode
 from bisector.core.changes import AttributionKind

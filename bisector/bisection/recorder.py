@@ -10,9 +10,9 @@ import hashlib
 from pathlib import Path
 from typing import Optional, Protocol
 
-from bisector.bisection.judge import Judgement, judge
+from bisector.decide.judge import Judgement, judge
 from bisector.bisection.phase import flipped
-from bisector.bisection.seam import MeasurerFactory, Measures
+from bisector.decide.seam import MeasurerFactory, Measures
 from bisector.job.config import JobConfig
 from bisector.core.candidate import Candidate
 from bisector.core.criterion import Calibrated

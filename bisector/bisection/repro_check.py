@@ -15,7 +15,7 @@ import shlex
 from pathlib import Path
 from typing import Optional
 
-from bisector.bisection.judge import Judgement, judge
+from bisector.decide.judge import Judgement, judge
 from bisector.bisection.repro_script import ReproScript, sides
 from bisector.bisection.wiring import job_spec
 from bisector.measure.assembly import build_engine
@@ -24,7 +24,7 @@ from bisector.core.candidate import Candidate, CandidateKind
 from bisector.core.criterion import Compare, Criterion, calibrate
 from bisector.core.result import BisectResult, Point, Repro, ReproSide
 from bisector.core.verdict import Verdict
-from bisector.measure.probe_spec import ProbeSpec
+from bisector.job.probe_spec import ProbeSpec
 from bisector.paths import default_cache_dir
 from bisector.sources import git
 from bisector.store.storage import RunRow, Store, now

@@ -20,15 +20,15 @@ from bisector.core.measurement import Measurement, Status
 from bisector.core.units import human_value
 from bisector.data import specs_dir
 from bisector.envs import load_env_spec
-from bisector.envs.model.env_spec import parse_pin
+from bisector.core.requirements import parse_pin
 from bisector.errors import UsageError
 from bisector.explain.registry import compact_details, explainer_for
 from bisector.job.jobfile import builtin_job, stack
 from bisector.measure.assembly import build_engine, probe_device
-from bisector.measure.executors import ExecutorKind
+from bisector.job.config import ExecutorKind
 from bisector.measure.gpus import gpu_label
-from bisector.measure.command_metrics import DEFAULT_METRIC as COMMAND_METRIC
-from bisector.measure.probe_spec import ProbeSpec
+from bisector.job.command_metrics import DEFAULT_METRIC as COMMAND_METRIC
+from bisector.job.probe_spec import ProbeSpec
 from bisector.paths import default_store_path
 from bisector.console.live import progress_for, showing
 from bisector.sources.index import find_release, list_releases, release_candidate

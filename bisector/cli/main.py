@@ -14,7 +14,6 @@ from collections import Counter
 from pathlib import Path
 from typing import Optional
 
-from bisector import __version__
 from bisector.bisection.repro_check import record, verify
 from bisector.bisection.repro_script import repro_script
 from bisector.bisection.wiring import bisector_for, preflight
@@ -28,7 +27,8 @@ from bisector.cli.resumed import interrupted_run, resumed, shown
 from bisector.cli.run_kinds import log_text, pick_run, report_text
 from bisector.job.config import JobConfig
 from bisector.job.jobfile import load_config
-from bisector.measure.probe_spec import builtin_names, builtin_version
+from bisector.job.probe_spec import builtin_names, builtin_version
+from bisector.data import VERSION
 from bisector.errors import BisectorError, UsageError
 from bisector.paths import default_store_path
 from bisector.process.procs import SHUTDOWN, Interrupted, request_shutdown, stop_all
@@ -208,7 +208,7 @@ COMMANDS = {"matrix": matrix_command, "run": cmd_run, "log": cmd_log, "runs": cm
 def version_text() -> str:
     """``bisector --version``: bisector's version and each built-in probe's."""
     probes = ", ".join(f"{name} {builtin_version(name) or '?'}" for name in builtin_names())
-    return f"bisector {__version__} (probes: {probes}; Python {sys.version.split()[0]})"
+    return f"bisector {VERSION} (probes: {probes}; Python {sys.version.split()[0]})"
 
 
 def usage_text(parser) -> str:

@@ -13,8 +13,8 @@ from __future__ import annotations
 
 from typing import Optional
 
-from bisector.bisection.change_search import ChangeSearch, trial_of
-from bisector.bisection.judge import Judgement, judge
+from bisector.decide.change_search import ChangeSearch, trial_of
+from bisector.decide.judge import Judgement, judge
 from bisector.core.changes import Change, ChangeKind, Trial
 from bisector.core.candidate import Candidate
 from bisector.core.criterion import Calibrated, calibrate, needs_endpoints

@@ -21,7 +21,7 @@ from bisector.core.measurement import Measurement, oom_cells
 from bisector.core.units import human_value
 from bisector.data import specs_dir
 from bisector.envs import TORCH, EnvSpec, load_env_spec
-from bisector.envs.builders.torch_choice import choose_torch
+from bisector.envs import choose_torch
 from bisector.errors import BisectorError, UndecidedError, UsageError
 from bisector.matrix.cells import Cell, Plan, grid_id, plan_cells
 from bisector.matrix.compare import compare, match_baseline, still_bad, summarise
@@ -34,7 +34,7 @@ from bisector.matrix.steps import confirm_steps, find_steps, mark_new
 from bisector.matrix.trend import history_lines
 from bisector.measure.assembly import Engine, build_engine
 from bisector.measure.measurer import Measurer
-from bisector.measure.probe_spec import ProbeSpec
+from bisector.job.probe_spec import ProbeSpec
 from bisector.sources.index import Release, release_candidate
 from bisector.store.storage import RunState, Store
 

@@ -19,10 +19,11 @@ from typing import Optional, Protocol
 
 from bisector.envs import EnvManager, EnvSpec
 from bisector.errors import UsageError
-from bisector.measure.executors import Executor, ExecutorKind, LocalExecutor
+from bisector.job.config import ExecutorKind
+from bisector.measure.executors import Executor, LocalExecutor
 from bisector.measure.gpus import GpuPool, detect_gpus, probe_cpus
 from bisector.measure.measurer import Measurer, Measurers
-from bisector.measure.probe_spec import ProbeSpec
+from bisector.job.probe_spec import ProbeSpec
 from bisector.paths import default_cache_dir
 from bisector.store.storage import Store
 

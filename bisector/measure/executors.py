@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import concurrent.futures as cf
 import contextlib
-import enum
 import os
 from typing import Callable, Collection, Iterator, Optional, Protocol
 
@@ -25,12 +24,6 @@ from bisector.measure.warm_pool import WarmPool
 
 OnDone = Callable[[Measurement], Measurement]
 
-
-class ExecutorKind(enum.StrEnum):
-    """Where measurements run (``--executor``, ``[run] executor``)."""
-
-    LOCAL = "local"
-    RAY = "ray"
 
 
 class Handle:

@@ -20,7 +20,7 @@ from bisector.envs import EnvManager, EnvSpec, InstallTarget, Recipe
 from bisector.errors import EnvironmentFailure
 from bisector.measure.executors import Executor, Handle, LocalExecutor
 from bisector.measure.gpus import GpuPool, cuda_runtime
-from bisector.measure.probe_spec import ProbeSpec
+from bisector.job.probe_spec import ProbeSpec
 from bisector.measure.take import TakeJob, check_shutdown
 from bisector.process.procs import SHUTDOWN, Interrupted
 from bisector.store.storage import Store

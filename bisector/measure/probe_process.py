@@ -11,7 +11,7 @@ from pydantic import ValidationError
 
 from bisector.core.measurement import Status
 from bisector.measure.protocol import RESULT_ENV, ProbeResult
-from bisector.measure.probe_spec import ProbeSpec
+from bisector.job.probe_spec import ProbeSpec
 from bisector.measure.warm_pool import Launch
 from bisector.process.procs import Completed, run_bounded
 

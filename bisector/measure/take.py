@@ -18,13 +18,13 @@ from pydantic import BaseModel, ConfigDict
 from bisector.console import activity
 from bisector.core.measurement import Measurement, Status
 from bisector.envs import Environment, EnvManager, Recipe
-from bisector.envs.builders.backends import site_packages
-from bisector.envs.check.proof import homes_of, proof_env, proof_problems, read_proof, static_report
+from bisector.envs import site_packages
+from bisector.envs import homes_of, proof_env, proof_problems, read_proof, static_report
 from bisector.core.facts import EnvFacts
-from bisector.envs.check.project_url import repository_url
+from bisector.envs import repository_url
 from bisector.errors import EnvironmentFailure
 from bisector.measure.probe_process import ProbeOutcome, run_probe
-from bisector.measure.probe_spec import ProbeSpec
+from bisector.job.probe_spec import ProbeSpec
 from bisector.measure.warm_pool import WarmPool
 from bisector.process.procs import SHUTDOWN, Interrupted
 

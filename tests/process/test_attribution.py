@@ -10,7 +10,7 @@ import subprocess
 import pytest
 
 from bisector.bisection.companion_trials import attribute
-from bisector.bisection.judge import Judgement
+from bisector.decide.judge import Judgement
 from bisector.bisection.revert import confirm_by_revert
 from bisector.core.changes import AttributionKind, ConfirmationStatus
 from bisector.core.candidate import Candidate, CandidateKind

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from bisector.bisection.judge import judge
+from bisector.decide.judge import judge
 from bisector.core.candidate import Candidate, CandidateKind
 from bisector.core.criterion import Criterion, calibrate
 from bisector.core.measurement import Measurement, Status
@@ -31,7 +31,7 @@ from bisector.matrix.grid_result import BaselineCell, CellVerdict
 from bisector.measure.gpus import GpuPool, parse_gpu_list
 from bisector.measure.measurer import Measurer
 from bisector.measure.probe_process import run_probe
-from bisector.measure.probe_spec import ProbeSpec
+from bisector.job.probe_spec import ProbeSpec
 from bisector.store.storage import Store
 
 ROOT = Path(__file__).resolve().parents[2]

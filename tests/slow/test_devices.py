@@ -12,7 +12,7 @@ from bisector.core.measurement import Status
 from bisector.envs import EnvManager, EnvSpec
 from bisector.measure.gpus import Gpu, GpuPool
 from bisector.measure.measurer import Measurer
-from bisector.measure.probe_spec import ProbeSpec
+from bisector.job.probe_spec import ProbeSpec
 from bisector.store.storage import Store
 from tests.support.pkgindex import LocalIndex, build_wheel
 

@@ -17,7 +17,7 @@ from bisector.core.candidate import Candidate, CandidateKind
 from bisector.core.measurement import Status
 from bisector.envs import EnvManager, load_env_spec
 from bisector.measure.measurer import Measurer
-from bisector.measure.probe_spec import ProbeSpec
+from bisector.job.probe_spec import ProbeSpec
 from bisector.store.storage import Store
 from tests.support.gitfixture import make_repo
 from tests.support.pkgindex import LocalIndex, build_wheel

@@ -16,7 +16,7 @@ from bisector.core.candidate import Candidate, CandidateKind
 from bisector.core.measurement import Measurement, Status
 from bisector.envs import EnvManager, InstallTarget, load_env_spec
 from bisector.measure.measurer import Measurer
-from bisector.measure.probe_spec import ProbeSpec
+from bisector.job.probe_spec import ProbeSpec
 from bisector.store.storage import Store
 from tests.support.gitfixture import make_repo
 from tests.support.raytools import HOLD, alive, commit_args, events, loopback, wait_for

@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from bisector.measure.probe_process import run_probe
-from bisector.measure.probe_spec import ProbeSpec
+from bisector.job.probe_spec import ProbeSpec
 from bisector.measure.warm_pool import WarmPool
 from bisector.measure.warm_server import WarmServer
 from bisector.data import probes_dir

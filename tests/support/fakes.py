@@ -1,5 +1,5 @@
 """The one fake outside the search core, and only behind the driver's measuring seam
-(bisector.bisection.seam): measurements come from a table, no environment is built, no probe runs.
+(bisector.decide.seam): measurements come from a table, no environment is built, no probe runs.
 
 A table maps a candidate's ref (a version, or a commit's full SHA) to what each repeat measures:
 a number (the metric's value), a :class:`Status` (that failure), an int exit code (with

@@ -17,7 +17,7 @@ from bisector.core.candidate import Candidate, CandidateKind
 from bisector.envs import EnvManager, EnvSpec
 from bisector.measure.gpus import Gpu, GpuPool, cuda_runtime, detect_gpus, effective_jobs, gpu_label
 from bisector.measure.measurer import Measurer
-from bisector.measure.probe_spec import ProbeSpec
+from bisector.job.probe_spec import ProbeSpec
 from bisector.store.storage import Store
 
 

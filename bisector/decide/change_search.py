@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Callable, Optional
 
-from bisector.bisection.judge import Judgement
+from bisector.decide.judge import Judgement
 from bisector.core.changes import Change, Trial
 from bisector.core.ddmin import Subset, Trial as Outcome, ddmin
 
