@@ -34,6 +34,7 @@ from bisector.core.search import Search  # noqa: E402
 from bisector.core.verdict import Verdict  # noqa: E402
 from bisector.envs import EnvManager, load_env_spec  # noqa: E402
 from bisector.measure.executors import LocalExecutor  # noqa: E402
+from bisector.measure.gpus import GpuPool  # noqa: E402
 from bisector.measure.measurer import Measurer  # noqa: E402
 from bisector.measure.ray_executor import RayExecutor  # noqa: E402
 from bisector.job.probe_spec import ProbeSpec  # noqa: E402
@@ -101,9 +102,9 @@ def per_task(work: Path, repo: Path, shas: list[str], spec: Path, probe: Path, t
     ray.init(num_cpus=1, num_gpus=1, include_dashboard=False, log_to_driver=False)
     try:
         for name in ("local", "ray", "local", "ray"):  # interleaved, the first of each a warm-up
-            executor = LocalExecutor(envs) if name == "local" else RayExecutor(cache_dir=str(work / "cache1"))
-            m = Measurer(Store(work / f"{name}-{time.monotonic()}.db"), envs, env_spec, probe_spec, repo_path=repo,
-                         executor=executor)
+            executor = LocalExecutor(envs, GpuPool([])) if name == "local" else RayExecutor(cache_dir=str(work / "cache1"))
+            m = Measurer(Store(work / f"{name}-{time.monotonic()}.db"), envs, env_spec, probe_spec, executor,
+                         repo_path=repo)
             start = time.monotonic()
             for r in range(tasks):
                 m.measure(cand, r)

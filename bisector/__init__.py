@@ -13,6 +13,7 @@ from bisector.core.verdict import Verdict
 from bisector.difference.diff_job import DiffInput, check
 from bisector.difference.diff_model import DiffResult, DiffStatus
 from bisector.difference.diff_run import run_diff
+from bisector.job.config import RunSection
 from bisector.job.jobfile import load_config
 from bisector.paths import default_store_path
 from bisector.sources.index import pages_read_once
@@ -65,6 +66,6 @@ def diff(package: Optional[str] = None, version: Optional[str] = None, *, pins: 
         checked = check(given)
         db = Store(store or default_store_path())
         try:
-            return run_diff(checked, db, cache_dir=cache_dir, handler=handler)
+            return run_diff(checked, db, RunSection(cache_dir=cache_dir), handler=handler)
         finally:
             db.close()

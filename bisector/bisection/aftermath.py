@@ -52,10 +52,9 @@ class Aftermath:
         self.recorder.note(f"also changed: {', '.join(result.also_changed)}; measuring which change explains the "
                            "step")
 
-        def judge_setup(label: str, c: Candidate, pins: dict[str, str]) -> tuple[Judgement, bool]:
+        def judge_setup(label: str, c: Candidate, pins: dict[str, str]) -> Judgement:
             measurer = self.recorder.measurer(self.measurers.pinned(pins), self.plan.repo_path)
-            j, step = self.recorder.judged("attribution", measurer, c, self.phase.calibrated, label)
-            return j, step.reused
+            return self.recorder.judged("attribution", measurer, c, self.phase.calibrated, label)[0]
 
         return attribute(self.config.job.package, self.last_good, self.first_bad, result.also_changed, judge_setup)
 

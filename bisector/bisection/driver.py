@@ -27,7 +27,7 @@ from bisector.core.search import Outcome
 from bisector.envs import TORCH
 from bisector.errors import BisectorError, UndecidedError, UsageError
 from bisector.paths import default_cache_dir
-from bisector.store.storage import Store, new_run_id
+from bisector.store.storage import Store
 
 __all__ = ["Bisector", "Handler", "SilentHandler"]
 
@@ -41,8 +41,8 @@ class Bisector:
                  handler: Optional[Handler] = None, command: Optional[list[str]] = None,
                  releases: Optional[Plan] = None, run_id: Optional[str] = None):
         self.config, self.store, self.measurers, self.releases = config, store, measurers, releases
-        self.run_id = run_id or new_run_id()   # a resumed run keeps its id
-        self.recorder = RunRecorder(config, store, self.run_id, command or ["bisector", "run"], handler)
+        self.recorder = RunRecorder(config, store, run_id, command or ["bisector", "run"], handler)
+        self.run_id = self.recorder.run_id   # a resumed or continued run keeps its id
         self.cache_dir = config.run.cache_dir or default_cache_dir()
         self._final: Optional[tuple[Plan, PhaseResult]] = None   # the phase the answer comes from
         self._outer: Optional[tuple[Plan, PhaseResult]] = None   # the phase over the whole range

@@ -41,6 +41,7 @@ from bisector.safety.safe_text import one_line
 from bisector.report.text import render_text
 from bisector.safety.safe_write import check_output_file, write_atomic
 from bisector.sources.index import pages_read_once
+from bisector.store.run_record import shown_status
 from bisector.store.storage import RunKind, RunRow, Store
 
 
@@ -83,8 +84,8 @@ def cmd_run(args) -> int:
         stopped = interrupted_run(Store(where, read_only=True) if where.is_file() else None, config)
         if stopped is not None:   # the same command again continues it (same id), as the interrupt said
             run_id = stopped.id
-            print(f"continuing interrupted run {run_id} (the same job; every stored measurement is reused)",
-                  file=sys.stderr)
+            print(f"continuing {shown_status(stopped)} run {run_id} (the same job; every stored measurement is "
+                  "reused)", file=sys.stderr)
     with pages_read_once():
         resolved = preflight(config)  # bad input is one line and exit 2 before anything is created or stored
         store = _store(config.run.store)
@@ -152,7 +153,8 @@ def cmd_runs(args) -> int:
         return 0
     runs = [r for r in store.list_runs() if not args.kind or r.kind == args.kind]
     rows = [("run", "config", "updated", "kind", "status", "what")]
-    rows += [(r.id, r.config_hash or "-", _utc(r.updated), str(r.kind), r.status, one_line(_what(r))) for r in runs]
+    rows += [(r.id, r.config_hash or "-", _utc(r.updated), str(r.kind), shown_status(r), one_line(_what(r)))
+             for r in runs]
     widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]) - 1)]
     for row in rows:
         print("  ".join(cell.ljust(w) for cell, w in zip(row, widths)) + "  " + row[-1])

@@ -52,6 +52,7 @@ class Measurement(BaseModel):
     created: str = ""
     details: dict[str, Any] = {}   # as stored; read through the typed views below
     run_id: Optional[str] = None
+    reused: bool = False           # read from the store, taken by an earlier run (never stored itself)
 
     @property
     def result(self) -> Optional[ResultFacts]:

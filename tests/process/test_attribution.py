@@ -31,7 +31,7 @@ def table(rule):
         verdict = rule(c.ref, pins)
         seen.append((c.ref, dict(pins)))
         value = {Verdict.BAD: 2.0, Verdict.GOOD: 1.0}.get(verdict)
-        return Judgement(verdict, f"m={value}" if value else "skip: env failed", value, []), False
+        return Judgement(verdict, f"m={value}" if value else "skip: env failed", value, [])
     return judge_setup, seen
 
 

@@ -29,6 +29,7 @@ from bisector.matrix.cells import Cell, Slot
 from bisector.matrix.compare import compare, summarise
 from bisector.matrix.grid_result import BaselineCell, CellVerdict
 from bisector.measure.gpus import GpuPool, parse_gpu_list
+from bisector.measure.executors import LocalExecutor
 from bisector.measure.measurer import Measurer
 from bisector.measure.probe_process import run_probe
 from bisector.job.probe_spec import ProbeSpec
@@ -386,8 +387,9 @@ def _host_side(tmp_path, out: Path):
     facts = json.loads((out / "facts.json").read_text())["facts"]
     (tmp_path / "replay.py").write_text("")  # each result's own replay is written below
     listed = parse_gpu_list(facts.get("nvidia_smi_L") or "", facts.get("nvidia_smi_query") or "")
-    measurer = Measurer(Store(tmp_path / "s.db"), EnvManager(tmp_path / "envs"), EnvSpec(name="plain"),
-                        ProbeSpec(path=tmp_path / "replay.py"), gpus=GpuPool(listed[:1]))
+    envs = EnvManager(tmp_path / "envs")
+    measurer = Measurer(Store(tmp_path / "s.db"), envs, EnvSpec(name="plain"), ProbeSpec(path=tmp_path / "replay.py"),
+                        LocalExecutor(envs, GpuPool(listed[:1])))
     cell = Cell(slots=[Slot(label="0.22.0", version="0.22.0")])
     seen = {}
     for path in sorted((out / "results").glob("*.json")):

@@ -11,6 +11,7 @@ from bisector.core.candidate import Candidate, CandidateKind
 from bisector.core.measurement import Status
 from bisector.envs import EnvManager, EnvSpec
 from bisector.measure.gpus import Gpu, GpuPool
+from bisector.measure.executors import LocalExecutor
 from bisector.measure.measurer import Measurer
 from bisector.job.probe_spec import ProbeSpec
 from bisector.store.storage import Store
@@ -45,8 +46,9 @@ def index(tmp_path_factory):
 def _measurer(tmp_path, env_cache, index, gpus, cpus=1):
     script = tmp_path / "probe.py"
     script.write_text(PROBE)
-    return Measurer(Store(tmp_path / "s.db"), EnvManager(env_cache), EnvSpec(name="plain"), ProbeSpec(path=script),
-                    index_url=index, gpus=GpuPool(gpus), cpus=cpus)
+    envs = EnvManager(env_cache)
+    return Measurer(Store(tmp_path / "s.db"), envs, EnvSpec(name="plain"), ProbeSpec(path=script),
+                    LocalExecutor(envs, GpuPool(gpus)), index_url=index, cpus=cpus)
 
 
 def _cand(version):

@@ -12,6 +12,8 @@ from bisector.core.candidate import Candidate, CandidateKind
 from bisector.core.measurement import Status
 from bisector.envs import EnvManager, EnvSpec
 from bisector.envs.model.info import read_info
+from bisector.measure.executors import LocalExecutor
+from bisector.measure.gpus import GpuPool
 from bisector.measure.measurer import Measurer
 from bisector.job.probe_spec import ProbeSpec
 from bisector.store.storage import Store
@@ -36,7 +38,8 @@ def index(tmp_path_factory):
 
 def _measure(tmp_path, index, version, probe: ProbeSpec):
     envs = EnvManager(tmp_path / "cache", defer_health=True)
-    measurer = Measurer(Store(tmp_path / "s.db"), envs, EnvSpec(name="plain"), probe, index_url=index)
+    measurer = Measurer(Store(tmp_path / "s.db"), envs, EnvSpec(name="plain"), probe, LocalExecutor(envs, GpuPool([])),
+                        index_url=index)
     m = measurer.measure(Candidate(package="tinypkg", kind=CandidateKind.RELEASE, ref=version, date=T0))
     return m, read_info(envs.layout.env_dir(measurer._address(
         Candidate(package="tinypkg", kind=CandidateKind.RELEASE, ref=version, date=T0), 0).recipe.dir_name))

@@ -104,7 +104,7 @@ def test_retries_spent_are_a_lost_skip_with_the_reason(cluster, repo40, tmp_path
     log = tmp_path / "log.jsonl"
     probe = ProbeSpec(path=HOLD, args=[str(log), str(tmp_path / "never"), "0"])
     measurer = Measurer(Store(tmp_path / "s.db"), EnvManager(env_cache), load_env_spec(str(plain_spec), Path(".")),
-                        probe, repo_path=repo, run_id="t", executor=RayExecutor(cache_dir=str(env_cache)))
+                        probe, RayExecutor(cache_dir=str(env_cache)), repo_path=repo, run_id="t")
 
     def kill_every_attempt():
         for n in range(3):

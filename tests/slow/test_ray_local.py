@@ -49,7 +49,7 @@ def _commit(shas: list[str], i: int) -> Candidate:
 def _measurer(tmp_path: Path, env_cache: Path, plain_spec: Path, repo: Path, probe: ProbeSpec) -> Measurer:
     envs = EnvManager(env_cache)
     return Measurer(Store(tmp_path / "s.db"), envs, load_env_spec(str(plain_spec), Path(".")), probe,
-                    repo_path=repo, run_id="t", executor=ray_executor.RayExecutor(cache_dir=str(env_cache)))
+                    ray_executor.RayExecutor(cache_dir=str(env_cache)), repo_path=repo, run_id="t")
 
 
 def test_two_probes_at_once_on_disjoint_gpus_and_a_third_waits(ray_local, repo12, tmp_path, env_cache, plain_spec):

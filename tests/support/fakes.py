@@ -32,12 +32,15 @@ Entry = Union[float, Status, list]
 
 
 class FakeMeasurer:
-    """Measures from ``table``; a (ref, repeat) measured before by any measurer of the same factory is
-    "reused" (counted in ``reused_keys``, no probe), as the store would make it."""
+    """Measures from ``table``; a (ref, repeat) measured before by an earlier run's measurer of the same
+    factory is "reused" (counted in ``reused_keys``, no probe), as the store would make it; one this run
+    took is read back as it is."""
 
     def __init__(self, table: Mapping[str, Entry], seen: dict, metric: str = "m", exit_code_mode: bool = False,
-                 pins: Optional[dict] = None, setups: Optional[Callable[[str, dict], Entry]] = None):
+                 pins: Optional[dict] = None, setups: Optional[Callable[[str, dict], Entry]] = None,
+                 run_id: Optional[str] = None):
         self.table, self.seen, self.metric, self.exit_code_mode = table, seen, metric, exit_code_mode
+        self.run_id = run_id
         self.pins, self.setups = dict(pins or {}), setups
         self.probes_run = 0
         self.reused_keys: set[str] = set()
@@ -49,10 +52,13 @@ class FakeMeasurer:
         self.asked.append((c.ref, repeat))
         key = f"{c.ref}:{c.revert or ''}:{repeat}:{sorted(self.pins.items())}"
         if key in self.seen:
+            found = self.seen[key]
+            if found.run_id == self.run_id:
+                return found
             self.reused_keys.add(key)
-            return self.seen[key]
+            return found.model_copy(update={"reused": True})
         self.probes_run += 1
-        self.seen[key] = m = self._measurement(c, repeat, key)
+        self.seen[key] = m = self._measurement(c, repeat, key).model_copy(update={"run_id": self.run_id})
         return m
 
     def _measurement(self, c: Candidate, repeat: int, key: str) -> Measurement:
@@ -104,7 +110,8 @@ class FakeMeasurers:
         return other
 
     def __call__(self, run_id: str, repo_path: Optional[Path] = None) -> FakeMeasurer:
-        measurer = FakeMeasurer(self.table, self.seen, **{k: v for k, v in self.options.items() if k != "contrast"})
+        measurer = FakeMeasurer(self.table, self.seen, run_id=run_id,
+                                **{k: v for k, v in self.options.items() if k != "contrast"})
         self.made.append(measurer)
         return measurer
 

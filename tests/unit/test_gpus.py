@@ -16,6 +16,7 @@ from bisector.core.facts import ResultFacts
 from bisector.core.candidate import Candidate, CandidateKind
 from bisector.envs import EnvManager, EnvSpec
 from bisector.measure.gpus import Gpu, GpuPool, cuda_runtime, detect_gpus, effective_jobs, gpu_label
+from bisector.measure.executors import LocalExecutor
 from bisector.measure.measurer import Measurer
 from bisector.job.probe_spec import ProbeSpec
 from bisector.store.storage import Store
@@ -168,8 +169,9 @@ def test_nvidia_smi_and_nvml_give_one_gpu_the_same_identity(nvidia_smi, tmp_path
 
 
 def _measurer(tmp_path, gpus):
-    return Measurer(Store(tmp_path / "s.db"), EnvManager(tmp_path / "envs"), EnvSpec(name="plain"),
-                    ProbeSpec(path=tmp_path / "probe.py"), gpus=GpuPool(gpus))
+    envs = EnvManager(tmp_path / "envs")
+    return Measurer(Store(tmp_path / "s.db"), envs, EnvSpec(name="plain"), ProbeSpec(path=tmp_path / "probe.py"),
+                    LocalExecutor(envs, GpuPool(gpus)))
 
 
 def _base(provided):
