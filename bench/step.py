@@ -56,7 +56,7 @@ def split(store: Path, wall: float) -> tuple[dict[str, float], int, str]:
     for m in measurements:
         env_s = m.details.get("env_seconds", 0.0)
         launch = m.details.get("launch") or {}
-        t = (m.details.get("result") or {}).get("timings") or {}
+        t = (m.result.fields() if m.result else {}).get("timings") or {}
         inside = [t.get(k, 0.0) for k in ("interpreter_start_s", "imports_s", "model_build_s", "steps_s")]
         parts["environment ready"] += env_s
         parts["warm workers: start (imports, per worker)"] += launch.get("worker_start_s", 0.0)

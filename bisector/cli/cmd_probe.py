@@ -14,7 +14,7 @@ import sys
 from bisector.bisection.pins import apply_pins
 from bisector.cli.args import probe_overrides
 from bisector.job.config import validated
-from bisector.core.facts import ResultFacts
+from bisector.core.facts import ProbeResult
 from bisector.core.measurement import Measurement, Status
 from bisector.core.units import human_value
 from bisector.data import specs_dir
@@ -25,7 +25,6 @@ from bisector.explain.registry import compact_details, explainer_for
 from bisector.job.jobfile import builtin_job, stack
 from bisector.cli.args import run_section
 from bisector.measure.assembly import build_engine, check_executor, probe_device
-from bisector.measure.gpus import gpu_label
 from bisector.job.command_metrics import DEFAULT_METRIC as COMMAND_METRIC
 from bisector.job.probe_spec import ProbeSpec
 from bisector.paths import default_store_path
@@ -52,19 +51,19 @@ def _header(name: str, version: str, m: Measurement, reused: bool, probe: ProbeS
         else f"measured in {m.seconds:.1f}s"
     why = f" — {m.reason}" if m.reason else ""
     args = f" {' '.join(probe.args)}" if probe.args else ""
-    result = m.result or ResultFacts()
+    result = m.result or ProbeResult()
     meter = f", meter {result.meter}" if result.meter else ""
     lines = [f"{name}=={version}: {m.status.value}, {when}{why}", f"  probe {probe.label()}{args}{meter}"]
     device = result.device
-    if device.get("type") == "cuda":
-        facts = [gpu_label(device) or "an unnamed GPU"]
-        facts += [f"{label} {device[k]}" for k, label in (("driver", "driver"), ("cuda", "CUDA")) if device.get(k)]
+    if device.type == "cuda":
+        facts = [device.gpu_label or "an unnamed GPU"]
+        facts += [f"{label} {value}" for label, value in (("driver", device.driver), ("CUDA", device.cuda)) if value]
         lines.append(f"  on {', '.join(facts)}")
     return lines
 
 
 def _metric_lines(m: Measurement, metric: str | None, everything: bool) -> list[str]:
-    result = m.result or ResultFacts()
+    result = m.result or ProbeResult()
     explainer = explainer_for(result.schema_version, m.metrics, result.fields())
     names = explainer.headline(m.metrics, metric)
     rest = [k for k in sorted(m.metrics) if k not in names]
@@ -79,7 +78,7 @@ def _metric_lines(m: Measurement, metric: str | None, everything: bool) -> list[
 
 
 def _explained(m: Measurement, metric: str | None) -> list[str]:
-    result = m.result or ResultFacts()
+    result = m.result or ProbeResult()
     explainer = explainer_for(result.schema_version, m.metrics, result.fields())
     return [f"  {line}" for line in explainer.one_version(m.metrics, compact_details(result.fields(), m.metrics),
                                                           metric)]

@@ -211,12 +211,12 @@ class Measurer:
         result = m.result
         if m.status is not Status.OK or not result:
             return m
-        ran_on, meter = result.device.get("type"), result.meter
+        ran_on, meter = result.device.type, result.meter
         problem = None
         if ran_on and ran_on != self.executor.device:
             problem = f"the probe ran on {ran_on}, the run measures on {self.executor.device}"
         elif ran_on == "cuda":
-            problem = _other_gpu(result.device.get("name"), self.executor.gpu_names)
+            problem = _other_gpu(result.device.name, self.executor.gpu_names)
         with self._lock:
             if meter and self._meter is None:
                 self._meter = meter

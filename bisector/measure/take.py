@@ -102,12 +102,12 @@ def _take(envs: EnvManager, job: TakeJob, gpu_slot: GpuSlot, recipe: Recipe, war
                 env = envs.settle_health(env, recipe, _proof(env, recipe, proof))
             except EnvironmentFailure as exc:
                 check_shutdown()
-                return base.model_copy(update={"status": Status.ENV_FAILED, "reason": str(exc),
-                                               "details": {"env": env_facts(env).model_dump()},
+                return base.model_copy(update={"status": Status.ENV_FAILED, "reason": str(exc), "env": env_facts(env),
                                                "seconds": time.monotonic() - start})
     details = {**outcome.details(), "env_seconds": round(env_seconds, 3), "probe_seconds": round(outcome.seconds, 3),
-               "env": env_facts(env).model_dump(), "proved": proved(env).model_dump()}
+               "proved": proved(env).model_dump()}
     return base.model_copy(update={"status": outcome.status, "metrics": outcome.metrics, "details": details,
+                                   "result": outcome.result, "env": env_facts(env),
                                    "exit_code": outcome.exit_code, "reason": outcome.reason,
                                    "seconds": time.monotonic() - start})
 

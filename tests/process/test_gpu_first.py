@@ -360,7 +360,7 @@ def _replayed(tmp_path, result_file: Path):
     base = Measurement(key=result_file.stem, package="accelerate", candidate="0.22.0", env_fingerprint="e",
                        probe_fingerprint="p", repeat=0, status=Status.RUNNING, seconds=0.0)
     return base.model_copy(update={"status": outcome.status, "metrics": outcome.metrics, "details": outcome.details(),
-                                   "reason": outcome.reason, "exit_code": outcome.exit_code})
+                                   "result": outcome.result, "reason": outcome.reason, "exit_code": outcome.exit_code})
 
 
 class _Recorded:

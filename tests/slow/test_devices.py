@@ -58,9 +58,9 @@ def _cand(version):
 def test_the_probe_is_told_its_device_gpu_and_cores(tmp_path, env_cache, index):
     m = _measurer(tmp_path, env_cache, index, ["GPU-1111"], cpus=3).measure(_cand("1.0"))
     assert m.status is Status.OK
-    assert m.details["result"]["seen"] == {"device": "cuda", "gpu": "GPU-1111", "cpus": "3"}
+    assert m.result.fields()["seen"] == {"device": "cuda", "gpu": "GPU-1111", "cpus": "3"}
     cpu = _measurer(tmp_path, env_cache, index, []).measure(_cand("1.0"))
-    assert cpu.details["result"]["seen"] == {"device": "cpu", "gpu": None, "cpus": "1"}
+    assert cpu.result.fields()["seen"] == {"device": "cpu", "gpu": None, "cpus": "1"}
     assert cpu.key != m.key  # the device kind is part of the store key
 
 

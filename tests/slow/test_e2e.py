@@ -155,8 +155,9 @@ def test_killed_run_resumes_with_exactly_the_missing_steps(repo30, tmp_path, env
     assert resumed["run_id"] == killed[0]
     assert resumed["probes_run"] == total - 3
     assert resumed["measurements_reused"] == 3
-    rows = cli("runs", "--store", str(tmp_path / "store.db")).stdout.splitlines()[1:]
-    assert len(rows) == 1 and killed[0] in rows[0] and " found " in rows[0]   # no orphan beside it
+    rows = [line for line in cli("runs", "--store", str(tmp_path / "store.db")).stdout.splitlines()[1:]
+            if " bisect " in line]
+    assert len(rows) == 1 and rows[0].startswith(killed[0]) and " found " in rows[0]   # no orphan beside it
     assert resumed["first_bad"]["sha"] == reference["first_bad"]["sha"] == shas[17]
     by_id = cli("run", "--resume", "--store", str(tmp_path / "store.db"), "--json")
     assert by_id.returncode == 0 and "resuming run" in by_id.stderr

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Callable, Mapping, Optional, Union
 
 from bisector.core.candidate import Candidate
+from bisector.core.facts import ProbeResult
 from bisector.core.measurement import Measurement, Status
 from bisector.envs import EnvSpec
 
@@ -70,11 +71,12 @@ class FakeMeasurer:
             return base.model_copy(update={"status": value, "reason": f"{value.value} in the fake probe"})
         if self.exit_code_mode:
             return base.model_copy(update={"status": Status.EXIT_CODE, "exit_code": int(value)})
-        details = {"result": {"schema_version": "fake/1", "probe": {"name": "fake", "version": "1"},
-                              "peak_phase": "backward" if value > 1.5 else "forward"}}
+        fields = {"schema_version": "fake/1", "probe": {"name": "fake", "version": "1"},
+                  "peak_phase": "backward" if value > 1.5 else "forward"}
         if isinstance(value, PartialOom):
-            details["result"]["oom_cells"] = value.cells
-        return base.model_copy(update={"metrics": {self.metric: float(value), "other": 7.0}, "details": details})
+            fields["oom_cells"] = value.cells
+        return base.model_copy(update={"metrics": {self.metric: float(value), "other": 7.0},
+                                       "result": ProbeResult.of(fields)})
 
     def prefetch(self, candidates: list[Candidate]) -> None:
         self.prefetched.append([c.ref for c in candidates])
