@@ -21,6 +21,7 @@ from bisector.core.candidate import Candidate, CandidateKind
 from bisector.core.changes import Attribution, AttributionKind
 from bisector.core.result import BisectResult
 from bisector.core.search import Outcome
+from bisector.envs import CacheLayout
 
 
 class Aftermath:
@@ -45,7 +46,7 @@ class Aftermath:
             follow = self._follow_or_suggest(result)
         if job.confirm_revert and self.first_bad.kind is CandidateKind.COMMIT and self.plan.repo_path:
             result.confirmation = confirm_by_revert(self.plan.repo_path, self.first_bad, self.phase.candidates[-1],
-                                                    self._judge_revert, self.cache_dir / "tmp")
+                                                    self._judge_revert, CacheLayout(self.cache_dir).tmp)
         return result, follow
 
     def _attribute(self, result: BisectResult) -> Attribution:

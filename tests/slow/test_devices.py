@@ -17,7 +17,6 @@ from bisector.job.probe_spec import ProbeSpec
 from bisector.store.storage import Store
 from tests.support.pkgindex import LocalIndex, build_wheel
 
-pytestmark = pytest.mark.slow
 T0 = dt.datetime(2024, 3, 1, tzinfo=dt.timezone.utc)
 # Claims whatever device $CLAIM says (default: the one it was told), GPU model $CLAIM_NAME, and
 # meter $METER_<candidate>.

@@ -17,7 +17,6 @@ import bisector
 from tests.support.gitfixture import make_repo
 from tests.support.pkgindex import LocalIndex, build_wheel
 
-pytestmark = pytest.mark.slow
 PROBES = Path(__file__).resolve().parent.parent / "probes"
 T0 = dt.datetime(2024, 3, 1, tzinfo=dt.timezone.utc)
 

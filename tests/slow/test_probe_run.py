@@ -25,7 +25,6 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 SCRIPT = os.path.join(ROOT, "probes", "ga_memory", "__main__.py")
 SMALL = ["--sizes", "64,96,128"]
 
-pytestmark = pytest.mark.slow
 
 
 def run_probe(tmp_path, *args, python=sys.executable, name="result.json"):

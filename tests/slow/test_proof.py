@@ -19,7 +19,6 @@ from bisector.job.probe_spec import ProbeSpec
 from bisector.store.storage import Store
 from tests.support.pkgindex import LocalIndex, build_wheel
 
-pytestmark = pytest.mark.slow
 T0 = dt.datetime(2024, 3, 1, tzinfo=dt.timezone.utc)
 IMPORTS = "import json, os, tinypkg\njson.dump({'metrics': {'v': float(tinypkg.__version__.split('.')[1])}}, " \
           "open(os.environ['BISECTOR_RESULT'], 'w'))\n"

@@ -28,7 +28,6 @@ from ray.cluster_utils import Cluster  # noqa: E402
 
 from bisector.measure.ray_executor import RayExecutor  # noqa: E402
 
-pytestmark = pytest.mark.slow
 T0 = dt.datetime(2024, 3, 1, tzinfo=dt.timezone.utc)
 
 

@@ -26,7 +26,6 @@ from bisector.measure import ray_executor  # noqa: E402 - needs Ray
 from bisector.measure.ray_task import TaskPayload, TaskResult, probe_files, take_on_node  # noqa: E402
 from bisector.measure.take import Proved, TakeJob  # noqa: E402
 
-pytestmark = pytest.mark.slow
 
 
 @pytest.fixture(scope="module")
