@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import datetime as dt
-import importlib.metadata
 from typing import Any, Optional
 
 from pydantic import BaseModel, model_serializer
@@ -99,10 +98,9 @@ class Repro(BaseModel):
 
 def made_by() -> str:
     """The version of bisector that is running (what a result records as its maker)."""
-    try:
-        return importlib.metadata.version("bisector")
-    except importlib.metadata.PackageNotFoundError:
-        return "unknown"
+    from bisector.install_route import version   # noqa: PLC0415 (core stays free of the install route)
+
+    return version()
 
 
 class BisectResult(BaseModel):
