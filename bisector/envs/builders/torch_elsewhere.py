@@ -18,11 +18,11 @@ from bisector.envs.builders.tool_runs import clean_env
 
 MAX_INTERPRETERS = 12
 ASK = ("import sys, importlib.metadata as m\ntry:\n    v = m.version('torch')\nexcept Exception:\n    v = ''\n"
-       "print(sys.prefix)\nprint(v)")
+       "print(sys.prefix)\nprint(v)\nprint(sys.executable)")
 
 
 class OtherTorch(NamedTuple):
-    python: str        # the interpreter as found (a path)
+    python: str        # the interpreter (its sys.executable: a pyenv shim's real interpreter)
     prefix: str        # its sys.prefix
     version: str       # its torch's version, as its metadata says (2.13.0+cpu)
 
@@ -58,9 +58,9 @@ def _ask(python: Path) -> Optional[OtherTorch]:
     except (OSError, subprocess.SubprocessError):
         return None
     lines = done.stdout.splitlines()
-    if done.returncode != 0 or len(lines) < 2 or not lines[1].strip():
+    if done.returncode != 0 or len(lines) < 3 or not lines[1].strip():
         return None
-    return OtherTorch(str(python), lines[0].strip(), lines[1].strip())
+    return OtherTorch(lines[2].strip() or str(python), lines[0].strip(), lines[1].strip())   # the real one, not a shim
 
 
 def is_release(version: str) -> bool:
