@@ -19,7 +19,8 @@ backticks in the paragraph above; tests/unit/test_samples.py checks both). Optio
   the lines indented deeper below it: a wrapped line), ``/RE/+K`` (and K lines more), ``A..B`` (from A
   through B, each a line number or a /RE/);
 * ``file: NAME``: the block is that file as the command wrote it, not its output;
-* ``log``: keep the lines a terminal shows only in its live status line (builds, probe heartbeats).
+* ``log``: keep the lines a terminal shows only in its live status line (builds, probe heartbeats);
+* ``stdout``: the command's standard output alone (a report to paste), not its notes on stderr.
 
 Each command runs once per regeneration (blocks with the same command and ``after`` share its output), as
 ``python -m bisector`` of this tree, in a directory of its own, with a fresh store and a shared environment
@@ -57,6 +58,7 @@ class Sample:
     part: Optional[str] = None
     file: Optional[str] = None
     log: bool = False
+    stdout: bool = False
     start: int = 0                 # the block's first content line index (after the fence)
     end: int = 0                   # the closing fence's index
 
@@ -64,7 +66,8 @@ class Sample:
 def parse_marker(body: str) -> dict:
     """The marker's fields: command, after, files, part, file, log."""
     command, *rest = [p.strip() for p in body.split("; ")]
-    out: dict = {"command": command, "after": [], "files": [], "part": None, "file": None, "log": False}
+    out: dict = {"command": command, "after": [], "files": [], "part": None, "file": None, "log": False,
+                 "stdout": False}
     for item in rest:
         key, _, value = item.partition(":")
         key, value = key.strip(), value.strip()
@@ -74,8 +77,8 @@ def parse_marker(body: str) -> dict:
             out["files"] = [f.strip() for f in value.split(",")]
         elif key in ("part", "file"):
             out[key] = value
-        elif key == "log":
-            out["log"] = True
+        elif key in ("log", "stdout"):
+            out[key] = True
         else:
             raise ValueError(f"unknown sample key {key!r}")
     return out
@@ -171,12 +174,13 @@ class Runner:
         assert words[0] == "bisector", command
         return [sys.executable, "-m", "bisector", *words[1:]]
 
-    def run(self, command: str, cwd: Path) -> str:
+    def run(self, command: str, cwd: Path, stdout_only: bool = False) -> str:
         env = {**os.environ, "PYTHONPATH": str(ROOT), "BISECTOR_CACHE_DIR": str(self.cache),
                "BISECTOR_STORE": str(cwd.parent / (cwd.name + ".sqlite")), "COLUMNS": "100", "NO_COLOR": "1"}
         print(f"  $ {command}", file=sys.stderr, flush=True)
         done = subprocess.run(self.argv(command), cwd=cwd, env=env, stdout=subprocess.PIPE,
-                              stderr=subprocess.STDOUT, text=True, stdin=subprocess.DEVNULL, timeout=3600)
+                              stderr=subprocess.DEVNULL if stdout_only else subprocess.STDOUT, text=True,
+                              stdin=subprocess.DEVNULL, timeout=3600)
         print(f"    exit {done.returncode}, {len(done.stdout.splitlines())} lines", file=sys.stderr, flush=True)
         return done.stdout
 
@@ -196,6 +200,12 @@ class Runner:
             if command not in session["outputs"]:
                 session["outputs"][command] = self.run(command, Path(session["cwd"]))
                 self.saved.write_text(json.dumps(self.sessions, indent=1))
+        if s.stdout:   # the same command again, its standard output alone (a report reads the store: the same)
+            key = s.command + " [stdout]"
+            if key not in session["outputs"]:
+                session["outputs"][key] = self.run(s.command, Path(session["cwd"]), stdout_only=True)
+                self.saved.write_text(json.dumps(self.sessions, indent=1))
+            return session["outputs"][key], Path(session["cwd"])
         return session["outputs"][s.command], Path(session["cwd"])
 
 
