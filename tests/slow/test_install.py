@@ -97,8 +97,9 @@ def _stop_line(stderr: str) -> tuple[str, str]:
 
 
 def _no_cuda(cache: Path) -> None:
-    """Nothing of CUDA was installed anywhere under ``cache``: no nvidia-* or triton distribution."""
-    found = [p.name for p in cache.rglob("*.dist-info") if re.match(r"(nvidia_|triton)", p.name)]
+    """Nothing of CUDA was installed anywhere under ``cache``: no nvidia-* (but nvidia-ml-py, bisector's NVML
+    binding), cuda-* or triton distribution."""
+    found = [p.name for p in cache.rglob("*.dist-info") if re.match(r"(nvidia_(?!ml_py)|triton|cuda_)", p.name)]
     assert found == [], found
 
 
