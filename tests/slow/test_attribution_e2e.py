@@ -89,7 +89,7 @@ def test_the_companion_is_named_and_followed_to_its_first_bad_release(companion_
     assert [s["phase"] for s in out["steps"]].count("attribution") == 2
     refine = out["refine_command"]                       # the next step follows the companion, not alpha
     assert "--package beta " in refine and "--with alpha==1.2" in refine and "--follow" not in refine
-    assert refine.endswith("--mode commits --good 1.1 --bad 1.2 --repo '<REPO>'")
+    assert refine.endswith("--mode auto --good 1.1 --bad 1.2 --repo '<REPO>'")
     again = json.loads(cli(*job).stdout)                                        # resumes from the store
     assert again["probes_run"] == 0 and again["followed"]["probes_run"] == 0
     assert again["attribution"]["kind"] == "companion"

@@ -115,7 +115,7 @@ def test_auto_mode_without_repo_prints_refine_command(release_index, tmp_path, e
                "--probe", str(PROBES / "tiny_memory.py"), "--metric", "buffer_kib", "--threshold", "200",
                "--env", str(plain_spec), "--store", str(tmp_path / "s.db"), "--cache-dir", str(env_cache))
     assert proc.returncode == 0, proc.stderr
-    assert "--mode commits --good 1.3.0 --bad 1.4.0 --repo" in proc.stdout
+    assert "--mode auto --good 1.3.0 --bad 1.4.0 --repo" in proc.stdout
 
 
 def test_predates_range_and_no_regression(release_index, tmp_path, env_cache, plain_spec):
