@@ -1,6 +1,6 @@
 """Benchmark of the ray executor: a k-way bisect on k logical GPUs, and the tool's overhead per task.
 
-Run as ``python bench/cluster.py`` (needs ``bisector[ray]``). Part 1: a generated repository of
+Run as ``python bench/cluster.py`` (needs Ray next to bisector: ``pip install ".[ray]"`` in a clone). Part 1: a generated repository of
 N = 200 commits (the step planted at commit 137), bisected by ``--executor ray --jobs k`` on a
 local Ray with k = 1, 2, 4 and 8 logical GPUs and a synthetic probe of fixed duration (an
 environment cache per k: each row first runs cold, building its own environments, then warm, with

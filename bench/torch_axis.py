@@ -37,7 +37,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bisector.core.units import human_bytes  # noqa: E402
-from bisector.envs import estimate_torch_download  # noqa: E402
+from bisector.envs import estimate_torch_download as estimate  # noqa: E402
 from bisector.envs import read_marker, torch_bases  # noqa: E402
 from bisector.envs import disk_usage  # noqa: E402
 from bisector.envs import read_info  # noqa: E402

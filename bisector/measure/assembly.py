@@ -1,7 +1,7 @@
 """The measuring engine, assembled in one place for every command (run, matrix, diff, probe and the
 follow-ups of each): the store, the environment cache, this machine's GPUs, the executor (``local``
 threads and the GpuPool, or ``ray``: bisector.measure.ray_executor, loaded only when asked for, as Ray
-is the optional extra ``bisector[ray]``) and the cores one probe may use.
+is optional: put ``ray>=2.40`` next to bisector, bisector.sources.install_route) and the cores one probe may use.
 
 Whatever a command measures goes through :meth:`Engine.measurers` or :meth:`Engine.measurer`, so a
 diff measures on the GPUs a bisect would, and a diff's ``--follow`` bisect judges on the same engine.
@@ -19,6 +19,7 @@ from typing import Optional, Protocol
 
 from bisector.envs import EnvManager, EnvSpec
 from bisector.errors import UsageError
+from bisector.sources.install_route import next_to_bisector
 from bisector.job.config import ExecutorKind
 from bisector.measure.executors import Executor, LocalExecutor
 from bisector.measure.gpus import GpuPool, detect_gpus, probe_cpus
@@ -28,7 +29,14 @@ from bisector.paths import default_cache_dir
 from bisector.store.storage import Store
 
 RAY_CONNECT_S = 5.0
-RAY_MISSING = "--executor ray needs Ray, which is not installed here: pip install 'bisector[ray]'"
+RAY = "ray>=2.40"   # pyproject's optional extra [ray]
+
+
+def ray_missing() -> str:
+    """The one line when Ray is not installed: the command that puts it next to bisector on its route."""
+    how = next_to_bisector(RAY)
+    return f"--executor ray needs Ray, which is not installed here: {how}" if how else \
+        f"--executor ray needs Ray, which is not installed here: install {RAY} next to bisector"
 
 
 class EngineSettings(Protocol):
@@ -53,7 +61,7 @@ def check_executor(kind: ExecutorKind, address: Optional[str] = None) -> None:
     if kind is not ExecutorKind.RAY:
         return
     if importlib.util.find_spec("ray") is None:
-        raise UsageError(RAY_MISSING)
+        raise UsageError(ray_missing())
     if address == "auto":
         address = _auto_address()
     if address in (None, "auto", "local"):
