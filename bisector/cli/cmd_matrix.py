@@ -29,6 +29,7 @@ from bisector.paths import default_cache_dir, default_store_path
 from bisector.sources.index import pages_read_once
 from bisector.store.storage import RunState, Store
 from bisector.store.integrity import check_directory, check_run_paths
+from bisector.safety.safe_text import json_visible
 
 
 def _config_path(args) -> Optional[Path]:
@@ -86,5 +87,5 @@ def matrix_command(args) -> int:
             save_run(store, config, result, RunState.DONE, command)
         finally:
             store.close()
-    print(paths["json"].read_text().rstrip() if args.json else render_text(result, paths))
+    print(json_visible(paths["json"].read_text().rstrip()) if args.json else render_text(result, paths))
     return result.exit_code

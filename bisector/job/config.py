@@ -68,8 +68,8 @@ class JobSection(BaseModel):
     @field_validator("package")
     @classmethod
     def _pep508_name(cls, value: str) -> str:
-        if not re.fullmatch(r"[A-Za-z0-9]([A-Za-z0-9._-]*[A-Za-z0-9])?", value):
-            raise ValueError(f"'{value}' is not a valid package name (PEP 508)")
+        if len(value) > 200 or not re.fullmatch(r"[A-Za-z0-9]([A-Za-z0-9._-]*[A-Za-z0-9])?", value):   # (no index
+            raise ValueError(f"'{cut(value)}' is not a valid package name (PEP 508)")   # is asked for a 100 KB name)
         return canonicalize_name(value)
 
     @field_validator("repo_url")

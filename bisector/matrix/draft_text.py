@@ -75,8 +75,9 @@ def text(d: IssueDraft, result: MatrixResult, config: MatrixConfig, store: Store
     """The draft's markdown."""
     where = "cell" if d.line_is_cell else "grid line"
     lines = ", ".join(md_escape(x) or md_escape(result.packages[0]) for x in d.lines)
-    found = (f"First bad: {md_escape(d.package)} {md_code(d.first_bad)} (bisect run `{d.bisect_run}`)."
-             if d.first_bad else f"Between {md_escape(d.package)} {d.good} (good) and {d.version} (bad): {d.version} "
+    package, good, bad = md_escape(d.package), md_code(d.good), md_code(d.version)   # the index's text: data
+    found = (f"First bad: {package} {md_code(d.first_bad)} (bisect run `{d.bisect_run}`)."
+             if d.first_bad else f"Between {package} {good} (good) and {bad} (bad): {bad} "
              "is the first bad release when no release lies between them; no bisect has checked that yet "
              "(`bisector matrix --bisect-on-regression` runs one, as does the reproduce command below).")
     out = [f"# {md_escape(title(d))}", "",
@@ -84,8 +85,8 @@ def text(d: IssueDraft, result: MatrixResult, config: MatrixConfig, store: Store
            _state(d, config.criterion), "",
            f"Found as a {d.kind} by a nightly `bisector matrix` of {md_escape(result.packages[0])} "
            f"({md_escape(result.probe)}), on {where}s {lines}: {md_escape(d.metric)} "
-           f"{human_value(d.good_value, d.metric)} at {d.package} {d.good}, {human_value(d.bad_value, d.metric)} "
-           f"at {d.version} (criterion: {md_escape(result.criterion)}).", "", found, "",
+           f"{human_value(d.good_value, d.metric)} at {package} {good}, {human_value(d.bad_value, d.metric)} "
+           f"at {bad} (criterion: {md_escape(result.criterion)}).", "", found, "",
            "## Nights", "", *_nights(d), "",
            "## Reproduce", "", *_fenced_command(_reproduce(d, config))]
     return visible("\n".join(out + _bisect_report(store, d.bisect_run)).rstrip() + "\n")

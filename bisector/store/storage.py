@@ -24,6 +24,7 @@ from bisector.errors import BisectorError, UsageError
 from bisector.redact import redact_text
 from bisector.store.blobs import externalized, hydrated
 from bisector.store.integrity import OpenMark, Transaction, check_store_path, damaged, integrity_problems, translated
+from bisector.safety.safe_text import one_line
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -297,7 +298,8 @@ class Store:
                 key = (str(self.path), str(row[0]))
                 if key not in _TOLD:
                     _TOLD.add(key)
-                    print(f"bisector: skipped run {str(row[0])[:40]} in {self.path}: its stored row is damaged ({run})",
+                    print(one_line(f"bisector: skipped run {str(row[0])[:40]} in {self.path}: its stored row is "
+                                   f"damaged ({run})"),
                           file=sys.stderr)
                 continue
             out.append(run)

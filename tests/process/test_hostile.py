@@ -467,6 +467,11 @@ def _no_secret(text: str) -> None:
 
 @pytest.mark.parametrize("kind", TABLE, ids=lambda k: k.id)
 def test_hostile_kind(kind: Kind, world: World, tmp_path, monkeypatch, capsys):
+    run_kind(kind, world, tmp_path, monkeypatch, capsys)
+
+
+def run_kind(kind: Kind, world: World, tmp_path, monkeypatch, capsys) -> str:
+    """Run one kind and check what every kind must hold (see the module); the one line it printed."""
     tmp = tmp_path / "kind"
     (tmp / "cwd").mkdir(parents=True)
     for rel, text in kind.files.items():
@@ -491,6 +496,7 @@ def test_hostile_kind(kind: Kind, world: World, tmp_path, monkeypatch, capsys):
     assert _rows(tmp / "s.db") == rows, "something was stored"
     assert children_of(os.getpid()) == [], "a process was left behind"
     _no_secret(out + err)
+    return said
 
 
 # -- kinds that need real probes: processes, signals, secrets ----------------------------------------------

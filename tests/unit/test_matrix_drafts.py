@@ -82,5 +82,5 @@ def test_a_draft_without_a_bisect_says_when_its_bad_version_is_the_first_bad(tmp
     result = night(1, "1.5.0", 2.0, [step("1.5.0", 2.0)])
     [draft] = track([], result, CRIT)
     md = text(draft, result, config, Store(tmp_path / "s.db"))
-    assert f"(bad): {draft.version} is the first bad release when no release lies between them" in md
+    assert f"(bad): `{draft.version}` is the first bad release when no release lies between them" in md
     assert "no bisect has named" not in md   # adjacent releases: nothing is left to name

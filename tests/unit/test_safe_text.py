@@ -282,3 +282,14 @@ def test_matrix_reports_drafts_and_page_replace_planted_links(tmp_path):
     assert victim.read_text() == "keep\n" and stat.S_IMODE(victim.stat().st_mode) == 0o600
     written = [p for p in (*out.rglob("*"), *page.rglob("*")) if not p.is_dir()]
     assert written and not [p for p in written if p.is_symlink()] and "Version matrix" in (page / "index.html").read_text()
+
+
+def test_an_error_line_is_one_short_line_with_nothing_acting():
+    from bisector.safety.safe_text import error_line
+    assert error_line("'1.0\u202e' is not a valid version") == "'1.0\\u202e' is not a valid version"
+    line = error_line("argument --mode: invalid choice: '" + "a" * 100_000 + "' (choose from 'auto')")
+    assert line.endswith("...(100002 chars) (choose from 'auto')") and len(line) < 200
+    assert error_line("x: '" + "b" * 59 + "...(100050 chars)") == "x: '" + "b" * 59 + "...(100050 chars)"   # cut once
+    path = "/tmp/pytest-of-someone/pytest-12/test_a_destination_that_is0/no/such/dir/r.py"
+    assert error_line(f"--repro {path}: no directory") == f"--repro {path}: no directory"   # a path stays whole
+    assert len(error_line("a " * 100_000)) < 1100 and "\n" not in error_line("a\nb")
