@@ -350,7 +350,7 @@ CONFIG = [
     config_kind("repo url ftp", "", "job.repo_url: must be an http(s) URL",
                 job=JOB_TOML + 'repo_url = "ftp://example.com/x"\n'),
     config_kind("a NUL byte", "", "a value holds a NUL byte", probe='[probe]\ncmd = "true"\nargs = ["a\\u0000b"]\n'),
-    config_kind("nested too deeply", "x = " + "[" * 50000 + "]" * 50000 + "\n", "not valid TOML"),
+    config_kind("nested too deeply", "x = " + "[" * 50000 + "]" * 50000 + "\n", "nested more than 64 deep"),
     config_kind("duplicate keys", "[run]\njobs = 1\njobs = 2\n", "not valid TOML"),
     config_kind("contrast without args", "[contrast]\nlabel = 'x'\n", "contrast.args"),
     config_kind("another package without its range", "", "give good and bad for tinydep",

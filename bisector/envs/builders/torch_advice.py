@@ -14,6 +14,7 @@ from typing import NamedTuple, Optional
 from packaging.utils import canonicalize_name, parse_wheel_filename
 
 from bisector.envs.builders.torch_size import _compatible_tags, local_sources
+from bisector.safety import safe_toml
 
 
 class LocalTorch(NamedTuple):
@@ -50,7 +51,7 @@ def local_torches() -> list[LocalTorch]:
 def _uv_source(prefix: Path) -> Optional[str]:
     """The source ``uv tool install`` installed bisector from (its receipt), as uv takes it back."""
     try:
-        receipt = tomllib.loads((prefix / "uv-receipt.toml").read_text())
+        receipt = safe_toml.loads((prefix / "uv-receipt.toml").read_text())
     except (OSError, ValueError):
         return None
     for req in (receipt.get("tool") or {}).get("requirements") or []:

@@ -16,6 +16,7 @@ from packaging.version import InvalidVersion, Version
 from pydantic import AfterValidator, BaseModel, ConfigDict, ValidationError, field_validator, model_validator
 
 from bisector.errors import UsageError
+from bisector.safety import safe_toml
 
 AS_OF_CANDIDATE = "as-of-candidate"
 CURRENT, NO_BASE = "current", "none"   # bisector's interpreter's torch; no shared torch (each env its own)
@@ -289,7 +290,7 @@ def load_env_spec(name_or_path: str, search_dir: Path) -> EnvSpec:
     if not path.is_file():
         raise UsageError(f"env spec {name_or_path!r} not found (looked for {path})")
     try:
-        data = tomllib.loads(path.read_text())
+        data = safe_toml.loads(path.read_text())
     except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
         raise UsageError(f"{path}: not valid TOML: {exc}") from None
     data.setdefault("name", path.stem)
