@@ -20,8 +20,8 @@ from bisector.matrix.draft_text import write_drafts
 from bisector.matrix.grid_config import MatrixConfig, load_matrix_config
 from bisector.matrix.grid_result import MatrixResult
 from bisector.matrix.history import grid_history, save_run
-from bisector.matrix.html import write_html
-from bisector.matrix.grid_report import render_text, write_reports
+from bisector.matrix.html import PAGE, write_html
+from bisector.matrix.grid_report import JSON_FILE, MARKDOWN_FILE, render_text, write_reports
 from bisector.matrix.grid_run import matrix_plan, run_matrix
 from bisector.matrix.issue_drafts import track
 from bisector.measure.assembly import check_executor, probe_device
@@ -30,6 +30,10 @@ from bisector.sources.index import pages_read_once
 from bisector.store.storage import RunState, Store
 from bisector.store.integrity import check_directory, check_run_paths
 from bisector.safety.safe_text import json_visible
+from bisector.safety.safe_write import check_destinations
+
+REPORT_FILES = ("plot-*.png", "*.md")   # the plots and the bisect reports (their names known after the run)
+DRAFT_FILES = ("*.md",)                # the issue drafts
 
 
 def _config_path(args) -> Optional[Path]:
@@ -53,8 +57,14 @@ def _preflight(config: MatrixConfig, args, issues: Path) -> Plan:
     check_run_paths(config.run.store, config.run.cache_dir)
     check_directory(args.out, "--out")
     check_directory(issues, "--issues")
+    # the files written into them are regular files or absent (a directory, a link, a FIFO: refused now)
+    check_destinations(args.out, "--out", (MARKDOWN_FILE, JSON_FILE), REPORT_FILES)
+    check_destinations(issues, "--issues", (), DRAFT_FILES)
     if args.html is not None:
         check_directory(args.html, "--html")
+        check_directory(args.html / "issues", "--html")
+        check_destinations(args.html, "--html", (PAGE, MARKDOWN_FILE), REPORT_FILES)
+        check_destinations(args.html / "issues", "--html", (), DRAFT_FILES)
     load_env_spec(config.matrix.env, specs_dir())
     return matrix_plan(config, config.run.cache_dir or default_cache_dir())
 
