@@ -181,8 +181,9 @@ def cmd_report(args) -> int:
 
 
 def _repro(args, store: Store) -> int:
-    """Write the run's repro script to --repro, run it in the last good and first bad environments, store
-    what it printed in the run and print the report; exit 0 when it reproduces the step, 3 when not."""
+    """Write the run's repro script to --repro, build two fresh environments from its install lines and run
+    it in each (bisection.repro_check), store what it printed in the run and print the report; exit 0 when
+    it reproduces the step, 3 when not."""
     result = load_result(store, args.run)
     run = store.get_run(result.run_id)
     followed = through_companion(result)

@@ -19,7 +19,7 @@ from bisector.errors import BisectorError, UsageError
 from bisector.redact import redact_text
 from bisector.store.blobs import externalized
 from bisector.store.integrity import OpenMark, Transaction, check_store_path, damaged, integrity_problems, translated
-from bisector.store.records import (RUN_COLUMNS, RunKind, RunRow, RunState, StepRow, damaged_rows, measurement_from,
+from bisector.store.records import (RUN_COLUMNS, RunKind, RunRow, RunState, StepRow, damaged_rows, measurement_from,  # noqa: F401
                                     run_from, step_from, tell)
 
 SCHEMA = """

@@ -129,7 +129,7 @@ def test_the_header_installs_only_requirements_with_one_git_suffix(url):
     assert reqs == ["torch==2.13.0", "git+https://github.com/o/acc.git@" + "a" * 40, "numpy==1.26.4"]
     head = "\n".join(header(s, "r.py", "exit 0", None, False))
     assert "torch from==" not in head and "/opt/py" not in head and ".git.git" not in head and "weird==" not in head
-    assert "(torch from: bisector's interpreter; weird: as of the candidate)" in head
+    assert "(torch 2.13.0+cpu, pinned as its release; torch from: bisector's interpreter; weird: as of the candidate)" in head
 
 
 def test_a_local_clone_is_a_placeholder_the_header_explains():

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import shlex
 import sys
-import tomllib
 from pathlib import Path
 from typing import NamedTuple, Optional
 
