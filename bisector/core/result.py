@@ -100,6 +100,14 @@ class Repro(BaseModel):
     how: list[str] = []
     sha256: Optional[str] = None
 
+    @model_serializer(mode="wrap")
+    def _only_what_is_known(self, handler):   # a record made before fresh-venv verification reads as it did
+        data = handler(self)
+        for key in ("how", "sha256"):
+            if not getattr(self, key):
+                data.pop(key, None)
+        return data
+
 
 def made_by() -> str:
     """The version of bisector that is running (what a result records as its maker)."""
