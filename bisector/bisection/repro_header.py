@@ -174,9 +174,10 @@ def _facts(s: BisectResult, p: Point) -> list[str]:
     return out
 
 
-def portable(command: str, repo: Optional[str]) -> str:
-    """The bisect's command with no path of this machine: a local ``--repo`` clone as ``$REPO_URL``, any
-    other path (``--env``, ``--probe``, ``--config``, one inside a probe command) as ``<PATH>``."""
+def portable(command: str, repo: Optional[str], repo_url: Optional[str] = None) -> str:
+    """The bisect's command with no path of this machine: a local ``--repo`` clone as the repository's URL
+    (``repo_url``, what the install lines name) or else ``$REPO_URL``, any other path (``--env``,
+    ``--probe``, ``--config``, one inside a probe command) as ``<PATH>``."""
     try:
         words = shlex.split(command)
     except ValueError:
@@ -186,7 +187,8 @@ def portable(command: str, repo: Optional[str]) -> str:
         flag, eq, value = word.partition("=") if word.startswith("--") and "=" in word else ("", "", word)
         after_repo = i and words[i - 1] == "--repo"
         if local and ((after_repo and not git.is_url(word)) or (flag == "--repo" and eq and not git.is_url(value))):
-            out.append('--repo="$REPO_URL"' if eq else '"$REPO_URL"')
+            url = shlex.quote(repo_url) if repo_url else '"$REPO_URL"'
+            out.append(f"--repo={url}" if eq else url)
             continue
         value = value if git.is_url(value) else _ABS_PATH.sub(PATH_PLACEHOLDER, value)
         out.append(shlex.quote(f"{flag}{eq}{value}" if eq else value))
@@ -206,19 +208,29 @@ def wrap(prefix: str, words: list[str], width: int = 100) -> list[str]:
 
 
 def install_lines(s: BisectResult, repo: Optional[str], index: IndexUse) -> list[str]:
-    """The install commands, one a line, without their mark (what :data:`INSTALL` marks in the header)."""
+    """The install commands, one a line, without their mark (what :data:`INSTALL` marks in the header): per
+    side a venv; torch with what it needs (as pip resolves it: the bisect's torch was a base its
+    environments were layered over); then every other package of the side at its exact version, without
+    resolving (``--no-deps``: the list is the whole environment, and it may hold what torch's metadata
+    would refuse, such as an older setuptools, as the bisect's environment did)."""
     out = []
+    flags = list(map(shlex.quote, index.pip_args()))
     for label, p in (("last good", s.last_good), ("first bad", s.first_bad)):
         venv = VENVS[label]
         reqs = [quoted(r) for r in installs(s, p, repo)]
-        out += [f"python3 -m venv {venv}",
-                " ".join([f"{venv}/bin/pip", "install", *map(shlex.quote, index.pip_args()), *reqs])]
+        torch = [r for r in reqs if r.startswith(("torch==", "'torch=="))]
+        rest = [r for r in reqs if r not in torch]
+        out.append(f"python3 -m venv {venv}")
+        if torch:
+            out.append(" ".join([f"{venv}/bin/pip", "install", *flags, *torch]))
+        if rest:
+            out.append(" ".join([f"{venv}/bin/pip", "install", *flags, "--no-deps", *rest]))
     return out
 
 
 def header(result: BisectResult, name: str, expect: str, repo: Optional[str], shell: bool,
            index: Optional[IndexUse] = None) -> list[str]:
-    """The comment block: the step, each side, the install lines, the run lines, the pins, what to expect."""
+    """The comment block: the step, each side, the index, the install lines, the run lines, what to expect."""
     s, good, bad = sides(result)
     index = index or IndexUse()
     out = [f"# Reproduces bisector run {result.run_id} (made by bisector {result.bisector_version or made_by()}):",
@@ -235,19 +247,16 @@ def header(result: BisectResult, name: str, expect: str, repo: Optional[str], sh
     extra = f", with {', '.join(index.extra_index_urls)}" if index.extra_index_urls else ""
     left = f"; {index.left_out} index(es) of the bisect's machine left out" if index.left_out else ""
     out += [*wrap("# ", f"Index: the bisect installed from {where}{extra} (its installers' configuration){left}; "
-                  "the install lines name it. They pin every package each side's environment held, exactly."
-                  .split()), "#",
+                  "the install lines name it. They pin every package each side's environment held, exactly: "
+                  "torch first, with what it needs; then the rest as the bisect layered it over torch, without "
+                  "resolving (--no-deps: the list is the whole environment).".split()), "#",
             "# Install, one command a line (each runs in bash as printed; all of them:",
             f"#   sed -n 's/^# [$] //p' {name} | bash",
             "# ):", *(INSTALL + line for line in install_lines(s, repo, index)),
             "# Run (exit 0: GOOD, 1: BAD):"]
     for venv in VENVS.values():
         out.append(f"#   . {venv}/bin/activate && sh {name}" if shell else f"#   {venv}/bin/python {name}")
-    run = f"sh {name}" if shell else f"python {name}"
-    out.append("# Or with uv, one command a side:")
-    for p in (good, bad):
-        withs = [f"--with {quoted(r)}" for r in installs(s, p, repo)]
-        out.append("#   " + " ".join(["uv", "run", "--no-project", *map(shlex.quote, index.pip_args()), *withs, run]))
+    out.append("# (With uv: `uv venv good` and `uv pip install --python good/bin/python` with the same arguments.)")
     pins = [[x for x in p.pins if not x.startswith(f"{s.package}==")] for p in (good, bad)]
     moved = [f"{x} (last good)" for x in sorted(set(pins[0]) - set(pins[1]))] + [
         f"{x} (first bad)" for x in sorted(set(pins[1]) - set(pins[0]))]
@@ -257,7 +266,7 @@ def header(result: BisectResult, name: str, expect: str, repo: Optional[str], sh
     out += ["#", *wrap("# Expected: ", expect.split())]
     bisect = reproduce_command(result.command)
     if bisect:
-        command = portable(bisect, repo)
+        command = portable(bisect, repo, result.repo_url)
         said = f"; {PATH_PLACEHOLDER}: a path of the bisect's machine, left out" if PATH_PLACEHOLDER in command else ""
         out += [f"# The bisect itself (needs bisector{said}):", f"#   {command}"]
     return [one_line(line) for line in out]   # a value with a newline (a GPU's name, a version) ends no comment

@@ -72,6 +72,9 @@ KINDS = [
     Kind("numbers", "an env gc age of 5001 digits", ["envs", "gc", "--older-than", BIG + "d", "--cache-dir",
                                                      "{tmp}/cache"], 2, "is not an age"),
 ]
+BATTERY = [k.id for k in KINDS] + ["refuse: a 900 KB key's one line stays short",   # counted by test_hostile.py
+                                    "refuse: a dotted key of 20,000 parts refused in under a second",
+                                    "refuse: --ray-address auto without a cluster"]
 
 
 @pytest.mark.parametrize("kind", KINDS, ids=lambda k: k.id)

@@ -39,8 +39,9 @@ def test_a_commit_bisect_s_repro_is_verified_in_venvs_made_by_its_own_lines(tmp_
     text = script.read_text()
     assert str(repo) not in text and str(tmp_path) not in text   # no path of this machine in the script
     lines = [line[4:] for line in text.splitlines() if line.startswith("# $ ")]
-    assert lines[0] == "python3 -m venv good" and lines[2] == "python3 -m venv bad"
-    assert f'"git+${{REPO_URL}}@{shas[2]}"' in lines[1] and f'"git+${{REPO_URL}}@{shas[3]}"' in lines[3]
+    assert lines[0] == "python3 -m venv good" and lines[3] == "python3 -m venv bad"
+    assert lines[1].endswith(" torch==2.13.0") and lines[2].endswith(f' --no-deps "git+${{REPO_URL}}@{shas[2]}"')
+    assert lines[5].endswith(f' --no-deps "git+${{REPO_URL}}@{shas[3]}"')
     assert all(shlex.split(line) for line in lines)   # each a whole command, as a shell reads it
 
     # the same script with its bad side's line installing the last good commit: its venvs no longer differ, and
@@ -64,7 +65,7 @@ def test_an_install_line_that_fails_is_no_verification(tiny_index, tmp_path, env
     script = tmp_path / "repro.py"
     assert _cli("report", "--repro", str(script), "--store", store, "--cache-dir", str(env_cache)).returncode == 0
     text = script.read_text()
-    assert re.search(r"^# \$ good/bin/pip install --index-url \S+ torch==2\.13\.0 tinypkg==1\.3\.0$", text, re.M)
+    assert re.search(r"^# \$ good/bin/pip install --index-url \S+ --no-deps tinypkg==1\.3\.0$", text, re.M)
     db = Store(tmp_path / "s.db", read_only=True)
     run = db.list_runs()[-1]
     result = BisectResult.model_validate(run.result).model_copy(update={"repro": None})
@@ -73,4 +74,4 @@ def test_an_install_line_that_fails_is_no_verification(tiny_index, tmp_path, env
     broken.write_text(text.replace("tinypkg==1.4.0", "tinypkg==9.9.9"))   # a pin the index does not have
     repro = verify(db, result, config, broken, repro_script(result, config, broken.name), env_cache)
     assert repro.verified is False and repro.first_bad.verdict.value == "skip"
-    assert "install line 4 (bad/bin/pip install" in repro.first_bad.reason and "9.9.9" in repro.first_bad.reason
+    assert "install line 6 (bad/bin/pip install" in repro.first_bad.reason and "9.9.9" in repro.first_bad.reason
