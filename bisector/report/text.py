@@ -38,7 +38,7 @@ def _reproduce(result: BisectResult) -> list[str]:
     if said:
         return [f"reproduce: {said}"]
     script, bisect = repro_commands(result)
-    lines = ["reproduce without bisector: a standalone script, checked in both environments:",
+    lines = ["reproduce without bisector: a standalone script, checked in fresh venvs made by its install lines:",
              f"    {script}"] if script else []
     return lines + (["reproduce the bisect:", f"    {bisect}"] if bisect else [])
 
