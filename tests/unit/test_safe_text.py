@@ -293,3 +293,22 @@ def test_an_error_line_is_one_short_line_with_nothing_acting():
     path = "/tmp/pytest-of-someone/pytest-12/test_a_destination_that_is0/no/such/dir/r.py"
     assert error_line(f"--repro {path}: no directory") == f"--repro {path}: no directory"   # a path stays whole
     assert len(error_line("a " * 100_000)) < 1100 and "\n" not in error_line("a\nb")
+
+
+def test_a_vcs_url_pip_takes_and_no_path_of_this_machine_in_the_bisect_s_command():
+    from bisector.bisection.repro_header import index_use, portable, requirement, vcs_url
+    assert vcs_url("git@github.com:o/x.git") == "ssh://git@github.com/o/x.git"
+    assert vcs_url("git@github.com:o/x") == "ssh://git@github.com/o/x.git"
+    assert vcs_url("ssh://git@host/o/x.git") == "ssh://git@host/o/x.git" and vcs_url("https://h/o/x/") == "https://h/o/x.git"
+    p = _commit("b" * 40, ENV)
+    assert requirement("acc", p, None, "git@github.com:o/acc") == "git+ssh://git@github.com/o/acc.git@" + "b" * 40
+    command = ("bisector run --package acc --env /home/alice/specs/plain.toml --probe /home/alice/probe.py "
+               "--probe-cmd 'sh /home/alice/x.sh' --config=~/bisect.toml --repo /src/acc --index-url https://h/simple")
+    shown = portable(command, "/src/acc", "https://github.com/o/acc")
+    assert "/home/alice" not in shown and "/src/acc" not in shown and "~" not in shown
+    assert "--env '<PATH>' --probe '<PATH>' --probe-cmd 'sh <PATH>' '--config=<PATH>'" in shown
+    assert "--repo https://github.com/o/acc --index-url https://h/simple" in shown
+    assert '--repo "$REPO_URL"' in portable(command, "/src/acc")
+    used = index_use("https://u:secret@h/simple", ["file:///opt/pypi/simple", "https://extra/simple"])
+    assert used.pip_args() == ["--index-url", "https://u:secret@h/simple", "--extra-index-url", "https://extra/simple"]
+    assert used.left_out == 1   # a file:// index is this machine's (the written script redacts the credentials)
