@@ -3,6 +3,7 @@ the commits between the boundary releases; commits alone), each phase's search a
 recorded through one RunRecorder. Measuring goes through the ``measurers`` it is handed (the seam)."""
 from __future__ import annotations
 
+import shlex
 from typing import Optional
 
 from packaging.utils import canonicalize_name
@@ -22,7 +23,9 @@ from bisector.decide.seam import MeasurerFactory
 from bisector.bisection.widen import walk_back
 from bisector.job.config import JobConfig, Mode
 from bisector.core.changes import AttributionKind
-from bisector.core.result import BisectResult
+from bisector.core.candidate import CandidateKind
+from bisector.core.criterion import Criterion, calibrate, describe_against_baseline, describe_rule, needs_endpoints
+from bisector.core.result import BisectResult, made_by
 from bisector.core.search import Outcome
 from bisector.envs import TORCH
 from bisector.errors import BisectorError, UndecidedError, UsageError
@@ -56,14 +59,27 @@ class Bisector:
         except BisectorError as exc:   # rejected input, an answer of one line (cannot measure either endpoint)
             if not rec.steps:         # or a failure; with no step taken there is no run to list or resume
                 rec.forget()          # (measurements stay stored)
+            elif isinstance(exc, UndecidedError):   # final: what is known is stored, and a report renders it
+                rec.save(Outcome.UNDECIDED, rec.filled(self._stopped(str(exc))).model_dump(mode="json"))
             else:
-                rec.save(Outcome.UNDECIDED if isinstance(exc, UndecidedError) else "failed")
+                rec.save("failed")
             raise
         except BaseException:
             rec.save("interrupted")
             raise
         rec.save(result.status, result.model_dump(mode="json"))
         return result
+
+    def _stopped(self, reason: str) -> BisectResult:
+        """The result of a run stopped undecided before any phase's answer (both endpoints unmeasurable, say):
+        its reason, the criterion and the command; the steps taken are filled in by the recorder."""
+        config = self.config
+        kind = CandidateKind.COMMIT if config.job.mode is Mode.COMMITS else CandidateKind.RELEASE
+        return BisectResult(run_id=self.run_id, package=config.job.package, mode=kind, status=Outcome.UNDECIDED,
+                            reason=reason, find_fix=config.job.find_fix, criterion=_rule(config.criterion),
+                            metric=config.criterion.metric, command=shlex.join(self.recorder.command),
+                            decision_rule=describe_rule(config.criterion, config.probe.exit_code_mode),
+                            bisector_version=made_by())
 
     def _run_mode(self) -> BisectResult:
         job = self.config.job
@@ -125,3 +141,10 @@ class Bisector:
         if self._final is not None:
             result.contrast = contrast_of(self.config, self.recorder, self.measurers, *self._final)
         return result
+
+
+def _rule(c: Criterion) -> str:
+    """The criterion as a result states it, before any endpoint was measured (a relative rule in words)."""
+    if needs_endpoints(c):
+        return describe_against_baseline(c).replace("the baseline cell", "the good endpoint")
+    return calibrate(c).describe()

@@ -32,28 +32,21 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional
 
-from packaging.version import InvalidVersion, Version
-
-from bisector.bisection.boundary import STACK
 from bisector.bisection.repro_command import command_script
-from bisector.job.commandline import reproduce_command
+from bisector.bisection.repro_header import IndexUse, header, index_use, installs, sides   # noqa: F401 (re-exported)
+from bisector.bisection.wiring import job_spec
 from bisector.job.config import JobConfig
-from bisector.core.candidate import CandidateKind
 from bisector.core.criterion import Compare, Direction
-from bisector.core.result import BisectResult, Point, made_by
+from bisector.core.result import BisectResult
 from bisector.core.units import human_value
 from bisector.data import repro_dir
 from bisector.errors import UsageError
 from bisector.job.probe_spec import builtin_files
 from bisector.report.common import result_metric
-from bisector.report.culprit_lines import full_headline
 from bisector.safety.safe_text import one_line, visible
 from bisector.report.sides import shown
-from bisector.sources import git
+from bisector.sources.installer_config import resolve_index_url
 
-NOT_PACKAGES = ("python", "meter", "cpu", "gpu", "cuda", "driver")
-PACKAGE_NAME = re.compile(r"^[A-Za-z0-9]([A-Za-z0-9._-]*[A-Za-z0-9])?$")   # PEP 508
-CLONE = "${REPO_URL}"   # a local clone in the header: the maintainer's URL of it, never this machine's path
 GA_MEMORY_METRIC = re.compile(r"^(peak_bytes\.[a-z0-9]+\.ga\d+\.h\d+(\.t\d+)?|((fp32|bf16|fp16)_)?(ga_cost|ga_excess|"
                               r"mixed_cost)_(bytes_per_param|fixed_bytes|bytes_per_token))$")
 SETTING_KEYS = ("loop", "arch", "sizes", "seq_lens", "layers", "heads", "vocab", "max_positions", "batch", "precisions",
@@ -72,155 +65,6 @@ class ReproScript:
     threshold: Optional[float]
     direction: Direction
     shell: bool = False
-
-
-def sides(result: BisectResult) -> tuple[BisectResult, Point, Point]:
-    """The result whose boundary is reproduced (the followed companion's when it found the step) and its
-    last good and first bad; UsageError when there is none, or it predates per-side environments."""
-    s = shown(result)
-    if s.last_good is None or s.first_bad is None:
-        raise UsageError(f"run {result.run_id} has no last good and first bad ({s.status}): nothing to reproduce")
-    if not s.last_good.env or not s.first_bad.env:
-        raise UsageError(f"run {result.run_id} was stored before reports kept each side's environment: rerun it "
-                         f"(bisector run --resume {result.run_id} reuses its measurements), then --repro")
-    return s, s.last_good, s.first_bad
-
-
-def _vcs_url(url: str) -> str:
-    """``url`` as pip's ``git+`` URL of a repository: ``.git`` added once (never ``x.git.git``)."""
-    url = url.rstrip("/")
-    return url if url.endswith(".git") else f"{url}.git"
-
-
-def requirement(package: str, p: Point, repo_url: Optional[str], repo: Optional[str]) -> str:
-    """How pip and uv name the package under test at point ``p``: a release pin, or the commit as a git
-    URL (unnamed: pip 23 refuses ``name @ git+file://...@sha``); a local clone is ``$REPO_URL`` (see
-    :func:`uses_clone`), never this machine's path."""
-    if p.kind is not CandidateKind.COMMIT:
-        return f"{package}=={p.ref}"
-    if repo_url:
-        source = f"git+{_vcs_url(repo_url)}"
-    elif repo and not git.is_url(repo):
-        source = f"git+{CLONE}"   # (not file://$X: "//$X@" would read as a URL's credentials)
-    else:
-        source = f"git+{repo}"
-    return f"{source}@{p.sha}"
-
-
-def _installable(name: str, version: str) -> Optional[str]:
-    """``name==version`` (the local build tag dropped) when both are what pip takes, else None: a fact
-    of the environment (``torch from``), not a requirement."""
-    release = str(version).split("+", 1)[0].strip()
-    if not PACKAGE_NAME.match(name) or not re.fullmatch(r"[0-9A-Za-z.!_-]+", release):
-        return None
-    try:
-        Version(release)
-    except InvalidVersion:
-        return None
-    return f"{name}=={release}"
-
-
-def installs(s: BisectResult, p: Point, repo: Optional[str]) -> list[str]:
-    """torch (its release, without the local build tag), the package under test and every companion
-    (only what pip can install: see :func:`_installable`)."""
-    out = []
-    for name, version in p.env.items():
-        if name in NOT_PACKAGES:
-            continue
-        if name == s.package:
-            out.append(requirement(name, p, s.repo_url, repo))
-        elif _installable(name, version):
-            out.append(_installable(name, version))
-    if s.package not in p.env:
-        out.append(requirement(s.package, p, s.repo_url, repo))
-    def rank(req: str) -> tuple[int, str]:   # torch, transformers, accelerate, then the rest
-        name = req.split("==", 1)[0] if "==" in req else s.package
-        return (STACK.index(name) if name in STACK else len(STACK), req)
-
-    return sorted(out, key=rank)
-
-
-def _quoted(req: str) -> str:
-    """A requirement as a shell word: ``$REPO_URL`` left for the shell to expand (in double quotes)."""
-    return f'"{req}"' if CLONE in req else shlex.quote(req)
-
-
-def uses_clone(s: BisectResult, repo: Optional[str]) -> bool:
-    """The commits come from a local clone (the header's requirements name ``$REPO_URL``)."""
-    return any(CLONE in r for p in (s.last_good, s.first_bad) for r in installs(s, p, repo))
-
-
-def _facts(s: BisectResult, p: Point) -> list[str]:
-    """What the environment held that is no requirement (where torch came from), without a path."""
-    out = []
-    for name, value in p.env.items():
-        if name in NOT_PACKAGES or name == s.package or _installable(name, value):
-            continue
-        said = re.sub(r"\s*\([^()]*[/\\][^()]*\)", "", one_line(str(value)))   # "(/usr/bin/python3)": no path
-        out.append(f"{one_line(name)}: {said}")
-    return out
-
-
-def _portable(command: str, repo: Optional[str]) -> str:
-    """The bisect's command with a local ``--repo`` clone as ``$REPO_URL`` (no path of this machine)."""
-    try:
-        words = shlex.split(command)
-    except ValueError:
-        return one_line(command)
-    out, local = [], bool(repo) and not git.is_url(repo)
-    for i, word in enumerate(words):
-        if local and i and words[i - 1] == "--repo" and not git.is_url(word):
-            out.append('"$REPO_URL"')
-        elif local and word.startswith("--repo=") and not git.is_url(word[7:]):
-            out.append('--repo="$REPO_URL"')
-        else:
-            out.append(shlex.quote(word))
-    return one_line(" ".join(out))
-
-
-def _wrap(prefix: str, words: list[str], width: int = 100) -> list[str]:
-    """Comment lines of the words (each shown by safe_text.one_line: no control or bidi character of a
-    subject or a value lands raw in the script, no newline ends the comment)."""
-    lines, line = [], prefix
-    for word in map(one_line, words):
-        if len(line) + len(word) + 1 > width and line.strip("# "):
-            lines.append(line.rstrip())
-            line = "#     "
-        line += word + " "
-    return lines + [line.rstrip()]
-
-
-def header(result: BisectResult, name: str, expect: str, repo: Optional[str], shell: bool) -> list[str]:
-    """The comment block: the step, each side's install and run lines, the pins, what to expect."""
-    s, good, bad = sides(result)
-    run = f"sh {name}" if shell else f"python {name}"
-    out = [f"# Reproduces bisector run {result.run_id} (made by bisector {result.bisector_version or made_by()}):",
-           *_wrap("#   ", full_headline(result).split()),
-           "# Needs no bisector. Run it once per side, each in a fresh environment:", "#"]
-    if uses_clone(s, repo):
-        out += [*_wrap("# REPO_URL: ", f"a repository of {s.package} holding both commits (the bisect used a local "
-                       "clone, not named here); set it first: export REPO_URL=file:///path/to/clone".split()), "#"]
-    for label, p in (("last good", good), ("first bad", bad)):
-        reqs = [_quoted(r) for r in installs(s, p, repo)]
-        venv = "good" if label == "last good" else "bad"
-        activate = f". {venv}/bin/activate && {run}" if shell else f"{venv}/bin/{run}"
-        facts = "; ".join(_facts(s, p))
-        out += [f"# {label}: {s.package} {one_line(p.ref[:12])}" + (f" ({facts})" if facts else ""),
-                *_wrap("#   ", ["python", "-m", "venv", venv, "&&", f"{venv}/bin/pip", "install", *reqs, "&&", activate]),
-                *_wrap("#   ", ["uv", "run", "--no-project", *(f"--with {r}" for r in reqs), run])]
-    pins = [[x for x in p.pins if not x.startswith(f"{s.package}==")] for p in (good, bad)]
-    same = sorted(set(pins[0]) & set(pins[1]))
-    moved = [f"{x} (last good)" for x in sorted(set(pins[0]) - set(same))] + [
-        f"{x} (first bad)" for x in sorted(set(pins[1]) - set(same))]
-    device = good.env.get("gpu") or good.env.get("cpu")
-    out += ["#", f"# The bisect ran Python {good.env.get('python', '?')}" + (f" on {device}" if device else "")
-            + (f"; besides {s.package}, its environments held exactly:" if same or moved else ".")]
-    out += (_wrap("#   both sides: ", same) if same else []) + (_wrap("#   differing: ", moved) if moved else [])
-    out += ["#", *_wrap("# Expected: ", expect.split())]
-    bisect = reproduce_command(result.command)
-    if bisect:
-        out += _wrap("# The bisect itself (needs bisector): ", _portable(bisect, repo).split())
-    return [one_line(line) for line in out]   # a value with a newline (a GPU's name, a version) ends no comment
 
 
 def _threshold(s: BisectResult, config: JobConfig) -> Optional[float]:
@@ -326,7 +170,7 @@ def bundle_script(config: JobConfig, head: list[str], metric: Optional[str], thr
     env = {"BISECTOR_PACKAGE": package, "BISECTOR_DEVICE": "cpu", "BISECTOR_CPUS": "1"}
     return "\n".join([
         "#!/usr/bin/env python3", *head,
-        f'"""Runs the probe {_in_docstring(config.probe.label())} (embedded below) with this run\'s arguments and '
+        f'"""Runs the probe {_in_docstring(Path(config.probe.label()).name)} (embedded below) with this run\'s arguments and '
         f'prints {_in_docstring(metric)}."""',
         "import base64", "import json", "import os", "import sys", "import tempfile", "import types", "",
         f"ARGS = {config.probe.args!r}", f"METRIC, THRESHOLD, DIRECTION = {metric!r}, {threshold!r}, {direction.value!r}",
@@ -369,6 +213,14 @@ def shell_script(config: JobConfig, head: list[str], package: str) -> str:
                       f"export BISECTOR_PACKAGE={shlex.quote(package)}", f"exec {command}", ""])
 
 
+def printed_index(config: JobConfig) -> IndexUse:
+    """The indexes the bisect's environments were built from, as the header's install lines name them: the
+    job's ``--index-url`` (else its env spec's, else the installers' configured default) and the spec's
+    extra indexes."""
+    spec = job_spec(config)
+    return index_use(resolve_index_url(config.job.index_url or spec.index_url), list(spec.extra_index_urls))
+
+
 def repro_script(result: BisectResult, config: JobConfig, name: str) -> ReproScript:
     """The repro script of ``result`` (a stored bisect run with ``config``), to be saved as ``name``."""
     s, _, _ = sides(result)
@@ -377,7 +229,8 @@ def repro_script(result: BisectResult, config: JobConfig, name: str) -> ReproScr
     threshold = None if shell else _threshold(s, config)
     if not shell and (metric is None or threshold is None):
         raise UsageError(f"run {result.run_id} judges no metric against a threshold: nothing for a script to print")
-    head = header(result, name, _expect(s, None if shell else metric, threshold, direction), config.job.repo, shell)
+    head = header(result, name, _expect(s, None if shell else metric, threshold, direction), config.job.repo, shell,
+                  printed_index(config))
     if shell:
         text = shell_script(config, head, s.package)
     elif config.probe.command:

@@ -12,6 +12,7 @@ from bisector.cli.examples import epilog
 from bisector.cli.runflags import add_output_flags, add_torch_flag
 from bisector.errors import UsageError
 from bisector.job.config import RunSection, validated
+from bisector.safety.safe_text import error_line
 from bisector.store.storage import RunKind
 
 RUN, MATRIX = "run", "matrix"
@@ -176,7 +177,7 @@ class OneLineParser(argparse.ArgumentParser):
     """Usage errors as one line and exit code 2 (no usage dump)."""
 
     def error(self, message: str):
-        self.exit(2, f"{self.prog}: error: {message} (see --help)\n")
+        self.exit(2, f"{self.prog}: error: {error_line(message)} (see --help)\n")
 
 
 def glue_dash_values(argv: list[str]) -> list[str]:

@@ -11,6 +11,7 @@ from bisector.envs import EnvCache
 from bisector.envs import read_marker
 from bisector.errors import cut, UsageError
 from bisector.paths import default_cache_dir
+from bisector.safety.safe_text import one_line
 
 _SIZE = re.compile(r"^\s*(\d{1,15}(?:\.\d{1,15})?)\s*([KMGT]?)i?B?\s*$", re.I)   # bounded: no 5000-digit number
 _AGE = re.compile(r"^\s*(\d{1,15}(?:\.\d{1,15})?)\s*([smhdw]?)\s*$", re.I)
@@ -39,7 +40,7 @@ def _list(manager: EnvCache) -> int:
     print(f"{'environment':<16}  {'package':<44} {'disk':>10}  last used")
     for info in envs:
         rev = f" @{info.installed_revision[:12]}" if info.installed_revision else ""
-        label = f"{info.target.package}=={info.installed_version or '?'}{rev}"
+        label = one_line(f"{info.target.package}=={info.installed_version or '?'}{rev}")
         busy = "  in use" if manager.in_use(info.fingerprint) else ""
         print(f"{info.fingerprint[:16]}  {label:<44} {human_bytes(info.size_bytes or 0):>10}  "
               f"{info.last_used:%Y-%m-%d %H:%M}{busy}")

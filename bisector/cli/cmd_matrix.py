@@ -20,8 +20,8 @@ from bisector.matrix.draft_text import write_drafts
 from bisector.matrix.grid_config import MatrixConfig, load_matrix_config
 from bisector.matrix.grid_result import MatrixResult
 from bisector.matrix.history import grid_history, save_run
-from bisector.matrix.html import write_html
-from bisector.matrix.grid_report import render_text, write_reports
+from bisector.matrix.html import PAGE, write_html
+from bisector.matrix.grid_report import JSON_FILE, MARKDOWN_FILE, render_text, write_reports
 from bisector.matrix.grid_run import matrix_plan, run_matrix
 from bisector.matrix.issue_drafts import track, with_releases_between
 from bisector.measure.assembly import check_executor, probe_device
@@ -31,6 +31,11 @@ from bisector.sources.installer_config import resolve_index_url
 from bisector.store.run_record import config_hash, shown_status, stopped_run
 from bisector.store.storage import RunKind, RunState, Store
 from bisector.store.integrity import check_directory, check_run_paths
+from bisector.safety.safe_text import json_visible
+from bisector.safety.safe_write import check_destinations
+
+REPORT_FILES = ("plot-*.png", "*.md")   # the plots and the bisect reports (their names known after the run)
+DRAFT_FILES = ("*.md",)                # the issue drafts
 
 
 def _config_path(args) -> Optional[Path]:
@@ -54,8 +59,14 @@ def _preflight(config: MatrixConfig, args, issues: Path) -> Plan:
     check_run_paths(config.run.store, config.run.cache_dir)
     check_directory(args.out, "--out")
     check_directory(issues, "--issues")
+    # the files written into them are regular files or absent (a directory, a link, a FIFO: refused now)
+    check_destinations(args.out, "--out", (MARKDOWN_FILE, JSON_FILE), REPORT_FILES)
+    check_destinations(issues, "--issues", (), DRAFT_FILES)
     if args.html is not None:
         check_directory(args.html, "--html")
+        check_directory(args.html / "issues", "--html")
+        check_destinations(args.html, "--html", (PAGE, MARKDOWN_FILE), REPORT_FILES)
+        check_destinations(args.html / "issues", "--html", (), DRAFT_FILES)
     load_env_spec(config.matrix.env, specs_dir())
     return matrix_plan(config, config.run.cache_dir or default_cache_dir())
 
@@ -95,5 +106,5 @@ def matrix_command(args) -> int:
             save_run(store, config, result, RunState.DONE, command)
         finally:
             store.close()
-    print(paths["json"].read_text().rstrip() if args.json else render_text(result, paths))
+    print(json_visible(paths["json"].read_text().rstrip()) if args.json else render_text(result, paths))
     return result.exit_code

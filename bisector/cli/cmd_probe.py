@@ -29,6 +29,7 @@ from bisector.job.command_metrics import DEFAULT_METRIC as COMMAND_METRIC
 from bisector.job.probe_spec import ProbeSpec
 from bisector.paths import default_store_path
 from bisector.console.live import progress_for, showing
+from bisector.safety.safe_text import json_visible, one_line
 from bisector.sources.index import find_release, list_releases, release_candidate
 from bisector.sources.installer_config import resolve_index_url
 from bisector.store.run_record import RunRecord
@@ -111,7 +112,7 @@ def probe_command(args) -> int:
     reused = m.reused
     _save_run(store, started, name, release.version, m, reused, probe, metric, args.with_)
     if args.json:
-        print(m.model_dump_json(indent=2))
+        print(json_visible(m.model_dump_json(indent=2)))
         return 0 if m.status is Status.OK else 3
     print("\n".join(probe_lines(name, release.version, m, reused, probe, metric, args.all, args.explain)))
     return 0 if m.status is Status.OK else 3
@@ -119,9 +120,11 @@ def probe_command(args) -> int:
 
 def probe_lines(name: str, version: str, m: Measurement, reused: bool, probe: ProbeSpec, metric: str | None,
                 everything: bool = False, explain: bool = False) -> list[str]:
-    """What ``bisector probe`` prints (and ``bisector report`` of a probe run, as text)."""
+    """What ``bisector probe`` prints (and ``bisector report`` of a probe run, as text): each line shown by
+    safe_text.one_line (the probe's reason, metric names and fields are the probe's text, not ours)."""
     lines = _header(name, version, m, reused, probe)
-    return lines + _metric_lines(m, metric, everything) + (_explained(m, metric) if explain else [])
+    lines += _metric_lines(m, metric, everything) + (_explained(m, metric) if explain else [])
+    return [one_line(line) for line in lines]
 
 
 def _save_run(store: Store, started: str, name: str, version: str, m: Measurement, reused: bool, probe: ProbeSpec,

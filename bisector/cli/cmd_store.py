@@ -7,6 +7,7 @@ import sqlite3
 from bisector.paths import default_store_path
 from bisector.store.integrity import recovery_hint
 from bisector.store.recovery import check, recover
+from bisector.safety.safe_text import one_line
 
 
 def store_command(args) -> int:
@@ -14,10 +15,10 @@ def store_command(args) -> int:
     if args.action == "check":
         problems = check(path)
         if not problems:
-            print(f"store {path}: ok ({_counts(path)})")
+            print(one_line(f"store {path}: ok ({_counts(path)})"))
             return 0
         shown = "; ".join(problems[:3]) + (f" (+{len(problems) - 3} more)" if len(problems) > 3 else "")
-        print(f"store {path} is damaged: {shown}; {recovery_hint(path).split(', ', 1)[1]}")
+        print(one_line(f"store {path} is damaged: {shown}; {recovery_hint(path).split(', ', 1)[1]}"))
         return 1
     done = recover(path, args.out)
     copied = ", ".join(f"{t.copied} {name}" for name, t in done.tables.items() if name != "meta")
@@ -25,7 +26,7 @@ def store_command(args) -> int:
     skipped = sum(t.skipped_ranges for t in done.tables.values())
     damage = f"; left out {lost} unreadable row(s) and {skipped} damaged range(s)" if lost or skipped else ""
     kept = f"; the damaged store is kept as {done.damaged_kept}" if done.damaged_kept else ""
-    print(f"recovered {copied} into {done.written}{damage}{kept}")
+    print(one_line(f"recovered {copied} into {done.written}{damage}{kept}"))
     return 0
 
 

@@ -43,7 +43,7 @@ EXAMPLES = {
     "log": [("the latest run's log", "bisector log"), ("one run's", "bisector log 1d17df1b72b4")],
     "report": [("the latest run as markdown for an issue", "bisector report"),
                ("one run as JSON", "bisector report 1d17df1b72b4 --format json"),
-               ("a repro script to attach, checked in both environments", "bisector report --repro repro.py")],
+               ("a repro script to attach, checked in fresh venvs made by its header", "bisector report --repro repro.py")],
     "runs": [("every stored run", "bisector runs"), ("in another store", "bisector runs --store ci.sqlite")],
     "store": [("is the store sound (PRAGMA integrity_check)", "bisector store check"),
               ("a new store from every readable row of a damaged one", "bisector store recover --store ci.sqlite")],

@@ -37,7 +37,7 @@ from bisector.report.culprit_lines import through_companion
 from bisector.console.live import progress_for, showing
 from bisector.console.progress import PrintHandler, console_width, wrapped
 from bisector.report.render import load_result, render, render_json, write_reports
-from bisector.safety.safe_text import one_line
+from bisector.safety.safe_text import error_line, one_line, visible
 from bisector.report.text import render_text
 from bisector.safety.safe_write import check_output_file, write_atomic
 from bisector.sources.index import pages_read_once
@@ -119,7 +119,7 @@ def chosen_run(store: Store, args) -> RunRow:
         kind = RunKind.BISECT
     run = pick_run(store, args.run, kind)
     if not args.run:
-        print(f"bisector: run {run.id}, the latest finished {run.kind} run ({_what(run)}; `bisector runs` lists "
+        print(f"bisector: run {run.id}, the latest finished {run.kind} run ({one_line(_what(run))}; `bisector runs` lists "
               "them all)", file=sys.stderr)
     return run
 
@@ -183,8 +183,9 @@ def cmd_report(args) -> int:
 
 
 def _repro(args, store: Store) -> int:
-    """Write the run's repro script to --repro, run it in the last good and first bad environments, store
-    what it printed in the run and print the report; exit 0 when it reproduces the step, 3 when not."""
+    """Write the run's repro script to --repro, build two fresh environments from its install lines and run
+    it in each (bisection.repro_check), store what it printed in the run and print the report; exit 0 when
+    it reproduces the step, 3 when not."""
     result = load_result(store, args.run)
     run = store.get_run(result.run_id)
     followed = through_companion(result)
@@ -193,7 +194,7 @@ def _repro(args, store: Store) -> int:
     script = repro_script(result, config, path.name)
     # attached to a public issue: no secret in it; a new file renamed into place, executable
     write_atomic(path, redact_text(script.text, home=False), mode=0o755)
-    print(f"wrote {path}; running it in the last good and first bad environments", file=sys.stderr)
+    print(f"wrote {one_line(str(path))}; running it in fresh environments built from its header", file=sys.stderr)
     with pages_read_once(), showing(progress_for()):
         repro = verify(store, result, config, path, script, args.cache_dir)
     result = record(store, run, repro)
@@ -244,7 +245,8 @@ def _parse(argv: list[str]):
             print("bisector: error: no command after -- (bisector run ... -- python train.py)", file=sys.stderr)
             return 2
         if argv and not argv[0].startswith("-") and argv[0] not in COMMAND_TAKERS:
-            print(f"bisector: error: {argv[0]} takes no command after -- (run, probe and diff do)", file=sys.stderr)
+            print(f"bisector: error: {error_line(argv[0])} takes no command after -- (run, probe and diff do)",
+                  file=sys.stderr)
             return 2
         argv = argv or ["run"]
     if not argv:
@@ -269,13 +271,20 @@ def _parse(argv: list[str]):
         return int(exc.code or 0)
 
 
+class _VisibleFormatter(logging.Formatter):
+    """-v lines quote installers and repositories: each shown by safe_text.visible."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        return visible(super().format(record))
+
+
 def _logging(args) -> None:
     """-v: bisector's INFO lines (builds, installer steps) on stderr; -q: errors only."""
     logger = logging.getLogger("bisector")
     if getattr(args, "verbose", False):
         if not logger.handlers:
             handler = logging.StreamHandler(sys.stderr)
-            handler.setFormatter(logging.Formatter("bisector: %(message)s"))
+            handler.setFormatter(_VisibleFormatter("bisector: %(message)s"))
             logger.addHandler(handler)
         logger.setLevel(logging.INFO)
     elif getattr(args, "quiet", False):
@@ -313,18 +322,18 @@ def _main(argv: list[str]) -> int:
     except BisectorError as exc:
         if args.debug:
             raise
-        print(f"bisector: error: {exc}", file=sys.stderr)
+        print(f"bisector: error: {error_line(exc)}", file=sys.stderr)
         return exc.exit_code
     except OSError as exc:   # the machine said no (a full disk, a read-only file system): not a bug of ours
         if args.debug:
             raise
         where = f": {exc.filename}" if exc.filename else ""
-        print(f"bisector: error: {exc.strerror or exc}{where}", file=sys.stderr)
+        print(f"bisector: error: {error_line(f'{exc.strerror or exc}{where}')}", file=sys.stderr)
         return 1
     except Exception as exc:  # noqa: BLE001 - last resort: one line, not a traceback
         if args.debug:
             raise
-        print(f"bisector: internal error: {type(exc).__name__}: {exc} "
+        print(f"bisector: internal error: {type(exc).__name__}: {error_line(exc)} "
               "(rerun with --debug for the traceback)", file=sys.stderr)
         return 1
 

@@ -15,6 +15,7 @@ from bisector.job.config import JobConfig, validated
 from bisector.errors import UsageError
 from bisector.job.jobfile import load_config
 from bisector.store.storage import RunKind, RunRow, Store
+from bisector.safety.safe_text import shell_join
 
 
 def _given(table) -> bool:
@@ -49,7 +50,7 @@ def resumed(args, config_path: Optional[Path], store: Optional[Store]):
     run = runs[0] if runs else None
     if run is None or run.kind is not RunKind.BISECT:
         raise UsageError(f"no bisect {what} to resume in {store.path}")
-    print(f"resuming run {run.id} (config {run.config_hash}): {' '.join(run.command)}", file=sys.stderr)
+    print(f"resuming run {run.id} (config {run.config_hash}): {shell_join(run.command)}", file=sys.stderr)
     data = dict(run.config)
     data["run"] = {**(data.get("run") or {}), **{k: v for k, v in run_overrides(args)["run"].items() if v is not None}}
     return validated(JobConfig, data, f"run {run.id}"), run.command, run.id

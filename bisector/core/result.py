@@ -86,8 +86,10 @@ class ReproSide(BaseModel):
 
 
 class Repro(BaseModel):
-    """The standalone script ``bisector report --repro FILE`` wrote, run in the last good and first bad
-    environments: ``verified`` when it gives the bisect's verdicts there (GOOD, then BAD)."""
+    """The standalone script ``bisector report --repro FILE`` wrote, run in two fresh environments built
+    from its own install lines: ``verified`` when it gives the bisect's verdicts there (GOOD, then BAD);
+    ``how``: what stood in for what the lines name (the bisect's torch, a local clone), in words;
+    ``sha256``: the script verified (the same script is not verified twice)."""
 
     path: str
     last_good: ReproSide
@@ -95,6 +97,16 @@ class Repro(BaseModel):
     verified: bool
     metric: Optional[str] = None
     threshold: Optional[float] = None
+    how: list[str] = []
+    sha256: Optional[str] = None
+
+    @model_serializer(mode="wrap")
+    def _only_what_is_known(self, handler):   # a record made before fresh-venv verification reads as it did
+        data = handler(self)
+        for key in ("how", "sha256"):
+            if not getattr(self, key):
+                data.pop(key, None)
+        return data
 
 
 def made_by() -> str:

@@ -17,6 +17,7 @@ from bisector.core.changes import Change, ChangeKind, Trial
 from bisector.core.units import human_value
 from bisector.difference.diff_model import DiffResult, DiffStatus
 from bisector.report.common import headline
+from bisector.safety.safe_text import json_visible, one_line
 
 DIFF_SCHEMA = "bisector.diff/1"
 _KIND = {ChangeKind.PACKAGE: "package", ChangeKind.ARG: "probe argument", ChangeKind.KNOB: "probe knob",
@@ -69,10 +70,10 @@ def render_diff_text(r: DiffResult) -> str:
         lines.append(f"followed {r.followed.package}: {headline(r.followed)}")
     lines += [f"note: {n}" for n in r.notes]
     lines.append(f"run: {r.run_id}  (bisector log {r.run_id})")
-    return "\n".join(lines)
+    return "\n".join(one_line(line) for line in lines)   # names, values, reasons, notes: foreign text
 
 
 def render_diff_json(r: DiffResult) -> str:
     """The versioned JSON report (``bisector.diff/1``, see the module)."""
     data = {"schema": DIFF_SCHEMA, "headline": diff_headline(r), **r.model_dump(mode="json")}
-    return json.dumps(data, indent=2, ensure_ascii=False)
+    return json_visible(json.dumps(data, indent=2, ensure_ascii=False))

@@ -12,6 +12,8 @@ layered, each importing only those below it (tests/unit/test_layers.py holds thi
 """
 from __future__ import annotations
 
+from bisector.envs.builders.base_resolve import resolve_base
+from bisector.envs.builders.overlay import ensure_overlay, install_pth
 from bisector.envs.builders.torch_advice import local_torches
 from bisector.envs.builders.torch_choice import choose_torch
 from bisector.envs.builders.torch_size import estimate as estimate_torch_download
@@ -29,9 +31,11 @@ from bisector.envs.model.layout import CacheLayout, site_packages
 from bisector.envs.model.recipe import Recipe
 from bisector.envs.tooling.base_info import HEAVY
 from bisector.envs.tooling.fsops import disk_usage
+from bisector.envs.tooling.tool_runs import clean_env, run as run_tool
 
 __all__ = ["HEAVY", "HOOK_NAME", "MODULES_ENV", "NO_BASE", "PROOF_ENV", "TORCH", "CacheLayout", "EnvCache", "EnvInfo",
-           "EnvManager", "EnvSpec", "Environment", "InstallTarget", "Recipe", "choose_torch", "disk_usage",
-           "estimate_torch_download", "homes_of", "index_environment", "load_env_spec", "local_torches",
-           "proof_env", "proof_problems", "read_info", "read_marker", "read_proof", "repository_url",
-           "site_packages", "static_report", "torch_bases", "venv_run_env"]
+           "EnvManager", "EnvSpec", "Environment", "InstallTarget", "Recipe", "choose_torch", "clean_env", "disk_usage",
+           "ensure_overlay", "estimate_torch_download", "homes_of", "index_environment", "install_pth",
+           "load_env_spec", "local_torches", "proof_env", "proof_problems", "read_info", "read_marker", "read_proof",
+           "repository_url", "resolve_base", "run_tool", "site_packages", "static_report", "torch_bases",
+           "venv_run_env"]

@@ -17,6 +17,7 @@ from bisector.core.requirements import check_urls, parse_pin, valid_torch_choice
 from bisector.errors import SHOWN_CHARS, UsageError, cut
 from bisector.job.command_metrics import unknown_metric, with_default_metric
 from bisector.job.probe_spec import ProbeSpec
+from bisector.safety import safe_toml
 
 
 class ExecutorKind(enum.StrEnum):
@@ -73,8 +74,8 @@ class JobSection(BaseModel):
     @field_validator("package")
     @classmethod
     def _pep508_name(cls, value: str) -> str:
-        if not re.fullmatch(r"[A-Za-z0-9]([A-Za-z0-9._-]*[A-Za-z0-9])?", value):
-            raise ValueError(f"'{value}' is not a valid package name (PEP 508)")
+        if len(value) > 200 or not re.fullmatch(r"[A-Za-z0-9]([A-Za-z0-9._-]*[A-Za-z0-9])?", value):   # (no index
+            raise ValueError(f"'{cut(value)}' is not a valid package name (PEP 508)")   # is asked for a 100 KB name)
         return canonicalize_name(value)
 
     @field_validator("repo_url")
@@ -278,23 +279,9 @@ def validation_message(source: str, exc: ValidationError, errors: Optional[list]
 
 
 TOML_MAX_BYTES = 1 << 20   # a job file is a page of settings; /dev/zero or a stray log is not one
-TOML_MAX_DOTS = 256   # dots in one key (tomllib takes time quadratic in a dotted key's parts)
-
-
-def _key_shape(text: str) -> Optional[str]:
-    """What makes ``text`` no job file by its shape, before tomllib reads it (None: nothing): a key
-    (what precedes a line's first '=', or a ``[table]`` line) of more than TOML_MAX_DOTS dots: a dotted
-    key of 100,000 parts would take tomllib many minutes."""
-    for number, line in enumerate(text.splitlines(), 1):
-        key = line.split("=", 1)[0] if "=" in line else line if line.lstrip().startswith("[") else ""
-        if key.count(".") > TOML_MAX_DOTS:
-            return f"line {number}: a key of more than {TOML_MAX_DOTS} dotted parts"
-    return None
-
-
 def read_toml(path: Path) -> dict[str, Any]:
     """A TOML file's tables; UsageError (one line) when it is missing, not a regular file, over 1 MiB,
-    or not TOML."""
+    of a shape no job file has (bisector.safety.safe_toml), or not TOML."""
     path = Path(path).expanduser()
     try:
         if not path.exists():
@@ -306,14 +293,11 @@ def read_toml(path: Path) -> dict[str, Any]:
         if len(data) > TOML_MAX_BYTES:
             raise UsageError(f"{path}: larger than {TOML_MAX_BYTES >> 20} MiB: not a job file")
         text = data.decode("utf-8")
-        shape = _key_shape(text)
-        if shape:
-            raise UsageError(f"{path}: not a job file: {shape}")
-        return tomllib.loads(text)
+        return safe_toml.loads(text)   # refused by its shape first: dotted keys, nesting, long numbers
+    except safe_toml.TomlShapeError as exc:
+        raise UsageError(f"{path}: not a job file: {exc}") from None
     except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
         raise UsageError(f"{path}: not valid TOML: {str(exc).splitlines()[0][:200]}") from None
-    except RecursionError:
-        raise UsageError(f"{path}: not valid TOML: nested too deeply") from None
     except OSError as exc:
         raise UsageError(f"{path}: cannot read: {exc.strerror}") from None
 

@@ -22,7 +22,7 @@ from bisector.matrix.issue_drafts import worse
 from bisector.report.common import md_code, md_escape
 from bisector.redact import write_redacted
 from bisector.report.render import render_markdown
-from bisector.safety.safe_text import fenced, shell_join, visible
+from bisector.safety.safe_text import fenced, one_line, shell_join, visible
 from bisector.store.storage import Store
 
 
@@ -64,7 +64,10 @@ def _reproduce(d: IssueDraft, config: MatrixConfig) -> str:
     whatever its arguments hold: a newline or a control in one is written in ``$'...'`` quoting)."""
     seen = next((n.versions for n in reversed(d.nights) if n.versions), {})
     pins = {**{p: v for p, v in seen.items() if p != d.package}, **exact_pins(config.matrix)}
-    job = bisect_job(config, d.package, d.good, d.version, pins=[f"{p}=={v}" for p, v in sorted(pins.items())])
+    try:
+        job = bisect_job(config, d.package, d.good, d.version, pins=[f"{p}=={v}" for p, v in sorted(pins.items())])
+    except ValueError as exc:   # a draft's versions that make no job (pydantic's ValidationError is one)
+        return f"# no bisect command: {one_line(str(exc).splitlines()[-1] if str(exc) else type(exc).__name__)}"
     return shell_join(run_argv(job))
 
 
@@ -79,14 +82,15 @@ def text(d: IssueDraft, result: MatrixResult, config: MatrixConfig, store: Store
     """The draft's markdown."""
     where = "cell" if d.line_is_cell else "grid line"
     lines = ", ".join(md_escape(x) or md_escape(result.packages[0]) for x in d.lines)
+    package, good, bad = md_escape(d.package), md_code(d.good), md_code(d.version)   # the index's text: data
     found = _found(d)
     out = [f"# {md_escape(title(d))}", "",
            f"<!-- bisector issue draft {d.file}: grid {result.grid_id}, updated by run {result.run_id} -->", "",
            _state(d, config.criterion), "",
            f"Found as a {d.kind} by a nightly `bisector matrix` of {md_escape(result.packages[0])} "
            f"({md_escape(result.probe)}), on {where}s {lines}: {md_escape(d.metric)} "
-           f"{human_value(d.good_value, d.metric)} at {d.package} {d.good}, {human_value(d.bad_value, d.metric)} "
-           f"at {d.version}" + (f": {md_escape(d.peaks)}" if d.peaks else "")
+           f"{human_value(d.good_value, d.metric)} at {package} {good}, {human_value(d.bad_value, d.metric)} "
+           f"at {bad}" + (f": {md_escape(d.peaks)}" if d.peaks else "")
            + f" (criterion: {md_escape(result.criterion)}).", "", found, "",
            "## Nights", "", *_nights(d), "",
            "## Reproduce", "", *_fenced_command(_reproduce(d, config))]
@@ -94,20 +98,20 @@ def text(d: IssueDraft, result: MatrixResult, config: MatrixConfig, store: Store
 
 
 def _found(d: IssueDraft) -> str:
-    """Which release is the first bad one: the bisect's answer, or the index's releases between the two."""
-    package = md_escape(d.package)
+    """Which release is the first bad one: the bisect's answer, or the index's releases between the two
+    (versions are the index's text: shown as code)."""
+    package, good, bad = md_escape(d.package), md_code(d.good), md_code(d.version)
     if d.first_bad:
         return f"First bad: {package} {md_code(d.first_bad)} (bisect run `{d.bisect_run}`)."
     bisect = "(`bisector matrix --bisect-on-regression` runs one, as does the reproduce command below)"
     if d.releases_between == []:
-        return (f"{package} {d.good} and {d.version} are adjacent releases on the package index: {d.version} is the "
-                "first bad release.")
+        return f"{package} {good} and {bad} are adjacent releases on the package index: {bad} is the first bad release."
     if d.releases_between:
-        n, shown = len(d.releases_between), ", ".join(d.releases_between[:3])
+        n, shown = len(d.releases_between), ", ".join(md_code(r) for r in d.releases_between[:3])
         more = ", ..." if n > 3 else ""
-        return (f"The package index lists {n} release{'s' if n > 1 else ''} of {package} between {d.good} (good) "
-                f"and {d.version} (bad) ({shown}{more}); no bisect has named the first bad one yet {bisect}.")
-    return (f"Between {package} {d.good} (good) and {d.version} (bad): {d.version} is the first bad release when "
+        return (f"The package index lists {n} release{'s' if n > 1 else ''} of {package} between {good} (good) "
+                f"and {bad} (bad) ({shown}{more}); no bisect has named the first bad one yet {bisect}.")
+    return (f"Between {package} {good} (good) and {bad} (bad): {bad} is the first bad release when "
             f"no release lies between them; no bisect has checked that yet {bisect}.")
 
 

@@ -69,7 +69,7 @@ def _version_cell(cell: CellResult, package: str, label: str) -> str:
     version = cell.versions[package]
     old = cell.baseline.versions.get(package) if cell.baseline else None
     text = f"{old} -> {version}" if old and old != version else version
-    return f"{text} ({label})" if label != version else text
+    return md_escape(f"{text} ({label})" if label != version else text)   # versions and labels: the index's, data
 
 
 def _value(value: Optional[float], metric: str) -> str:

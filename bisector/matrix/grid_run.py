@@ -38,6 +38,7 @@ from bisector.measure.measurer import Measurer
 from bisector.job.probe_spec import ProbeSpec
 from bisector.sources.index import Release, release_candidate
 from bisector.store.storage import RunState, Store
+from bisector.safety.safe_text import one_line
 
 
 class CellRunner:
@@ -122,8 +123,8 @@ class _Progress:
         shown = f" {self.metric}={human_value(value, self.metric)}" if value is not None else ""
         why = failure_line(m) if not m.status.measured else oom_line(oom_cells(m)) if oom_cells(m) else ""
         stored = " (stored)" if all(x.reused for x in ms) else ""
-        print(f"  cell {where(cell.versions(self.runner.packages))}: {m.status}{shown}{stored}"
-              + (f": {why}" if why else ""), file=sys.stderr, flush=True)
+        print(one_line(f"  cell {where(cell.versions(self.runner.packages))}: {m.status}{shown}{stored}"
+                       + (f": {why}" if why else "")), file=sys.stderr, flush=True)
 
 
 def _metrics(config: MatrixConfig, cells: list[CellResult]) -> list[str]:
@@ -189,7 +190,7 @@ def matrix_plan(config: MatrixConfig, cache_dir: Path) -> Plan:
     except BisectorError as exc:
         raise UndecidedError(f"nothing could be measured: {exc}") from None
     for bad in plan.invalid:
-        print(f"  not a valid combination: {where(bad.versions)}: {bad.reason}", file=sys.stderr, flush=True)
+        print(one_line(f"  not a valid combination: {where(bad.versions)}: {bad.reason}"), file=sys.stderr, flush=True)
     return plan
 
 

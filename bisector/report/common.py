@@ -38,6 +38,8 @@ def md_escape(text: Optional[str], line_start: bool = False) -> str:
 def md_code(text: Optional[str]) -> str:
     """``text`` as an inline code span that no backtick in it can close (not for table cells)."""
     flat = " ".join(str(text or "").split())
+    if not flat:   # "``" is no code span: it would pair with the next backtick pair and free what lies between
+        return "` `"
     fence = "`" * (max((len(run) for run in re.findall(r"`+", flat)), default=0) + 1)
     pad = " " if flat.startswith("`") or flat.endswith("`") else ""
     return f"{fence}{pad}{flat}{pad}{fence}"

@@ -30,6 +30,8 @@ import json
 from pathlib import Path
 from typing import Optional
 
+from pydantic import ValidationError
+
 from bisector.core.result import BisectResult, made_by
 from bisector.errors import UsageError
 from bisector.redact import write_redacted
@@ -95,7 +97,12 @@ def load_result(store: Store, run_id: Optional[str]) -> BisectResult:
         raise UsageError(f"{where} in {store.path}")
     if run.kind is not RunKind.BISECT:
         raise UsageError(f"run {run.id} is a {run.kind} run: its report is the matrix.md written to its --out dir")
-    return BisectResult.model_validate(run.result)
+    try:
+        return BisectResult.model_validate(run.result)
+    except ValidationError as exc:   # a stored result no reader can read: one line, not an internal error
+        raise UsageError(f"run {run.id} in {store.path}: its stored result is damaged ({exc.error_count()} "
+                         f"problem(s), first at {'.'.join(map(str, exc.errors()[0]['loc']))}); "
+                         f"`bisector store check --store {store.path}` lists what else is") from None
 
 
 def write_reports(store: Store, result: BisectResult) -> Path:

@@ -117,7 +117,7 @@ def repro_said(r: BisectResult, code: Callable[[str], str] = md_code) -> Optiona
 
     said = "reproduces it" if rp.verified else "does not reproduce it"
     return (f"the attached script {code(rp.path.rsplit('/', 1)[-1])} {said}: {side(rp.last_good, 'last good')}, "
-            f"{side(rp.first_bad, 'first bad')}; it needs no bisector (each side's install line is in its header)")
+            f"{side(rp.first_bad, 'first bad')}; it needs no bisector (each side's install lines are in its header)")
 
 
 def repro_commands(r: BisectResult) -> tuple[Optional[str], Optional[str]]:
@@ -134,7 +134,7 @@ def reproduce_sentence(r: BisectResult, code: Callable[[str], str] = md_code) ->
     if said:
         return said
     script, bisect = repro_commands(r)
-    out = f"{code(script)} writes a standalone script and checks it in both environments" if script else ""
+    out = f"{code(script)} writes a standalone script and checks it in two fresh environments made by its install lines" if script else ""
     if bisect:
         out += ("; the bisect: " if out else "the bisect: ") + code(bisect)
     return out or None

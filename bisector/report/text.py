@@ -1,6 +1,8 @@
 """The terminal report of a bisect and the git-bisect-style log of a stored run."""
 from __future__ import annotations
 
+from pydantic import ValidationError
+
 from bisector.core.candidate import CandidateKind
 from bisector.core.result import BisectResult
 from bisector.core.units import human_value
@@ -36,7 +38,7 @@ def _reproduce(result: BisectResult) -> list[str]:
     if said:
         return [f"reproduce: {said}"]
     script, bisect = repro_commands(result)
-    lines = ["reproduce without bisector: a standalone script, checked in both environments:",
+    lines = ["reproduce without bisector: a standalone script, checked in fresh venvs made by its install lines:",
              f"    {script}"] if script else []
     return lines + (["reproduce the bisect:", f"    {bisect}"] if bisect else [])
 
@@ -102,7 +104,10 @@ def render_log(store: Store, run: RunRow) -> str:
         repeats = f" repeats={len(step.measurements)}" if len(step.measurements) != 1 else ""
         lines.append(f"{step.verdict} {step.candidate}{value}{repeats} ({step.seconds:.1f}s){reason}")
     if run.result and run.kind is RunKind.BISECT:
-        lines.append(f"# {full_headline(BisectResult.model_validate(run.result))}")
+        try:
+            lines.append(f"# {full_headline(BisectResult.model_validate(run.result))}")
+        except ValidationError as exc:   # the steps above still read
+            lines.append(f"# its stored result is damaged ({exc.error_count()} problem(s))")
     return visible("\n".join(lines))
 
 

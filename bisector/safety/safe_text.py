@@ -20,10 +20,14 @@ import re
 import shlex
 from typing import Optional
 
+from bisector.errors import SHOWN_CHARS, cut
+
 _ACTING = ("\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u200b\u200e\u200f\u2028-\u202e\u2060\u2066-\u2069\ufeff")
 _UNSAFE = re.compile(f"[{_ACTING}]")
 _UNSAFE_LINE = re.compile(f"[{_ACTING}\n\t]")
 _JSON_UNSAFE = re.compile("[\x7f-\x9f\u061c\u200b\u200e\u200f\u2028-\u202e\u2060\u2066-\u2069\ufeff]")
+_LONG_WORD = re.compile(r"\S{%d,}" % (2 * SHOWN_CHARS + 40))   # a word an error echoes whole (a path) is shorter
+ERROR_CHARS = 1000   # an error line longer than this (many short words of a value) is cut too
 _SHORT = {"\n": "\\n", "\t": "\\t", "\r": "\\r"}
 
 
@@ -82,3 +86,19 @@ def shell_join(words: list[str]) -> str:
     """``shlex.join(words)`` on one line: a word holding a newline, a control or a bidi character is
     written in ``$'...'`` quoting (bash, zsh), which a shell reads back as exactly that word."""
     return " ".join(_ansi_c(w) if _UNSAFE_LINE.search(w) else shlex.quote(w) for w in words)
+
+
+def _cut_word(match: re.Match) -> str:
+    word = match[0]
+    already = re.search(r"\.\.\.\((\d+)$", word)   # cut before ("...(N chars)"): N is the value's length
+    return f"{word[:SHOWN_CHARS]}...({already[1]}" if already else cut(word)
+
+
+def error_line(message: object) -> str:
+    """An error message as the one line a terminal may show: every whitespace-free run longer than a
+    path usually is (a value echoed from a flag or a file) cut to :data:`bisector.errors.SHOWN_CHARS`,
+    the whole cut to :data:`ERROR_CHARS`, then :func:`one_line` (no control, bidi character or newline
+    acts)."""
+    text = str(message)
+    text = _LONG_WORD.sub(_cut_word, text)
+    return one_line(cut(text, ERROR_CHARS))

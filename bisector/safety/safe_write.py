@@ -5,7 +5,9 @@ place (``os.replace``): a reader sees the old file or the new one, never a part;
 destination is replaced by the file (the file it pointed at is never opened, its mode never changed);
 a directory there is refused. :func:`check_output_file` is what a command asks before any work about a
 file the user named (``--repro``): a symlink, a directory, something that is not a regular file, a
-missing or unwritable directory are each one line (:class:`~bisector.errors.UsageError`, exit 2).
+missing or unwritable directory are each one line (:class:`~bisector.errors.UsageError`, exit 2);
+:func:`check_destinations` asks the same of the files a command writes into a directory it was given
+(``--out``, ``--html``, ``--issues``).
 """
 from __future__ import annotations
 
@@ -13,7 +15,7 @@ import os
 import stat
 import tempfile
 from pathlib import Path
-from typing import Optional, Union
+from typing import Iterable, Optional, Union
 
 from bisector.errors import UsageError
 
@@ -42,6 +44,36 @@ def check_output_file(path: Path, what: str) -> Path:
     if st is not None and not os.access(path, os.W_OK):
         raise UsageError(f"{what} {path} is not writable")
     return path
+
+
+def _not_regular(path: Path) -> Optional[str]:
+    """What ``path`` is when it is there and no regular file (None: a regular file, or nothing)."""
+    try:
+        mode = os.lstat(path).st_mode
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        return f"unreadable ({exc.strerror or exc})"
+    if stat.S_ISREG(mode):
+        return None
+    return ("a symlink" if stat.S_ISLNK(mode) else "a directory" if stat.S_ISDIR(mode)
+            else "a FIFO" if stat.S_ISFIFO(mode) else "not a regular file")
+
+
+def check_destinations(directory: Path, what: str, names: Iterable[str] = (), patterns: Iterable[str] = ()) -> None:
+    """The files a command will write into ``directory`` (``--out``, ``--html``, ``--issues``): each of
+    ``names`` and every entry there now that matches one of ``patterns`` (names known only after the
+    run: a draft's, a plot's) is a regular file or absent; a directory, a symlink, a FIFO there is one
+    line (UsageError, exit 2) before any work, not a failure after the whole run. Nothing is created."""
+    directory = Path(directory).expanduser()
+    if not directory.is_dir():
+        return   # made by the run (check_directory said it can be)
+    found = {directory / name for name in names} | {p for pattern in patterns for p in directory.glob(pattern)}
+    for path in sorted(found):
+        kind = _not_regular(path)
+        if kind:
+            raise UsageError(f"{what} {directory}: {path.name} there is {kind}; bisector writes a regular file "
+                             "in its place: move it away or name another directory")
 
 
 def write_atomic(path: Path, data: Union[str, bytes], mode: Optional[int] = None) -> Path:

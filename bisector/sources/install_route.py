@@ -16,11 +16,12 @@ import json
 import shlex
 import shutil
 import sys
-import tomllib
 from pathlib import Path
 from typing import Optional
 
 from packaging.utils import canonicalize_name
+
+from bisector.safety import safe_toml
 
 IMPORT_NAME = "bisector"
 
@@ -56,7 +57,7 @@ def _same_distribution(name: object) -> bool:
 def uv_source(prefix: Path) -> Optional[str]:
     """The source ``uv tool install`` installed bisector from (its receipt), as uv takes it back."""
     try:
-        receipt = tomllib.loads((prefix / "uv-receipt.toml").read_text())
+        receipt = safe_toml.loads((prefix / "uv-receipt.toml").read_text())
     except (OSError, ValueError):
         return None
     for req in (receipt.get("tool") or {}).get("requirements") or []:

@@ -33,6 +33,7 @@ import platformdirs
 from pydantic import BaseModel
 
 from bisector.errors import UsageError
+from bisector.safety import safe_toml
 
 WINDOWS = sys.platform.startswith("win")
 PIP_BASENAME = "pip.ini" if WINDOWS else "pip.conf"
@@ -150,7 +151,7 @@ def uv_settings() -> IndexSettings:
     sources = []
     for path in uv_config_files():
         try:
-            found = _uv_table(tomllib.loads(path.read_text()))
+            found = _uv_table(safe_toml.loads(path.read_text()))
         except (OSError, tomllib.TOMLDecodeError, UnicodeDecodeError):
             continue
         if found:

@@ -15,6 +15,7 @@ from packaging.utils import canonicalize_name
 
 from bisector.errors import UsageError
 from bisector.sources import git
+from bisector.safety import safe_toml
 
 _SETUP_NAME = re.compile(r"""\bname\s*=\s*["']([A-Za-z0-9][A-Za-z0-9._-]*)["']""")
 
@@ -60,7 +61,7 @@ def package_at(repo: Path, ref: str) -> Optional[tuple[str, str]]:
 def _declared_name(file: str, text: str) -> Optional[str]:
     try:
         if file == "pyproject.toml":
-            return ((tomllib.loads(text).get("project") or {}).get("name")) or None
+            return ((safe_toml.loads(text).get("project") or {}).get("name")) or None
         if file == "setup.cfg":
             parser = configparser.ConfigParser(interpolation=None)
             parser.read_string(text)

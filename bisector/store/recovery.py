@@ -19,6 +19,7 @@ from pydantic import BaseModel
 from bisector.errors import UsageError
 from bisector.store.storage import SCHEMA, STORE_VERSION
 from bisector.store.integrity import OpenMark, integrity_problems
+from bisector.store.records import damaged_rows, measurement_from, run_from, step_from
 
 TABLES = {"meta": (), "runs": (4, 5, 7), "measurements": (7, 12), "blobs": (1,), "steps": (7,)}   # -> JSON columns
 WINDOW = 256
@@ -57,11 +58,12 @@ def _open(path: Path) -> sqlite3.Connection:
 
 
 def check(path: Path) -> list[str]:
-    """The damage ``PRAGMA integrity_check`` reports (empty: sound)."""
+    """The damage ``PRAGMA integrity_check`` reports, else the rows no reader can read (broken JSON, a value
+    its model refuses: store.records.damaged_rows); empty: sound."""
     db = _open(path)
     try:
-        return integrity_problems(db)
-    except sqlite3.DatabaseError as exc:
+        return integrity_problems(db) or damaged_rows(db)
+    except (sqlite3.DatabaseError, RecursionError) as exc:
         return [str(exc)]
     finally:
         db.close()
@@ -98,14 +100,30 @@ def readable_rows(db: sqlite3.Connection, table: str, count: TableCount) -> Iter
         after = rows[-1][0]
 
 
-def _parses(row: tuple, json_columns: tuple[int, ...]) -> bool:
+def _parses(row: tuple, json_columns: tuple[int, ...], table: str, source: sqlite3.Connection) -> bool:
+    """The row's JSON parses and its model takes it (what every reader of the new store will ask)."""
     try:
         for i in json_columns:
             if row[i] is not None:
                 json.loads(row[i])
-    except (TypeError, ValueError, IndexError):
+    except (TypeError, ValueError, IndexError, RecursionError):
         return False
-    return True
+    read = READERS.get(table)
+    return read is None or not isinstance(read(row, source), str)
+
+
+def _blob_of(source: sqlite3.Connection):
+    def blob(digest: str):
+        try:
+            found = source.execute("SELECT data FROM blobs WHERE hash=?", (digest,)).fetchone()
+        except sqlite3.DatabaseError:
+            return None
+        return found[0] if found else None
+    return blob
+
+
+READERS = {"runs": lambda row, db: run_from(row[:10]), "steps": lambda row, db: step_from(row),
+           "measurements": lambda row, db: measurement_from(row, _blob_of(db))}
 
 
 def _copy(source: sqlite3.Connection, target: sqlite3.Connection) -> dict[str, TableCount]:
@@ -118,7 +136,9 @@ def _copy(source: sqlite3.Connection, target: sqlite3.Connection) -> dict[str, T
             continue
         marks = ",".join("?" * width)
         for row in readable_rows(source, table, count):
-            if len(row) != width or not _parses(row, json_columns):
+            if table == "runs" and len(row) < width:   # an older store's runs: the columns added since are empty
+                row = tuple(row) + (None,) * (width - len(row))
+            if len(row) != width or not _parses(row, json_columns, table, source):
                 count.unreadable_rows += 1
                 continue
             target.execute(f"INSERT OR REPLACE INTO {table} VALUES ({marks})", row)

@@ -5,24 +5,21 @@ WAL mode with a busy timeout lets several bisector processes share one store.
 from __future__ import annotations
 
 import datetime as dt
-import enum
 import json
 import os
-import sys
 import sqlite3
 import threading
 import weakref
 from pathlib import Path
-from typing import Any, Optional
-
-from pydantic import BaseModel
+from typing import Optional
 
 from bisector.core.measurement import Measurement
-from bisector.core.verdict import Verdict
 from bisector.errors import BisectorError, UsageError
 from bisector.redact import redact_text
-from bisector.store.blobs import externalized, hydrated
+from bisector.store.blobs import externalized
 from bisector.store.integrity import OpenMark, Transaction, check_store_path, damaged, integrity_problems, translated
+from bisector.store.records import (RUN_COLUMNS, RunKind, RunRow, RunState, StepRow, damaged_rows, measurement_from,  # noqa: F401
+                                    run_columns, run_from, step_from, tell)
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -46,62 +43,11 @@ CREATE TABLE IF NOT EXISTS steps (
 STORE_VERSION = "1"
 
 
-RUN_COLUMNS = "id, created, updated, kind, command, config, status, result, config_hash, owner"
 
 
 def now() -> str:
     """The current UTC time as stored (ISO 8601, seconds)."""
     return dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
-
-
-class RunKind(enum.StrEnum):
-    """What a stored run is."""
-
-    BISECT = "bisect"
-    MATRIX = "matrix"
-    DIFF = "diff"
-    PROBE = "probe"     # one measurement of one version (`bisector probe`)
-
-
-class RunState(enum.StrEnum):
-    """A run's status while it is not finished (a finished bisect stores its outcome instead)."""
-
-    RUNNING = "running"
-    INTERRUPTED = "interrupted"
-    FAILED = "failed"
-    DONE = "done"
-
-
-class RunRow(BaseModel):
-    """A stored bisect or matrix run: its command, config and final result.
-
-    ``status`` is a :class:`RunState`, or for a finished bisect its outcome (found, undecided, ...).
-    """
-
-    id: str
-    created: str
-    updated: str
-    kind: RunKind
-    command: list[str]
-    config: dict[str, Any]
-    status: str
-    result: Optional[dict[str, Any]] = None
-    config_hash: Optional[str] = None   # identical jobs share it: what --resume and reuse look up
-    owner: Optional[str] = None         # host:pid:start of the process running it (while it is running)
-
-
-class StepRow(BaseModel):
-    """One line of a run's bisect log."""
-
-    run_id: str
-    seq: int
-    candidate: str
-    verdict: Verdict
-    value: Optional[float] = None
-    reason: Optional[str] = None
-    seconds: float
-    measurements: list[str]
-    created: str = ""
 
 
 class Store:
@@ -141,13 +87,18 @@ class Store:
         self._closer = weakref.finalize(self, mark.leave, self._db)   # at close(), or when the process exits
 
     def _set_up(self, check: bool) -> None:
-        """WAL mode and the tables; ``check``: refuse the store when ``PRAGMA integrity_check`` finds damage."""
-        if check and self.path.stat().st_size > 0:
+        """WAL mode and the tables; ``check``: refuse the store when ``PRAGMA integrity_check`` finds damage, or
+        a row cannot be read (store.records.damaged_rows)."""
+        check = check and self.path.stat().st_size > 0
+        if check:
             problems = integrity_problems(self._db)
             if problems:
                 raise damaged(self.path, problems[0])
         self._db.execute("PRAGMA journal_mode = WAL")
         self._db.executescript(SCHEMA)
+        rows = damaged_rows(self._db, limit=1) if check else []   # a row no reader can read: no writes either
+        if rows:
+            raise damaged(self.path, f"{rows[0]}; every reader skips it")
 
     def _unusable(self, exc: Exception) -> BisectorError:
         if translated(exc, self.path) is not exc:
@@ -210,9 +161,8 @@ class Store:
 
     def _run_columns(self) -> str:
         """The runs columns to select (an older store read without upgrading it lacks some)."""
-        columns = {row[1] for row in self._query("PRAGMA table_info(runs)")}
-        cols = RUN_COLUMNS if "config_hash" in columns else RUN_COLUMNS.replace("config_hash", "id")
-        return cols if "owner" in columns else cols.replace("owner", "NULL")
+        with self._lock:
+            return run_columns(self._db)
 
     def _tx(self):
         return Transaction(self._db, self._lock, self.path)
@@ -229,8 +179,9 @@ class Store:
 
     # measurements -------------------------------------------------------------------------
     def get_measurement(self, key: str) -> Optional[Measurement]:
+        """The stored measurement (None: none, or its row is damaged: named on stderr, measured again)."""
         rows = self._query("SELECT * FROM measurements WHERE key=?", (key,))
-        return self._measurement(rows[0]) if rows else None
+        return next(iter(self._measurements(rows)), None)
 
     def put_measurement(self, m: Measurement) -> None:
         m = m.model_copy(update={"created": m.created or now()})
@@ -246,17 +197,18 @@ class Store:
         sql, args = "SELECT * FROM measurements WHERE package=?", [package]
         if probe_fingerprint:
             sql, args = sql + " AND probe_fingerprint=?", args + [probe_fingerprint]
-        return [self._measurement(r) for r in self._query(sql + " ORDER BY created", args)]
+        return self._measurements(self._query(sql + " ORDER BY created", args))
 
-    def _measurement(self, row: tuple) -> Measurement:
-        details = hydrated(json.loads(row[12]), self._blob)
-        env = details.get("env")
-        if isinstance(env, dict) and isinstance(env.get("path"), str):   # stored with the home directory as ~
-            details["env"] = {**env, "path": os.path.expanduser(env["path"])}   # (redacted)
-        return Measurement(key=row[0], package=row[1], candidate=row[2], env_fingerprint=row[3],
-                           probe_fingerprint=row[4], repeat=row[5], status=row[6], metrics=json.loads(row[7]),
-                           exit_code=row[8], reason=row[9], seconds=row[10], created=row[11],
-                           details=details, run_id=row[13])
+    def _measurements(self, rows) -> list[Measurement]:
+        """The measurements of ``rows`` that can be read; each damaged one named once (records.tell) and skipped."""
+        out = []
+        for row in rows:
+            m = measurement_from(row, self._blob)
+            if isinstance(m, str):
+                tell(self.path, "measurements", row[0], m)
+            else:
+                out.append(m)
+        return out
 
     def _blob(self, digest: str) -> Optional[str]:
         rows = self._query("SELECT data FROM blobs WHERE hash=?", (digest,))
@@ -284,7 +236,7 @@ class Store:
                                (len(run_id), run_id))
         if len(rows) != 1:
             return None
-        run = _run(rows[0])
+        run = run_from(rows[0])
         if isinstance(run, str):
             raise UsageError(f"run {rows[0][0]} in {self.path} is damaged ({run}): it cannot be read")
         return run
@@ -293,15 +245,11 @@ class Store:
         """The runs of ``rows`` that can be read; each damaged one named once on stderr (one line) and skipped."""
         out = []
         for row in rows:
-            run = _run(row)
+            run = run_from(row)
             if isinstance(run, str):
-                key = (str(self.path), str(row[0]))
-                if key not in _TOLD:
-                    _TOLD.add(key)
-                    print(f"bisector: skipped run {str(row[0])[:40]} in {self.path}: its stored row is damaged ({run})",
-                          file=sys.stderr)
-                continue
-            out.append(run)
+                tell(self.path, "runs", row[0], run)
+            else:
+                out.append(run)
         return out
 
     def runs_with_hash(self, config_hash: str, kind: Optional[str] = None) -> list[RunRow]:
@@ -325,9 +273,15 @@ class Store:
                         _clean(step.reason), step.seconds, json.dumps(step.measurements), step.created))
 
     def steps(self, run_id: str) -> list[StepRow]:
-        rows = self._query("SELECT * FROM steps WHERE run_id=? ORDER BY seq", (run_id,))
-        return [StepRow(run_id=r[0], seq=r[1], candidate=r[2], verdict=r[3], value=r[4], reason=r[5],
-                        seconds=r[6], measurements=json.loads(r[7]), created=r[8]) for r in rows]
+        """The run's log, in order; a damaged step row named once (records.tell) and skipped."""
+        out = []
+        for row in self._query("SELECT * FROM steps WHERE run_id=? ORDER BY seq", (run_id,)):
+            step = step_from(row)
+            if isinstance(step, str):
+                tell(self.path, "steps", f"{row[0]}/{row[1]}", step)
+            else:
+                out.append(step)
+        return out
 
     def clear_steps(self, run_id: str) -> None:
         with self._tx() as db:
@@ -337,20 +291,3 @@ class Store:
 def _clean(text: Optional[str]) -> Optional[str]:
     """What is stored: every column that can hold free text goes through the redaction pass."""
     return None if text is None else redact_text(text)
-
-
-_TOLD: set = set()   # (store, run id) of damaged rows already named on stderr
-
-
-def _run(row: tuple) -> "RunRow | str":
-    """The stored run, or why its row cannot be read (broken JSON, a kind or field it cannot hold)."""
-    try:
-        return _run_row(row)
-    except (ValueError, TypeError, RecursionError) as exc:   # JSONDecodeError and pydantic's errors among them
-        return f"{type(exc).__name__}: {str(exc).splitlines()[0][:80] if str(exc) else ''}".rstrip(": ")
-
-
-def _run_row(row: tuple) -> RunRow:
-    return RunRow(id=row[0], created=row[1], updated=row[2], kind=row[3], command=json.loads(row[4]),
-                  config=json.loads(row[5]), status=row[6], result=json.loads(row[7]) if row[7] else None,
-                  config_hash=row[8], owner=row[9])

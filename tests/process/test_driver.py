@@ -16,7 +16,8 @@ from bisector.core.measurement import Status
 from bisector.core.result import made_by
 from bisector.core.search import Outcome
 from bisector.core.verdict import Verdict
-from bisector.errors import UsageError
+from bisector.cli.run_kinds import log_text
+from bisector.errors import UndecidedError, UsageError
 from bisector.report.render import render_json
 from bisector.store.storage import Store
 from tests.support.fakes import FakeMeasurers
@@ -161,6 +162,35 @@ def test_identical_runs_started_at_once_are_two_runs(tmp_path, index_url, store)
         t.join()
     assert len({r.run_id for r in results}) == 2 and len(store.list_runs()) == 2
     assert all(r.first_bad.ref == results[0].first_bad.ref for r in results)
+    for r in results:   # each run keeps its own steps, in order, and its own log: nothing of the other's
+        stored = store.steps(r.run_id)
+        assert [s.seq for s in stored] == list(range(len(r.steps))) and len(stored) >= 3
+        assert [s.candidate for s in stored] == [f"{s.phase} {s.candidate}" for s in r.steps]
+        assert all(s.run_id == r.run_id for s in stored)
+        log = log_text(store, store.get_run(r.run_id)).splitlines()
+        assert log[0].startswith(f"# bisector run {r.run_id}:")
+        assert [line.split(" (")[0] for line in log[3:3 + len(stored)]] == [
+            f"{s.verdict} {s.candidate} value={s.value:.6g}" for s in stored]
+
+
+def test_a_run_stopped_undecided_is_stored_with_what_is_known_and_reports(tmp_path, index_url, store, capsys):
+    """Both endpoints unmeasurable: the run stops after them (UndecidedError, exit 3) and is stored final, with its
+    steps and the reason, so `bisector report` renders it (text, markdown, JSON) instead of "has not finished"."""
+    from bisector.cli.main import main
+    table = {v: Status.CRASHED for v in VERSIONS}
+    measurers = FakeMeasurers(table)
+    with pytest.raises(UndecidedError, match="cannot measure either endpoint") as stopped:
+        bisect(job(tmp_path, index_url), store, measurers)
+    assert stopped.value.exit_code == 3
+    [run] = store.list_runs()
+    assert run.status == "undecided" and run.result["status"] == "undecided"
+    assert run.result["reason"].startswith("cannot measure either endpoint")
+    assert [f"{s['phase']} {s['candidate']}" for s in run.result["steps"]] == [s.candidate for s in store.steps(run.id)]
+    assert len(run.result["steps"]) == 2   # the two endpoints, nothing after them
+    for fmt, said in (("text", "Undecided"), ("markdown", "cannot measure either endpoint"), ("json", '"undecided"')):
+        assert main(["report", run.id, "--store", str(store.path), "--format", fmt]) == 0
+        out = capsys.readouterr().out
+        assert said in out and "cannot measure either endpoint" in out, out
 
 
 def test_auto_mode_without_a_repository_says_how_to_refine(tmp_path, index_url, store):

@@ -21,6 +21,9 @@ ACTING = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u200b\u200e\u200f\u2028-
 SUBJECTS = ["Good start", "Middle \x1b]0;pwned\x07 \x1b[2J fake\u202eevil", "Bad \u2066end\u2069 \x9b31m \x1b[1A\x08over"]
 AUTHOR = "Eve \x1b[31mRed\u202e"
 PROBE = "python -c 'import sys, tinypkg; sys.exit(tinypkg.step() > 200000)'"
+BATTERY = ["text: commit subjects and an author with escapes and bidi controls through run, report (3 formats), log",
+           "writes: --repro through a symlink", "writes: --repro at a directory", "writes: --repro in a missing directory",
+           "repro: the header's pip line installs as printed"]   # counted by tests/process/test_hostile.py
 
 
 def _bisector(*args: str, cwd: Path) -> subprocess.CompletedProcess:
@@ -102,14 +105,19 @@ def test_repro_is_never_written_through_a_link_or_at_a_directory(hostile_run, ca
 
 
 def test_the_repro_header_installs_as_printed(hostile_run):
+    """The script as ``report --repro`` writes it (made here without its verification, which builds fresh
+    environments: tests/slow/test_repro_fresh_venvs.py)."""
+    from bisector.bisection.repro_script import repro_script
+    from bisector.core.result import BisectResult
+    from bisector.job.config import JobConfig
+    from bisector.store.storage import Store
     root, repo, run_id, _ = hostile_run
-    made = _bisector("report", run_id, "--store", "s.db", "--repro", "r.sh", cwd=root)
-    assert made.returncode == 0, made.stderr.decode(errors="replace")[-2000:]
-    script = (root / "r.sh").read_text()
-    head = [line[1:].strip() for line in script.splitlines() if line.startswith("#")]
+    run = Store(root / "s.db", read_only=True).get_run(run_id)
+    script = repro_script(BisectResult.model_validate(run.result), JobConfig.model_validate(run.config), "r.sh").text
     assert not ACTING.search(script) and str(repo) not in script and sys.executable not in script
-    assert stat.S_IMODE((root / "r.sh").stat().st_mode) == 0o755
-    line = re.search(r"good/bin/pip install (.*?) &&", " ".join(head))[1]
+    assert str(root) not in script   # (the bisect's --env spec is <PATH>)
+    line = next(h for h in script.splitlines() if h.startswith("# $ good/bin/pip install ") and "REPO_URL" in h
+                ).removeprefix("# $ good/bin/pip install ")
     assert "from==" not in line and "REPO_URL" in line
     # the printed requirements, word for word, to bisector's own pip (its torch satisfies the pin; offline)
     installed = subprocess.run(f"{sys.executable} -m pip install --dry-run --no-index --no-deps -q {line}", shell=True,

@@ -18,6 +18,7 @@ PROBES = {
                  "open(os.path.join(p, 'x'), 'w').write('{}')",
     "not-utf8": "import os\nopen(os.environ['BISECTOR_RESULT'], 'wb').write(b'{\"metrics\": {\"m\": 1}, \"x\": \"\\xff\\xfe\"}')",
 }
+BATTERY = [f"probes: a result {name}" for name in PROBES]   # counted by tests/process/test_hostile.py
 
 
 @pytest.mark.parametrize("name,reason", [("deep", "nested too deeply"), ("deep-object", "nested too deeply"),

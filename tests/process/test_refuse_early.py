@@ -49,6 +49,20 @@ KINDS = [
          files={"bisect.toml": battery.JOB_TOML + '[probe]\nname = "ga_memory"\ntimeout = true\n'}),
     config_kind("an unknown key of 900 KB", "[run]\n" + "k" * 900_000 + " = 1\n", "...(900000 chars): unknown key"),
     config_kind("a dotted key of 100,000 parts", "a" + ".a" * 100_000 + " = 1\n", "a key of more than 256 dotted"),
+    config_kind("a job file's number of 5001 digits", "[run]\njobs = " + BIG + "\n",
+                "line 11: a number of more than 100 digits"),
+    config_kind("a job file's float of 5001 digits", "[criterion]\nthreshold = 1." + BIG + "\n",
+                "a number of more than 100 digits"),
+    config_kind("a dotted key of 100,000 parts inside an inline table", "x = {a" + ".a" * 100_000 + " = 1}\n",
+                "a key of more than 256 dotted parts"),
+    config_kind("a quoted dotted key of 100,000 parts", "[run]\n" + '."a"' * 100_000 + " = 1\n",
+                "a key of more than 256 dotted parts"),
+    config_kind("inline tables nested 100 deep", "x = " + "{a = " * 100 + "1" + "}" * 100 + "\n",
+                "nested more than 64 deep"),
+    config_kind("a table header of 100,000 parts", "[a" + ".a" * 100_000 + "]\n", "a key of more than 256"),
+    Kind("numbers", "an env spec's number of 5001 digits", releases(env="{tmp}/spec.toml"), 2,
+         "spec.toml: not valid TOML: line 2: a number of more than 100 digits",
+         files={"spec.toml": 'name = "plain"\nx = ' + BIG + '\nbase = "current"\n'}),
     Kind("numbers", "a version of 5001 digits", releases(good=BIG), 2, "...(5001 chars)' is not a valid version"),
     Kind("numbers", "a torch version of 5001 digits", releases(torch=BIG), 2, "is neither 'current'"),
     Kind("numbers", "a max-increase of 5001 digits", releases(metric="m", max_increase=BIG + "%"), 2,
@@ -58,6 +72,9 @@ KINDS = [
     Kind("numbers", "an env gc age of 5001 digits", ["envs", "gc", "--older-than", BIG + "d", "--cache-dir",
                                                      "{tmp}/cache"], 2, "is not an age"),
 ]
+BATTERY = [k.id for k in KINDS] + ["refuse: a 900 KB key's one line stays short",   # counted by test_hostile.py
+                                    "refuse: a dotted key of 20,000 parts refused in under a second",
+                                    "refuse: --ray-address auto without a cluster"]
 
 
 @pytest.mark.parametrize("kind", KINDS, ids=lambda k: k.id)

@@ -8,6 +8,8 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
+BATTERY = ["git: --version without git on PATH", "git: runs without git on PATH",   # counted by test_hostile.py
+           "git: a commit bisect without git on PATH"]
 
 
 def _bisector(tmp_path: Path, *argv: str) -> subprocess.CompletedProcess:

@@ -198,4 +198,4 @@ def test_a_baseline_regression_and_its_draft_say_what_the_peaks_did(tmp_path):
     config = MatrixConfig.model_validate({"matrix": {"grid": {"acc": ["latest"]}}, "probe": {"name": "ga_memory"}})
     md = text(draft, now, config, Store(tmp_path / "s.db")).replace("\\", "")
     found = next(line for line in md.splitlines() if line.startswith("Found as"))
-    assert f"1.244 B/param at 0.28.0: {said}" in found and found.count("no peak rose") == 1
+    assert f"1.244 B/param at `0.28.0`: {said}" in found and found.count("no peak rose") == 1

@@ -327,12 +327,13 @@ def test_the_verified_repro_is_one_line_and_an_unverified_one_says_so():
     r = found_commit()
     head = _visible(render_markdown(r))
     assert ("**Reproduce:** The attached script `repro.py` reproduces it: 100.00 MiB at last good (GOOD), 181.00 MiB "
-            "at first bad (BAD); it needs no bisector (each side's install line is in its header).") in head
+            "at first bad (BAD); it needs no bisector (each side's install lines are in its header).") in head
     r.repro.verified, r.repro.first_bad.verdict = False, Verdict.GOOD
     assert "does not reproduce it: 100.00 MiB at last good (GOOD), 181.00 MiB at first bad (GOOD)" in render_markdown(r)
     r.repro = None
     assert (f"**Reproduce:** `bisector report {r.run_id} --repro repro.py` writes a standalone script and checks it in "
-            "both environments; the bisect: `bisector run --package accelerate") in render_markdown(r)
+            "two fresh environments made by its install lines; the bisect: `bisector run --package accelerate") in \
+        " ".join(render_markdown(r).split())
 
 
 def test_beyond_githubs_limit_the_details_are_cut_with_a_note_never_the_visible_part():

@@ -129,7 +129,7 @@ def test_the_header_installs_only_requirements_with_one_git_suffix(url):
     assert reqs == ["torch==2.13.0", "git+https://github.com/o/acc.git@" + "a" * 40, "numpy==1.26.4"]
     head = "\n".join(header(s, "r.py", "exit 0", None, False))
     assert "torch from==" not in head and "/opt/py" not in head and ".git.git" not in head and "weird==" not in head
-    assert "(torch from: bisector's interpreter; weird: as of the candidate)" in head
+    assert "(torch 2.13.0+cpu, pinned as its release; torch from: bisector's interpreter; weird: as of the candidate)" in head
 
 
 def test_a_local_clone_is_a_placeholder_the_header_explains():
@@ -282,3 +282,33 @@ def test_matrix_reports_drafts_and_page_replace_planted_links(tmp_path):
     assert victim.read_text() == "keep\n" and stat.S_IMODE(victim.stat().st_mode) == 0o600
     written = [p for p in (*out.rglob("*"), *page.rglob("*")) if not p.is_dir()]
     assert written and not [p for p in written if p.is_symlink()] and "Version matrix" in (page / "index.html").read_text()
+
+
+def test_an_error_line_is_one_short_line_with_nothing_acting():
+    from bisector.safety.safe_text import error_line
+    assert error_line("'1.0\u202e' is not a valid version") == "'1.0\\u202e' is not a valid version"
+    line = error_line("argument --mode: invalid choice: '" + "a" * 100_000 + "' (choose from 'auto')")
+    assert line.endswith("...(100002 chars) (choose from 'auto')") and len(line) < 200
+    assert error_line("x: '" + "b" * 59 + "...(100050 chars)") == "x: '" + "b" * 59 + "...(100050 chars)"   # cut once
+    path = "/tmp/pytest-of-someone/pytest-12/test_a_destination_that_is0/no/such/dir/r.py"
+    assert error_line(f"--repro {path}: no directory") == f"--repro {path}: no directory"   # a path stays whole
+    assert len(error_line("a " * 100_000)) < 1100 and "\n" not in error_line("a\nb")
+
+
+def test_a_vcs_url_pip_takes_and_no_path_of_this_machine_in_the_bisect_s_command():
+    from bisector.bisection.repro_header import index_use, portable, requirement, vcs_url
+    assert vcs_url("git@github.com:o/x.git") == "ssh://git@github.com/o/x.git"
+    assert vcs_url("git@github.com:o/x") == "ssh://git@github.com/o/x.git"
+    assert vcs_url("ssh://git@host/o/x.git") == "ssh://git@host/o/x.git" and vcs_url("https://h/o/x/") == "https://h/o/x.git"
+    p = _commit("b" * 40, ENV)
+    assert requirement("acc", p, None, "git@github.com:o/acc") == "git+ssh://git@github.com/o/acc.git@" + "b" * 40
+    command = ("bisector run --package acc --env /home/alice/specs/plain.toml --probe /home/alice/probe.py "
+               "--probe-cmd 'sh /home/alice/x.sh' --config=~/bisect.toml --repo /src/acc --index-url https://h/simple")
+    shown = portable(command, "/src/acc", "https://github.com/o/acc")
+    assert "/home/alice" not in shown and "/src/acc" not in shown and "~" not in shown
+    assert "--env '<PATH>' --probe '<PATH>' --probe-cmd 'sh <PATH>' '--config=<PATH>'" in shown
+    assert "--repo https://github.com/o/acc --index-url https://h/simple" in shown
+    assert '--repo "$REPO_URL"' in portable(command, "/src/acc")
+    used = index_use("https://u:secret@h/simple", ["file:///opt/pypi/simple", "https://extra/simple"])
+    assert used.pip_args() == ["--index-url", "https://u:secret@h/simple", "--extra-index-url", "https://extra/simple"]
+    assert used.left_out == 1   # a file:// index is this machine's (the written script redacts the credentials)

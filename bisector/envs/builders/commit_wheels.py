@@ -36,6 +36,7 @@ from bisector.envs.builders.scm_version import commit_version, pretend_version_e
 from bisector.envs.model.env_spec import InstallTarget, valid_sha
 from bisector.errors import EnvironmentFailure
 from bisector.sources import git
+from bisector.safety import safe_toml
 
 REVISION_FILE = "bisector_revision"
 
@@ -108,7 +109,7 @@ def cached_wheel(wheel_dir: Path, package: str) -> Optional[Path]:
 def build_requirements(src: Path) -> list[str]:
     """[build-system].requires of a source tree (PEP 518 default when absent)."""
     try:
-        data = tomllib.loads((src / "pyproject.toml").read_text())
+        data = safe_toml.loads((src / "pyproject.toml").read_text())
     except (OSError, tomllib.TOMLDecodeError, UnicodeDecodeError):
         data = {}
     system = data.get("build-system") or {}

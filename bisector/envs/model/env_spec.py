@@ -17,6 +17,7 @@ from pydantic import AfterValidator, BaseModel, ConfigDict, ValidationError, fie
 
 from bisector.core.requirements import CURRENT, NO_BASE, TORCH, check_urls, parse_pin  # noqa: F401 (the spec's words)
 from bisector.errors import UsageError
+from bisector.safety import safe_toml
 
 
 AS_OF_CANDIDATE = "as-of-candidate"
@@ -271,7 +272,7 @@ def load_env_spec(name_or_path: str, search_dir: Path) -> EnvSpec:
     if not path.is_file():
         raise UsageError(f"env spec {name_or_path!r} not found (looked for {path})")
     try:
-        data = tomllib.loads(path.read_text())
+        data = safe_toml.loads(path.read_text())
     except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
         raise UsageError(f"{path}: not valid TOML: {exc}") from None
     data.setdefault("name", path.stem)
