@@ -130,8 +130,6 @@ def probe_overrides(args: argparse.Namespace) -> dict[str, Any]:
         if args.probe_args:
             raise UsageError("-- CMD takes no --probe-arg: the program's own arguments follow it")
         probe.update(command=list(command), cwd=str(Path.cwd()))
-    elif probe["measure_skip"] is not None or probe["meter"] is not None:
-        raise UsageError("--measure-skip and --meter are for a program given after --")
     if args.probe:
         looks_like_path = args.probe.endswith(".py") or "/" in args.probe or Path(args.probe).is_file()
         probe["path" if looks_like_path else "name"] = args.probe

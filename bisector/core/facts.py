@@ -42,6 +42,8 @@ class ResultFacts(BaseModel):
     oom_cells: list[Any] = []
     cell_errors: int = 0                       # how many cells failed
     knobs: Optional[dict[str, Any]] = None
+    absent: dict[str, str] = {}                # metric -> why the probe could not give it (the command meter)
+    units: dict[str, str] = {}                 # metric -> the unit the probe declares for it ("MiB", "ms")
 
     @classmethod
     def of(cls, data: dict[str, Any]) -> "ResultFacts":

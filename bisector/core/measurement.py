@@ -5,9 +5,10 @@ import enum
 import statistics
 from typing import Any, Iterable, Optional
 
-from pydantic import BaseModel, ValidationError
+from pydantic import BaseModel, ValidationError, model_validator
 
 from bisector.core.facts import EnvFacts, ResultFacts
+from bisector.core.units import declare
 
 
 class Status(enum.StrEnum):
@@ -53,6 +54,12 @@ class Measurement(BaseModel):
     details: dict[str, Any] = {}   # as stored; read through the typed views below
     run_id: Optional[str] = None
 
+    @model_validator(mode="after")
+    def _units_known(self) -> "Measurement":
+        """The units its probe declares are known wherever its values are printed (bisector.core.units)."""
+        declare_units(self)
+        return self
+
     @property
     def result(self) -> Optional[ResultFacts]:
         """The probe result's declared fields beside its metrics (None: the probe wrote no result)."""
@@ -75,10 +82,26 @@ class Measurement(BaseModel):
         return (self.details or {}).get(name, default)
 
 
+def declare_units(m: Measurement) -> None:
+    """Make the units ``m``'s probe result declares (``"units": {metric: unit}``) known to the printers."""
+    result = (m.details or {}).get("result")
+    if isinstance(result, dict) and result.get("units"):
+        declare(result["units"])
+
+
 def oom_cells(m: Measurement) -> list[str]:
     """The cells of a probe run that ran out of memory while others were measured (a partial OOM)."""
     cells = m.result.oom_cells if m.result else []
     return [str(c) for c in cells] if m.status is Status.OK else []
+
+
+def absent_reason(measurements: Iterable[Measurement], metric: Optional[str]) -> Optional[str]:
+    """Why a probe that ran says it could not give ``metric`` (its result's ``absent``), if one says."""
+    for m in measurements:
+        why = m.result.absent.get(metric) if metric and m.result is not None else None
+        if why:
+            return str(why)[:300]
+    return None
 
 
 def metric_values(measurements: Iterable[Measurement], metric: str) -> list[float]:

@@ -15,7 +15,7 @@ from bisector.core.criterion import Compare, Criterion
 from bisector.core.strict_numbers import numbers
 from bisector.envs.builders.torch_choice import valid_choice
 from bisector.envs.model.env_spec import check_urls, parse_pin
-from bisector.errors import SHOWN_CHARS, UsageError, cut
+from bisector.errors import SHOWN_CHARS, OwnListError, UsageError, cut
 from bisector.measure.executors import ExecutorKind
 from bisector.measure.command_metrics import unknown_metric, with_default_metric
 from bisector.measure.probe_spec import ProbeSpec
@@ -230,7 +230,7 @@ class JobConfig(BaseModel):
         if self.probe.command:
             problem = unknown_metric(self.criterion.metric)
             if problem:
-                raise ValueError(problem)
+                raise OwnListError(problem)
             if self.probe.cwd is None:
                 self.probe.cwd = Path.cwd()
         return self
@@ -265,7 +265,9 @@ def validation_message(source: str, exc: ValidationError, errors: Optional[list]
     those of ``exc``'s errors to tell (default: all)."""
     errors = exc.errors() if errors is None else errors
     err = errors[0]
-    msg = cut(err["msg"].removeprefix("Value error, "), 4 * SHOWN_CHARS)
+    msg = err["msg"].removeprefix("Value error, ")
+    if not isinstance((err.get("ctx") or {}).get("error"), OwnListError):
+        msg = cut(msg, 4 * SHOWN_CHARS)
     if err["type"] == "extra_forbidden":
         msg = "unknown key"
     more = f" (+{len(errors) - 1} more)" if len(errors) > 1 else ""

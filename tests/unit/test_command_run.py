@@ -40,7 +40,7 @@ def _refused(capsys, tmp_path, monkeypatch, *argv) -> str:
     (["--metric", "nope", "--", "python", "train.py"], "step_peak_bytes, peak_bytes, rss_peak_bytes"),
     (["--measure-skip", "-1", "--", "python", "train.py"], "measure_skip must be >= 0"),
     (["--measure-skip", "2"], "for a program given after --"),
-    (["--", "no-such-program-here", "x"], "not on PATH"),
+    (["--", "", "x"], "an empty word"),
     (["--", "./missing.sh"], "not an executable file"),
 ])
 def test_bad_command_runs_are_one_line_exit_2_and_create_nothing(capsys, tmp_path, monkeypatch, argv, said):
