@@ -1,7 +1,8 @@
 """Human units for metric values. A metric's unit comes from its probe, never from a guess: the unit the
 probe's result declares for it (``"units": {"latency": "ms"}``), else its name's suffix (``_bytes``,
 ``_mib``, ``_seconds``, ``_ms``, ``_bytes_per_param`` ...; after the suffix a statistic such as ``_max`` may
-follow, and dotted qualifiers such as ``.fp32`` or ``.rank1``), else none: the bare number.
+follow, and dotted qualifiers such as ``.fp32`` or ``.rank1``; ``_per_s`` is a rate, not seconds), else
+none: the bare number.
 
 Declared units are collected as measurements arrive (:func:`declare`) and travel with a stored result
 (``BisectResult.units``), so a report printed later shows the same units.
@@ -29,6 +30,7 @@ _CANONICAL = {"b": "bytes", "byte": "bytes", "bytes": "bytes", "kib": "KiB", "mi
               "b/param": "B/param", "bytes_per_param": "B/param", "b/token": "B/token", "bytes_per_token": "B/token"}
 _SUFFIXES = ("bytes_per_param", "bytes_per_token", "bytes", "kib", "mib", "gib", "kb", "mb", "gb", "seconds", "s",
              "ms", "us", "ns")
+_RATE = re.compile(r"(^|_)per_[a-z0-9]+$")
 _STATISTIC = re.compile(r"_(min|max|mean|median|avg|std|p\d{1,2})$")
 _DECLARABLE = re.compile(r"^[A-Za-z0-9%/µ°_ .\-]{1,16}$")   # a declared unit shown as written (foreign text)
 _declared: dict[str, str] = {}
@@ -72,6 +74,8 @@ def metric_unit(metric: Optional[str]) -> str:
     if found is not None:
         return found
     stem = _STATISTIC.sub("", base.lower())
+    if _RATE.search(stem) and not stem.endswith(("bytes_per_param", "bytes_per_token")):
+        return ""   # tokens_per_s is a rate, not seconds: no unit the probe did not declare
     for suffix in _SUFFIXES:
         if stem == suffix or stem.endswith("_" + suffix):
             return _CANONICAL[suffix]
