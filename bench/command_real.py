@@ -58,7 +58,7 @@ def bisect(name: str, cache: Path, repo: str) -> dict:
         proc = subprocess.run(argv, cwd=tmp, capture_output=True, text=True,
                               env={**os.environ, "PYTHONPATH": str(ROOT)})
         wall = time.perf_counter() - start
-    shown = " ".join(a if a != str(cache) else "CACHE" for a in argv[3:] if not a.startswith(tmp))
+    shown = " ".join(a for a in argv[3:argv.index("--cache-dir")] + argv[argv.index("--json") + 1:])
     if proc.returncode != 0:
         return {"name": name, "wall": wall, "error": f"exit {proc.returncode}: {proc.stderr.strip()[-1500:]}",
                 "argv": shown}

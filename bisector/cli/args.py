@@ -207,7 +207,9 @@ def _run_parser(sub) -> None:
     g.add_argument("--pre", action="store_true", default=None, help="include pre-releases and yanked releases")
     g.add_argument("--all-parents", dest="first_parent", action="store_false", default=None,
                    help="bisect all commits, not only the first-parent line")
-    g.add_argument("--find-fix", action="store_true", default=None, help="search the first GOOD after BAD")
+    g.add_argument("--find-fix", action="store_true", default=None,
+                   help="search the first GOOD after BAD: --bad names the older side (still broken), --good the "
+                        "newer (fixed); a relative rule is measured from --good")
     g.add_argument("--widen", action="store_true", default=None,
                    help="when good is already BAD, walk back through older releases until one is GOOD")
     g.add_argument("--with", dest="with_", action="append", metavar="PKG==VERSION",
