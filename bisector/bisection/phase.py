@@ -5,8 +5,8 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Callable, Optional
 
-from bisector.bisection.judge import Judgement, judge, missing_why
-from bisector.bisection.seam import Measures
+from bisector.decide.judge import Judgement, judge, missing_why
+from bisector.decide.seam import Measures
 from bisector.core.candidate import Candidate
 from bisector.core.criterion import Calibrated, Criterion, calibrate, needs_endpoints
 from bisector.core.measurement import metric_value, metric_values
@@ -14,7 +14,7 @@ from bisector.core.units import human_value
 from bisector.core.search import Outcome, Search, SearchResult
 from bisector.core.verdict import Verdict
 from bisector.errors import UndecidedError
-from bisector.measure.command_metrics import refuse_steps_left_out
+from bisector.job.command_metrics import refuse_steps_left_out
 
 _FLIP = {Verdict.GOOD: Verdict.BAD, Verdict.BAD: Verdict.GOOD, Verdict.SKIP: Verdict.SKIP}
 

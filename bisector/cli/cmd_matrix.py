@@ -27,7 +27,8 @@ from bisector.matrix.issue_drafts import track
 from bisector.measure.assembly import check_executor, probe_device
 from bisector.paths import default_cache_dir, default_store_path
 from bisector.sources.index import pages_read_once
-from bisector.store.storage import RunState, Store
+from bisector.store.run_record import config_hash, shown_status, stopped_run
+from bisector.store.storage import RunKind, RunState, Store
 from bisector.store.integrity import check_directory, check_run_paths
 
 
@@ -67,8 +68,13 @@ def matrix_command(args) -> int:
         store = Store(config.run.store or default_store_path())
         cache_dir = config.run.cache_dir or default_cache_dir()
         command = ["bisector", *sys.argv[1:]]
+        stopped = stopped_run(store, RunKind.MATRIX, config_hash(config))
+        if stopped is not None:   # the same command again continues it (same id), as the interrupt said
+            print(f"continuing {shown_status(stopped)} matrix run {stopped.id} (the same grid; every stored "
+                  "measurement is reused)", file=sys.stderr)
         try:
-            result, runner, cells = run_matrix(config, store, cache_dir, args.baseline, command, plan)
+            result, runner, cells = run_matrix(config, store, cache_dir, args.baseline, command, plan,
+                                               stopped.id if stopped else None)
             try:
                 if args.bisect_on_regression and (result.confirmed or result.new_steps):
                     result = bisect_regressions(config, result, runner, cells, store, cache_dir, args.out)

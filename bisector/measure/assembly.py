@@ -13,16 +13,17 @@ import importlib
 import importlib.util
 import re
 import socket
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Optional, Protocol
 
 from bisector.envs import EnvManager, EnvSpec
 from bisector.errors import UsageError
-from bisector.measure.executors import Executor, ExecutorKind, LocalExecutor
+from bisector.job.config import ExecutorKind
+from bisector.measure.executors import Executor, LocalExecutor
 from bisector.measure.gpus import GpuPool, detect_gpus, probe_cpus
 from bisector.measure.measurer import Measurer, Measurers
-from bisector.measure.probe_spec import ProbeSpec
+from bisector.job.probe_spec import ProbeSpec
 from bisector.paths import default_cache_dir
 from bisector.store.storage import Store
 
@@ -90,7 +91,7 @@ def probe_device(kind: ExecutorKind) -> str:
     return "cuda" if kind is ExecutorKind.RAY else GpuPool(detect_gpus()).device
 
 
-def make_executor(kind: ExecutorKind, envs: EnvManager, gpus: Optional[GpuPool] = None,
+def make_executor(kind: ExecutorKind, envs: EnvManager, gpus: GpuPool,
                   ray_address: Optional[str] = None, cache_dir: Optional[Path] = None, warm: bool = True) -> Executor:
     """The executor of a run; a Ray one is closed (its tasks cancelled) when the process exits. ``warm``:
     the local executor runs built-in probes as forks of warm workers (bisector.measure.warm_pool).
@@ -115,6 +116,7 @@ class Engine:
     pool: GpuPool
     executor: Executor
     jobs: int = 1
+    taken: dict[Optional[str], set[str]] = field(default_factory=dict)   # run id -> the measurements it took
 
     @property
     def cpus(self) -> int:
@@ -124,8 +126,8 @@ class Engine:
 
     def measurers(self, spec: EnvSpec, probe: ProbeSpec, index_url: Optional[str] = None) -> Measurers:
         """The factory of a bisect's per-phase measurers over ``spec`` and ``probe``."""
-        return Measurers(self.store, self.envs, spec, probe, index_url=index_url, gpus=self.pool, cpus=self.cpus,
-                         executor=self.executor)
+        return Measurers(self.store, self.envs, spec, probe, self.executor, index_url=index_url, cpus=self.cpus,
+                         taken=self.taken)
 
     def measurer(self, spec: EnvSpec, probe: ProbeSpec, index_url: Optional[str] = None,
                  run_id: Optional[str] = None, repo_path: Optional[Path] = None) -> Measurer:

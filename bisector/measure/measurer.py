@@ -18,9 +18,9 @@ from bisector.core.candidate import Candidate, CandidateKind
 from bisector.core.measurement import RETRIED_ON_RERUN, Measurement, Status, declare_units
 from bisector.envs import EnvManager, EnvSpec, InstallTarget, Recipe
 from bisector.errors import EnvironmentFailure
-from bisector.measure.executors import Executor, Handle, LocalExecutor
-from bisector.measure.gpus import GpuPool, cuda_runtime
-from bisector.measure.probe_spec import ProbeSpec
+from bisector.measure.executors import Executor, Handle
+from bisector.measure.gpus import cuda_runtime
+from bisector.job.probe_spec import ProbeSpec
 from bisector.measure.take import TakeJob, check_shutdown
 from bisector.process.procs import SHUTDOWN, Interrupted
 from bisector.store.storage import Store
@@ -43,24 +43,24 @@ class _Address:
 class Measurer:
     """Runs and stores measurements for one job (package, environment spec, probe)."""
 
-    def __init__(self, store: Store, envs: EnvManager, spec: EnvSpec, probe: ProbeSpec,
+    def __init__(self, store: Store, envs: EnvManager, spec: EnvSpec, probe: ProbeSpec, executor: Executor,
                  repo_path: Optional[Path] = None, index_url: Optional[str] = None, run_id: Optional[str] = None,
-                 gpus: Optional[GpuPool] = None, cpus: int = 1, executor: Optional[Executor] = None, tag: str = ""):
+                 cpus: int = 1, tag: str = "", taken: Optional[set[str]] = None):
         self.store, self.envs, self.spec, self.probe = store, envs, spec, probe
         self.tag = tag   # how progress tells this measurer's environments from the plain ones (" + pins")
         self.repo_path, self.index_url, self.run_id = repo_path, index_url, run_id
         self.probe_fp = probe.fingerprint()
-        self.gpus = gpus or GpuPool([])
         self.cpus = max(1, cpus)
         self._meter: Optional[str] = None  # the meter of this measurer's first measurement
         self.probes_run = 0
         self.reused_keys: set[str] = set()
         self._recipes: dict[InstallTarget, Recipe] = {}
         self._lock = threading.RLock()
-        self.executor: Executor = executor or LocalExecutor(envs, self.gpus)
+        self.executor = executor
         self._inflight: dict[str, Handle] = {}      # measurements on their way, by key
         self._speculative: dict[str, Handle] = {}   # of those, the ones no phase asked for yet
-        self._taken: set[str] = set()               # keys this measurer took (not reused when read back)
+        # keys this run took (shared by the run's measurers): read back, they are not reused
+        self._taken: set[str] = taken if taken is not None else set()
 
     @property
     def exit_code_mode(self) -> bool:
@@ -128,9 +128,10 @@ class Measurer:
             if handle is None:
                 found = self._reusable(address.key)
                 if found is not None:
-                    if found.key not in self._taken:
-                        self.reused_keys.add(found.key)
-                    return found
+                    if found.key in self._taken:
+                        return found
+                    self.reused_keys.add(found.key)
+                    return found.model_copy(update={"reused": True})
                 if address.recipe is None:
                     return self._store(self._base(c, address, repeat).model_copy(
                         update={"status": Status.ENV_FAILED, "reason": address.problem}))
@@ -211,12 +212,12 @@ class Measurer:
         result = m.result
         if m.status is not Status.OK or not result:
             return m
-        ran_on, meter = result.device.get("type"), result.meter
+        ran_on, meter = result.device.type, result.meter
         problem = None
         if ran_on and ran_on != self.executor.device:
             problem = f"the probe ran on {ran_on}, the run measures on {self.executor.device}"
         elif ran_on == "cuda":
-            problem = _other_gpu(result.device.get("name"), self.executor.gpu_names)
+            problem = _other_gpu(result.device.name, self.executor.gpu_names)
         with self._lock:
             if meter and self._meter is None:
                 self._meter = meter
@@ -270,19 +271,14 @@ class Measurers:
     """Makes the :class:`Measurer` of each bisect phase of one job: one store, environment manager,
     spec, probe, GPU pool and executor (what the driver is handed; tests hand it a fake instead)."""
 
-    def __init__(self, store: Store, envs: EnvManager, spec: EnvSpec, probe: ProbeSpec,
-                 index_url: Optional[str] = None, gpus: Optional[GpuPool] = None, cpus: int = 1,
-                 executor: Optional[Executor] = None, tag: str = ""):
+    def __init__(self, store: Store, envs: EnvManager, spec: EnvSpec, probe: ProbeSpec, executor: Executor,
+                 index_url: Optional[str] = None, cpus: int = 1, tag: str = "",
+                 taken: Optional[dict[Optional[str], set[str]]] = None):
         self.store, self.envs, self.spec, self.probe, self.index_url = store, envs, spec, probe, index_url
-        self.pool = gpus or GpuPool([])
         self.cpus = cpus
-        self.executor: Executor = executor or LocalExecutor(envs, self.pool)
+        self.executor = executor
         self.tag = tag
-
-    @property
-    def gpus(self) -> list[str]:
-        """The GPU ids probes run on (one probe each)."""
-        return self.pool.gpus
+        self._taken = taken if taken is not None else {}   # run id -> the keys that run took
 
     @property
     def slots(self) -> int:
@@ -300,13 +296,13 @@ class Measurers:
 
     def with_probe(self, probe: ProbeSpec) -> "Measurers":
         """The same store, environments and GPUs, running ``probe`` instead (a repro script, say)."""
-        return Measurers(self.store, self.envs, self.spec, probe, self.index_url, self.pool, self.cpus,
-                         self.executor, self.tag)
+        return Measurers(self.store, self.envs, self.spec, probe, self.executor, self.index_url, self.cpus,
+                         self.tag, self._taken)
 
-    def __call__(self, run_id: str, repo_path: Optional[Path] = None) -> Measurer:
-        return Measurer(self.store, self.envs, self.spec, self.probe, repo_path=repo_path,
-                        index_url=self.index_url, run_id=run_id, gpus=self.pool, cpus=self.cpus,
-                        executor=self.executor, tag=self.tag)
+    def __call__(self, run_id: Optional[str], repo_path: Optional[Path] = None) -> Measurer:
+        return Measurer(self.store, self.envs, self.spec, self.probe, self.executor, repo_path=repo_path,
+                        index_url=self.index_url, run_id=run_id, cpus=self.cpus, tag=self.tag,
+                        taken=self._taken.setdefault(run_id, set()))
 
     def pinned(self, pins: dict[str, str]) -> "Measurers":
         """The same measurers over this spec with ``pins`` (name -> exact version) laid over its companions
@@ -314,4 +310,4 @@ class Measurers:
         exact = {name: f"=={version}" for name, version in pins.items()}
         tag = self.tag + "".join(f" + {name}=={version}" for name, version in pins.items())
         return Measurers(self.store, self.envs, self.spec.over(exact, self.index_url), self.probe,
-                         self.index_url, self.pool, self.cpus, self.executor, tag)
+                         self.executor, self.index_url, self.cpus, tag, self._taken)

@@ -10,8 +10,8 @@ from typing import Callable, Optional
 from pydantic import ValidationError
 
 from bisector.core.measurement import Status
-from bisector.measure.protocol import RESULT_ENV, ProbeResult
-from bisector.measure.probe_spec import ProbeSpec
+from bisector.core.facts import RESULT_ENV, ProbeResult
+from bisector.job.probe_spec import ProbeSpec
 from bisector.measure.warm_pool import Launch
 from bisector.process.procs import Completed, run_bounded
 
@@ -46,12 +46,10 @@ class ProbeOutcome:
                             result=self.result, stderr_tail=self.stderr_tail)
 
     def details(self) -> dict:
-        """What is stored next to the metrics: the stderr tail, how it was launched and the result's other fields."""
+        """What is stored next to the metrics and the result: the stderr tail, how it was launched."""
         data = {"stderr_tail": self.stderr_tail[-4000:]}
         if self.launch:
             data["launch"] = self.launch
-        if self.result is not None:
-            data["result"] = self.result.model_dump(exclude={"metrics"}, exclude_none=True)
         return data
 
 
@@ -89,7 +87,7 @@ def _read_result(path: Path, done: Completed) -> ProbeOutcome:
                                    "MiB bisector reads: write metrics and small facts to $BISECTOR_RESULT, bulky data "
                                    "to a file of the probe's own")
     try:
-        result = ProbeResult.model_validate(json.loads(path.read_text()))
+        result = ProbeResult.read(json.loads(path.read_text()))
     except ValidationError as exc:
         err = exc.errors()[0]
         where = ".".join(str(p) for p in err["loc"]) or "result"
@@ -103,7 +101,7 @@ def _read_result(path: Path, done: Completed) -> ProbeOutcome:
         first = (str(exc).splitlines() or [type(exc).__name__])[0][:200]
         return ProbeOutcome(Status.BAD_OUTPUT, done.seconds, reason=f"invalid probe result: {first}",
                             exit_code=done.returncode, stderr_tail=done.stderr_tail)
-    if result.error and (result.model_extra or {}).get("missing_program"):   # the environment lacks a program
+    if result.error and result.missing_program:   # the environment lacks a program the probe must run
         return ProbeOutcome(Status.ENV_FAILED, done.seconds, reason=result.error[:300], exit_code=done.returncode,
                             result=result, stderr_tail=done.stderr_tail)
     if done.returncode != 0 or (not result.metrics and result.error):

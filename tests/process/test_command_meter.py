@@ -150,7 +150,7 @@ def test_rss_meter_counts_no_tensors(tmp_path, kind):
 def test_a_hanging_command_is_stopped_at_the_timeout_with_its_whole_tree(tmp_path):
     from bisector.core.measurement import Status
     from bisector.measure.probe_process import run_probe
-    from bisector.measure.probe_spec import ProbeSpec
+    from bisector.job.probe_spec import ProbeSpec
     from tests.support.hostile import processes_with
 
     marker = f"hang-{tmp_path.name}"
@@ -251,7 +251,7 @@ def test_torch_without_global_optimizer_hooks_says_so_not_that_no_optimizer_step
 
 def test_measure_skip_beyond_the_steps_taken_is_named_and_is_bad_input_to_the_host(tmp_path):
     from bisector.core.measurement import Measurement, Status
-    from bisector.measure.command_metrics import steps_left_out
+    from bisector.job.command_metrics import steps_left_out
 
     _write(tmp_path, "train.py", LOOP.format(steps=4, mb=MB))
     done, r = meter(tmp_path, sys.executable, "train.py", args=("--measure-skip", "10"))
@@ -267,7 +267,7 @@ def test_measure_skip_beyond_the_steps_taken_is_named_and_is_bad_input_to_the_ho
 def test_a_program_the_environment_lacks_is_an_environment_failure_never_a_crash(tmp_path):
     from bisector.core.measurement import Status
     from bisector.measure.probe_process import run_probe
-    from bisector.measure.probe_spec import ProbeSpec
+    from bisector.job.probe_spec import ProbeSpec
 
     done, r = meter(tmp_path, "no-such-program-33", "x")
     assert done.returncode == 127 and r["missing_program"] == "no-such-program-33" and r["metrics"] == {}

@@ -153,7 +153,7 @@ def test_the_same_command_after_an_interrupt_continues_that_run_and_leaves_no_in
 
 
 def test_the_log_names_a_revert_step_by_the_reverted_tree_not_its_bad_end(tmp_path, index_url, store):
-    from bisector.bisection.judge import Judgement
+    from bisector.decide.judge import Judgement
     from bisector.bisection.recorder import RunRecorder
     from bisector.core.candidate import Candidate, CandidateKind
     from bisector.report.text import render_log

@@ -13,7 +13,8 @@ import pytest
 
 from bisector.envs import EnvSpec
 from bisector.envs.builders import torch_choice
-from bisector.envs.builders.torch_choice import choose_torch, valid_choice
+from bisector.core.requirements import valid_torch_choice as valid_choice
+from bisector.envs.builders.torch_choice import choose_torch
 from bisector.envs.builders.torch_size import estimate
 from bisector.envs.cache.gc_policy import BaseUse, select_bases
 from bisector.errors import UsageError

@@ -17,7 +17,6 @@ from bisector.store.storage import Store
 from tests.support.gitrepo import commit, init_repo, package_files
 from tests.support.pkgindex import LocalIndex, build_wheel
 
-pytestmark = pytest.mark.slow
 PROBES = Path(__file__).resolve().parent.parent / "probes"
 T0 = dt.datetime(2024, 3, 1, tzinfo=dt.timezone.utc)
 DAY = dt.timedelta(days=1)

@@ -16,7 +16,6 @@ import pytest
 from bisector.store.storage import Store
 from tests.support.pkgindex import LocalIndex, build_wheel
 
-pytestmark = pytest.mark.slow
 ROOT = Path(__file__).resolve().parents[2]
 T0 = dt.datetime(2024, 3, 1, tzinfo=dt.timezone.utc)
 MB = 1_000_000

@@ -17,7 +17,6 @@ import bisector
 from tests.support.gitfixture import make_repo
 from tests.support.pkgindex import LocalIndex, build_wheel
 
-pytestmark = pytest.mark.slow
 PROBES = Path(__file__).resolve().parent.parent / "probes"
 T0 = dt.datetime(2024, 3, 1, tzinfo=dt.timezone.utc)
 
@@ -145,9 +144,19 @@ def test_killed_run_resumes_with_exactly_the_missing_steps(repo30, tmp_path, env
                 break
     proc.wait(timeout=60)
     assert proc.returncode == -signal.SIGKILL
-    resumed = json.loads(cli(*args).stdout)
+    # killed outright, the run's row still says running, but its process is gone: `runs` says stopped
+    listed = cli("runs", "--store", str(tmp_path / "store.db"))
+    killed = [line.split()[0] for line in listed.stdout.splitlines() if " stopped " in line]
+    assert len(killed) == 1, listed.stdout
+    again = cli(*args)
+    resumed = json.loads(again.stdout)
+    assert f"continuing stopped run {killed[0]}" in again.stderr   # the same command continues that run
+    assert resumed["run_id"] == killed[0]
     assert resumed["probes_run"] == total - 3
     assert resumed["measurements_reused"] == 3
+    rows = [line for line in cli("runs", "--store", str(tmp_path / "store.db")).stdout.splitlines()[1:]
+            if " bisect " in line]
+    assert len(rows) == 1 and rows[0].startswith(killed[0]) and " found " in rows[0]   # no orphan beside it
     assert resumed["first_bad"]["sha"] == reference["first_bad"]["sha"] == shas[17]
     by_id = cli("run", "--resume", "--store", str(tmp_path / "store.db"), "--json")
     assert by_id.returncode == 0 and "resuming run" in by_id.stderr

@@ -17,8 +17,7 @@ import pytest
 from bisector.sources.installer_config import uv_binary
 
 ROOT = Path(__file__).resolve().parents[2]
-pytestmark = [pytest.mark.slow,
-              pytest.mark.skipif(os.environ.get("BISECTOR_OFFLINE") == "1", reason="needs the real package index")]
+pytestmark = pytest.mark.skipif(os.environ.get("BISECTOR_OFFLINE") == "1", reason="needs the real package index")
 
 
 @pytest.fixture(scope="module")

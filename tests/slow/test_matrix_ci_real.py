@@ -10,7 +10,6 @@ import pytest
 from tests.process.test_matrix_ci import ROOT, run_step  # noqa: F401 (helpers and fixtures)
 
 
-@pytest.mark.slow
 @pytest.mark.skipif(os.environ.get("BISECTOR_OFFLINE") == "1", reason="needs the real package index")
 def test_the_cpu_job_runs_as_written_two_nights(tmp_path):
     workspace = tmp_path / "repo"

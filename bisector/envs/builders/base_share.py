@@ -13,9 +13,9 @@ from pathlib import Path
 
 from pydantic import BaseModel
 
-from bisector.envs.builders.base_info import installed_dists
+from bisector.envs.tooling.base_info import installed_dists
 from bisector.envs.builders.torch_size import HEAVY
-from bisector.envs.builders.tool_runs import log
+from bisector.envs.tooling.tool_runs import log
 
 Entry = tuple[str, int]    # (RECORD hash, size)
 

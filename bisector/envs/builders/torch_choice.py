@@ -20,29 +20,17 @@ from typing import Optional
 
 from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
-from packaging.version import InvalidVersion, Version
 
-from bisector.envs.builders.base_info import same_version
+from bisector.core.requirements import same_version
 from bisector.envs.builders.torch_advice import local_torches, next_to_bisector
 from bisector.envs.builders.torch_size import describe_or_unknown
-from bisector.envs.model.env_spec import CURRENT, NO_BASE, TORCH, EnvSpec
-from bisector.errors import BisectorError, UsageError, cut
+from bisector.core.requirements import CURRENT, NO_BASE, PER_CANDIDATE, TORCH
+from bisector.envs.model.env_spec import EnvSpec
+from bisector.errors import BisectorError, UsageError
 from bisector.sources.index import list_releases
 from bisector.sources.installer_config import resolve_index_url
 
-PER_CANDIDATE = "per-candidate"
 
-
-def valid_choice(value: str) -> str:
-    """'current', 'per-candidate' or a PEP 440 version; ValueError otherwise."""
-    value = value.strip()
-    if value in (CURRENT, PER_CANDIDATE):
-        return value
-    try:
-        Version(value.removeprefix("=="))
-    except ValueError:   # InvalidVersion, or a number past Python's int-string limit
-        raise ValueError(f"{cut(value)!r} is neither 'current', 'per-candidate' nor a torch version like 2.13.0") from None
-    return value.removeprefix("==")
 
 
 def interpreter_torch() -> Optional[str]:

@@ -16,7 +16,7 @@ from packaging.version import InvalidVersion, Version
 from pydantic import BaseModel
 
 from bisector.core.units import human_bytes
-from bisector.envs.builders.tool_runs import clean_env, run
+from bisector.envs.tooling.tool_runs import clean_env, run
 from bisector.errors import BisectorError, EnvironmentFailure
 from bisector.sources.index import fetch_project
 from bisector.sources.installer_config import pip_settings, resolve_index_url, uv_binary
