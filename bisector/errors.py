@@ -13,6 +13,10 @@ def cut(text: Any, limit: int = SHOWN_CHARS) -> str:
     return text if len(text) <= limit else f"{text[:limit]}...({len(text)} chars)"
 
 
+class OwnListError(ValueError):
+    """A validator's message that lists only our own names (a command's metrics): shown whole, never cut."""
+
+
 class BisectorError(Exception):
     """Base class: the message is shown to the user as one line."""
 

@@ -23,6 +23,7 @@ from bisector.core.measurement import Measurement, Status
 from bisector.core.probe_args import effective_args
 from bisector.core.result import BisectResult, Point, made_by
 from bisector.core.search import Outcome
+from bisector.core.units import declared
 from bisector.envs import TORCH, EnvSpec
 from bisector.envs import NO_BASE
 from bisector.explain.registry import compact_details
@@ -64,7 +65,8 @@ def assemble(run: RunFacts, plan: Plan, phase: PhaseResult) -> BisectResult:
         also_changed=also_changed(phase, sides, job.package, run.spec.companions),
         evidence=boundary_evidence(phase.judgements, s.last_good, s.first_bad),
         good_end=good_end, bad_end=bad_end, threshold=phase.calibrated.threshold, repo_url=repo_url,
-        bisector_version=made_by())
+        bisector_version=made_by(), units=declared({k for j in phase.judgements.values() for m in j.measurements
+                                                    for k in m.metrics}))
 
 
 def compare_link(repo_url: Optional[str], last: Optional[Point], first: Optional[Point],

@@ -5,7 +5,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Callable, Optional
 
-from bisector.decide.judge import Judgement, judge
+from bisector.decide.judge import Judgement, judge, missing_why
 from bisector.decide.seam import Measures
 from bisector.core.candidate import Candidate
 from bisector.core.criterion import Calibrated, Criterion, calibrate, needs_endpoints
@@ -14,6 +14,7 @@ from bisector.core.units import human_value
 from bisector.core.search import Outcome, Search, SearchResult
 from bisector.core.verdict import Verdict
 from bisector.errors import UndecidedError
+from bisector.job.command_metrics import refuse_steps_left_out
 
 _FLIP = {Verdict.GOOD: Verdict.BAD, Verdict.BAD: Verdict.GOOD, Verdict.SKIP: Verdict.SKIP}
 
@@ -74,12 +75,19 @@ class Phase:
         with ThreadPoolExecutor(max_workers=min(2, self.jobs)) as pool:
             runs = list(pool.map(lambda c: [self.measurer.measure(c, r) for r in range(self.criterion.repeats)], ends))
         values = [metric_value(ms, self.criterion.metric) for ms in runs]
-        if values[0] is None:
-            why = next((m.reason for m in runs[0] if m.reason), "metric missing")
-            if values[1] is None:
-                raise UndecidedError(f"cannot measure either endpoint: {why}")
-            raise UndecidedError(f"the good endpoint {ends[0].short} gave no {self.criterion.metric}: {why}")
-        calibrated = calibrate(self.criterion, values[0], values[1])
+        if None in values:
+            refuse_steps_left_out([m for ms in runs for m in ms])   # --measure-skip beyond the steps: bad input
+        # the good endpoint is the one a relative rule is measured from: the older, or with --find-fix the newer
+        # (the fixed one: the verdicts are flipped, so the criterion's GOOD side is where the fix landed)
+        good, bad = (1, 0) if self.find_fix else (0, 1)
+        if values[good] is None:
+            why = missing_why(runs[good], self.criterion.metric)
+            if values[bad] is None:
+                other = missing_why(runs[bad], self.criterion.metric)
+                raise UndecidedError("cannot measure either endpoint: " + (why if other == why else
+                                     f"{ends[good].short}: {why}; {ends[bad].short}: {other}"))
+            raise UndecidedError(f"the good endpoint {ends[good].short} gave no {self.criterion.metric}: {why}")
+        calibrated = calibrate(self.criterion, values[good], values[bad])
         said = inside_spread(calibrated, [(c.short, metric_values(ms, self.criterion.metric)) for c, ms in zip(ends, runs)])
         if said and self.on_note:
             self.on_note(said)

@@ -43,6 +43,8 @@ def release_plan(job: JobSection) -> Plan:
     url = resolve_index_url(job.index_url)
     releases = index.list_releases(url, job.package)
     older, newer = (job.bad, job.good) if job.find_fix else (job.good, job.bad)
+    if job.find_fix and index.find_release(releases, older).parsed > index.find_release(releases, newer).parsed:
+        raise UsageError(fix_order(job))
     chosen = index.releases_between(releases, older, newer, pre=job.pre)
     return Plan([index.release_candidate(job.package, r) for r in chosen])
 
@@ -59,6 +61,9 @@ def commit_plan(job: JobSection, repo: str, cache_dir: Path, good: Optional[str]
         raise UsageError(f"good and bad name the same commit ({older[:12]})")
     notes = []
     if not git.is_ancestor(path, older, newer):
+        backwards = git.is_ancestor(path, newer, older) or git.committed_at(path, older) > git.committed_at(path, newer)
+        if job.find_fix and backwards:
+            raise UsageError(fix_order(job))
         if git.is_ancestor(path, newer, older):
             raise UsageError(f"good {good_ref} is newer than bad {bad_ref} (use --find-fix to search for a fix)")
         base = git.merge_base(path, older, newer)
@@ -69,6 +74,12 @@ def commit_plan(job: JobSection, repo: str, cache_dir: Path, good: Optional[str]
         raise UsageError(f"no commits between {good_ref} and {bad_ref}")
     url = _link_base(job, repo, path)
     return Plan(git.commit_candidates(path, job.package, shas, url), notes, path, url)
+
+
+def fix_order(job: JobSection) -> str:
+    """--find-fix with the two ends the wrong way round: --bad names the older, still broken side."""
+    return (f"with --find-fix, --bad names the older side (still broken) and --good the newer one (fixed): "
+            f"--bad {job.good} --good {job.bad}")
 
 
 def _link_base(job: JobSection, repo: str, path: Path) -> Optional[str]:

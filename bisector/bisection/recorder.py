@@ -15,9 +15,10 @@ from bisector.decide.seam import MeasurerFactory, Measures
 from bisector.job.config import JobConfig
 from bisector.core.candidate import Candidate
 from bisector.core.criterion import Calibrated
-from bisector.core.measurement import Status
+from bisector.core.measurement import Status, absent_reason
 from bisector.core.result import BisectResult, Step
 from bisector.errors import UsageError
+from bisector.job.command_metrics import refuse_steps_left_out
 from bisector.store.run_record import RunRecord, config_hash
 from bisector.store.storage import RunKind, StepRow, Store
 
@@ -118,7 +119,9 @@ class RunRecorder:
 
     def _check_metric(self, j: Judgement) -> None:
         """The criterion's metric missing from a clean probe result (every cell measured) is a
-        typo, not a SKIP: stop at the first such measurement and list what the probe produces."""
+        typo, not a SKIP: stop at the first such measurement and list what the probe produces. A probe
+        that says why it left the metric out (the command meter: no optimizer step) is a SKIP with that
+        reason; a command's ``--measure-skip`` beyond the steps it took is bad input (exit 2)."""
         metric = self.config.criterion.metric
         if not metric or self._metric_seen:
             return
@@ -126,7 +129,9 @@ class RunRecorder:
                  (m.result and m.result.cell_errors)]
         if any(metric in m.metrics for m in clean):
             self._metric_seen = True
-        elif clean:
+            return
+        refuse_steps_left_out(clean)
+        if clean and not absent_reason(clean, metric):
             produced = sorted(clean[-1].metrics)
             shown = ", ".join(produced[:12]) + (f" (and {len(produced) - 12} more)" if len(produced) > 12 else "")
             raise UsageError(f"metric {metric!r} is not produced by the probe; it produces: {shown}")

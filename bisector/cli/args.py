@@ -136,8 +136,6 @@ def probe_overrides(args: argparse.Namespace) -> dict[str, Any]:
         if args.probe_args:
             raise UsageError("-- CMD takes no --probe-arg: the program's own arguments follow it")
         probe.update(command=list(command), cwd=str(Path.cwd()))
-    elif probe["measure_skip"] is not None or probe["meter"] is not None:
-        raise UsageError("--measure-skip and --meter are for a program given after --")
     if args.probe:
         looks_like_path = args.probe.endswith(".py") or "/" in args.probe or Path(args.probe).is_file()
         probe["path" if looks_like_path else "name"] = args.probe
@@ -221,7 +219,9 @@ def _run_parser(sub) -> None:
     g.add_argument("--pre", action="store_true", default=None, help="include pre-releases and yanked releases")
     g.add_argument("--all-parents", dest="first_parent", action="store_false", default=None,
                    help="bisect all commits, not only the first-parent line")
-    g.add_argument("--find-fix", action="store_true", default=None, help="search the first GOOD after BAD")
+    g.add_argument("--find-fix", action="store_true", default=None,
+                   help="search the first GOOD after BAD: --bad names the older side (still broken), --good the "
+                        "newer (fixed); a relative rule is measured from --good")
     g.add_argument("--widen", action="store_true", default=None,
                    help="when good is already BAD, walk back through older releases until one is GOOD")
     g.add_argument("--with", dest="with_", action="append", metavar="PKG==VERSION",

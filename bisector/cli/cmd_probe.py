@@ -15,7 +15,7 @@ from bisector.bisection.pins import apply_pins
 from bisector.cli.args import probe_overrides
 from bisector.job.config import validated
 from bisector.core.facts import ProbeResult
-from bisector.core.measurement import Measurement, Status
+from bisector.core.measurement import Measurement, Status, absent_reason
 from bisector.core.units import human_value
 from bisector.data import specs_dir
 from bisector.envs import load_env_spec
@@ -25,7 +25,7 @@ from bisector.explain.registry import compact_details, explainer_for
 from bisector.job.jobfile import builtin_job, stack
 from bisector.cli.args import run_section
 from bisector.measure.assembly import build_engine, check_executor, probe_device
-from bisector.job.command_metrics import DEFAULT_METRIC as COMMAND_METRIC
+from bisector.job.command_metrics import DEFAULT_METRIC as COMMAND_METRIC, refuse_steps_left_out
 from bisector.job.probe_spec import ProbeSpec
 from bisector.paths import default_store_path
 from bisector.console.live import progress_for, showing
@@ -72,6 +72,9 @@ def _metric_lines(m: Measurement, metric: str | None, everything: bool) -> list[
     width = max((len(explainer.label(k)) for k in shown), default=0)
     lines = [f"  {explainer.label(k):<{width}}  {human_value(m.metrics[k], k):>16}  "
              f"{explainer.meaning(k)}".rstrip() for k in shown]
+    why = absent_reason([m], metric) if metric and metric not in m.metrics else None
+    if why:   # the metric asked for (a command's default) is left out: said, never silently missing
+        lines.insert(0, f"  {metric}: not measured: {why}")
     hidden = len(m.metrics) - len(shown)
     if hidden > 0:
         lines.append(f"  ({hidden} more metrics: --all lists them, --json prints everything)")
@@ -109,6 +112,7 @@ def probe_command(args) -> int:
     started = now()
     with showing(progress_for()):
         m = measurer.measure(cand, measurer.next_repeat(cand) if args.fresh else 0)
+    refuse_steps_left_out([m])   # --measure-skip beyond the steps the command took: bad input, nothing saved
     reused = m.reused
     _save_run(store, started, name, release.version, m, reused, probe, metric, args.with_)
     if args.json:

@@ -224,7 +224,7 @@ def usage_text(parser) -> str:
     return "\n".join(lines)
 
 
-COMMAND_TAKERS = ("run", "probe", "diff")   # subcommands that take a program after --
+COMMAND_TAKERS = ("run", "probe", "diff", "matrix")   # subcommands that take a program after --
 
 
 def split_command(argv: list[str]) -> tuple[list[str], Optional[list[str]]]:
@@ -245,7 +245,7 @@ def _parse(argv: list[str]):
             print("bisector: error: no command after -- (bisector run ... -- python train.py)", file=sys.stderr)
             return 2
         if argv and not argv[0].startswith("-") and argv[0] not in COMMAND_TAKERS:
-            print(f"bisector: error: {error_line(argv[0])} takes no command after -- (run, probe and diff do)",
+            print(f"bisector: error: {error_line(argv[0])} takes no command after -- (run, probe, diff and matrix do)",
                   file=sys.stderr)
             return 2
         argv = argv or ["run"]

@@ -78,6 +78,9 @@ class ProbeResult(BaseModel):
     cell_errors: int = 0                       # how many cells failed
     knobs: Optional[dict[str, Any]] = None     # the effective settings of the probe's loop
     error: Optional[str] = None                # why the probe could not measure (it exits non-zero too)
+    absent: dict[str, str] = {}                # metric -> why the probe left it out (the command meter)
+    units: dict[str, str] = {}                 # metric -> the unit the probe declares for it ("MiB", "ms")
+    missing_program: Optional[str] = None      # a program the environment lacks (an environment failure)
 
     @field_validator("metrics")
     @classmethod

@@ -8,6 +8,7 @@ from typing import Any, Iterable, Optional
 from pydantic import BaseModel, ValidationError, field_serializer, field_validator, model_validator
 
 from bisector.core.facts import EnvFacts, ProbeResult
+from bisector.core.units import declare
 
 
 class Status(enum.StrEnum):
@@ -74,6 +75,12 @@ class Measurement(BaseModel):
                 data["env"] = None
         return data
 
+    @model_validator(mode="after")
+    def _units_known(self) -> "Measurement":
+        """The units its probe declares are known wherever its values are printed (bisector.core.units)."""
+        declare_units(self)
+        return self
+
     @field_validator("result", mode="before")
     @classmethod
     def _result_of(cls, value: Any) -> Any:
@@ -99,10 +106,25 @@ class Measurement(BaseModel):
         return (self.details or {}).get(name, default)
 
 
+def declare_units(m: Measurement) -> None:
+    """Make the units ``m``'s probe result declares (``"units": {metric: unit}``) known to the printers."""
+    if m.result is not None and m.result.units:
+        declare(m.result.units)
+
+
 def oom_cells(m: Measurement) -> list[str]:
     """The cells of a probe run that ran out of memory while others were measured (a partial OOM)."""
     cells = m.result.oom_cells if m.result else []
     return [str(c) for c in cells] if m.status is Status.OK else []
+
+
+def absent_reason(measurements: Iterable[Measurement], metric: Optional[str]) -> Optional[str]:
+    """Why a probe that ran says it could not give ``metric`` (its result's ``absent``), if one says."""
+    for m in measurements:
+        why = m.result.absent.get(metric) if metric and m.result is not None else None
+        if why:
+            return str(why)[:300]
+    return None
 
 
 def metric_values(measurements: Iterable[Measurement], metric: str) -> list[float]:

@@ -4,13 +4,14 @@ from __future__ import annotations
 import datetime as dt
 from typing import Any, Optional
 
-from pydantic import BaseModel, model_serializer
+from pydantic import BaseModel, model_serializer, model_validator
 
 from bisector.core.changes import Attribution, Confirmation
 from bisector.data import VERSION
 from bisector.core.candidate import Candidate, CandidateKind
 from bisector.core.search import Outcome
 from bisector.core.stats import SampleEvidence
+from bisector.core.units import declare
 from bisector.core.verdict import Verdict
 
 
@@ -167,6 +168,12 @@ class BisectResult(BaseModel):
     repo_url: Optional[str] = None
     bisector_version: Optional[str] = None
     repro: Optional[Repro] = None
+    units: dict[str, str] = {}   # metric -> the unit its probe declared (bisector.core.units), when any did
+
+    @model_validator(mode="after")
+    def _units_known(self) -> "BisectResult":
+        declare(self.units)   # a stored result prints its probe's declared units wherever it is read
+        return self
 
     @model_serializer(mode="wrap")
     def _only_what_is_known(self, handler):
@@ -177,6 +184,8 @@ class BisectResult(BaseModel):
                 data.pop(key, None)
         if not self.evidence:
             data.pop("evidence", None)
+        if not self.units:
+            data.pop("units", None)
         return data
 
     @property

@@ -7,7 +7,8 @@ from typing import Optional
 from bisector.decide.seam import Measures
 from bisector.core.candidate import Candidate
 from bisector.core.criterion import Calibrated, Criterion, exit_code_verdict, failure_verdict
-from bisector.core.measurement import Measurement, Status, medians, metric_value, metric_values, oom_cells
+from bisector.core.measurement import (Measurement, Status, absent_reason, medians, metric_value, metric_values,
+                                      oom_cells)
 from bisector.core.stats import SampleEvidence
 from bisector.core.verdict import Verdict
 
@@ -95,18 +96,20 @@ def _metric_free(ms: list[Measurement], crit: Criterion) -> Judgement:
     return _no_value(ms, crit)
 
 
-def _absent_why(m: Measurement, metric: Optional[str]) -> Optional[str]:
-    """Why the probe says it could not give ``metric`` (the command meter's ``absent``), if it says."""
-    result = m.result
-    absent = (result.model_extra or {}).get("absent") if result is not None else None
-    return str(absent.get(metric))[:300] if isinstance(absent, dict) and absent.get(metric) else None
+def missing_why(ms: list[Measurement], metric: Optional[str]) -> str:
+    """Why ``ms`` give no ``metric``: a failed run's reason, else the probe's own reason for leaving it out
+    (the command meter's ``absent``: no optimizer step, every step left out as warm-up), else that it is
+    missing from the result."""
+    failed = [m for m in ms if m.status is not Status.OK]
+    if failed:
+        return failed[-1].reason or failed[-1].status.value
+    why = absent_reason(ms, metric)
+    return f"metric {metric} missing from the probe result" + (f": {why}" if why else "")
 
 
 def _no_value(ms: list[Measurement], crit: Criterion) -> Judgement:
     failed = [m for m in ms if m.status is not Status.OK]
     if not failed:
-        why = next((w for w in (_absent_why(m, crit.metric) for m in ms) if w), None)
-        return Judgement(Verdict.SKIP, f"metric {crit.metric} missing from the probe result"
-                         + (f": {why}" if why else ""), None, ms)
+        return Judgement(Verdict.SKIP, missing_why(ms, crit.metric), None, ms)
     verdict, reason = failure_verdict(failed[-1], crit)
     return Judgement(verdict, f"{failed[-1].status.value}: {reason}", None, ms)

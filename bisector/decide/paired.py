@@ -25,7 +25,7 @@ import threading
 from dataclasses import dataclass
 from typing import Optional
 
-from bisector.decide.judge import Judgement
+from bisector.decide.judge import Judgement, missing_why
 from bisector.decide.seam import Measures
 from bisector.core.candidate import Candidate
 from bisector.core.criterion import Criterion, Direction, failure_verdict
@@ -204,7 +204,7 @@ def _median(values: list[float]) -> Optional[float]:
 def _failure(side: _Samples, criterion: Criterion, metric: str) -> Judgement:
     failed = side.failed or next((m for m in side.measurements if m.status is not Status.OK), None)
     if failed is None:
-        return Judgement(Verdict.SKIP, f"metric {metric} missing from the probe result", None, side.measurements)
+        return Judgement(Verdict.SKIP, missing_why(side.measurements, metric), None, side.measurements)
     verdict, reason = failure_verdict(failed, criterion)
     return Judgement(verdict, f"{failed.status.value}: {reason}", None, side.measurements)
 

@@ -10,7 +10,9 @@ import ast
 import functools
 import re
 
+from bisector.core.measurement import Measurement, Status
 from bisector.data import probes_dir
+from bisector.errors import UsageError, cut
 
 DEFAULT_METRIC = "step_peak_bytes"
 _RANKED = re.compile(r"^(?P<name>[a-z_]+)\.rank(?P<rank>\d{1,6})$")
@@ -46,5 +48,26 @@ def unknown_metric(name: str) -> str | None:
     match = _RANKED.match(name)
     if name in metric_table() or (match and match["name"] in metric_table()):
         return None
-    return (f"unknown metric {name!r} for a command run (-- CMD); the command meter gives: "
+    return (f"unknown metric {cut(name)!r} for a command run (-- CMD); the command meter gives: "
             f"{', '.join(metric_names())} (and <metric>.rank<N> per rank)")
+
+
+def steps_left_out(m: Measurement) -> str | None:
+    """One line when a command's measurement shows that ``--measure-skip`` left out every optimizer step the
+    command took (bad input, known only once the command has run); None otherwise (and for other probes)."""
+    result = m.result
+    if m.status is not Status.OK or result is None or result.schema_version != "command/1":
+        return None
+    skip, steps = result.fields().get("measure_skip"), m.metrics.get("optimizer_steps")
+    if not isinstance(skip, int) or isinstance(skip, bool) or not steps or skip < steps:
+        return None
+    return (f"--measure-skip {skip} leaves none of the {steps:.0f} optimizer step{'s' if steps != 1 else ''} the "
+            f"command took (at {m.candidate}) to measure: give --measure-skip below {steps:.0f}")
+
+
+def refuse_steps_left_out(measurements) -> None:
+    """UsageError (exit 2) when a measurement shows ``--measure-skip`` beyond the steps the command took."""
+    for m in measurements:
+        why = steps_left_out(m)
+        if why:
+            raise UsageError(why)

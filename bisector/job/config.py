@@ -14,7 +14,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError, field_validator, mo
 from bisector.core.criterion import Compare, Criterion
 from bisector.core.strict_numbers import numbers
 from bisector.core.requirements import check_urls, parse_pin, valid_torch_choice
-from bisector.errors import SHOWN_CHARS, UsageError, cut
+from bisector.errors import SHOWN_CHARS, OwnListError, UsageError, cut
 from bisector.job.command_metrics import unknown_metric, with_default_metric
 from bisector.job.probe_spec import ProbeSpec
 from bisector.safety import safe_toml
@@ -236,7 +236,7 @@ class JobConfig(BaseModel):
         if self.probe.command:
             problem = unknown_metric(self.criterion.metric)
             if problem:
-                raise ValueError(problem)
+                raise OwnListError(problem)
             if self.probe.cwd is None:
                 self.probe.cwd = Path.cwd()
         return self
@@ -271,7 +271,9 @@ def validation_message(source: str, exc: ValidationError, errors: Optional[list]
     those of ``exc``'s errors to tell (default: all)."""
     errors = exc.errors() if errors is None else errors
     err = errors[0]
-    msg = cut(err["msg"].removeprefix("Value error, "), 4 * SHOWN_CHARS)
+    msg = err["msg"].removeprefix("Value error, ")
+    if not isinstance((err.get("ctx") or {}).get("error"), OwnListError):
+        msg = cut(msg, 4 * SHOWN_CHARS)
     if err["type"] == "extra_forbidden":
         msg = "unknown key"
     more = f" (+{len(errors) - 1} more)" if len(errors) > 1 else ""

@@ -7,7 +7,6 @@ import hashlib
 import json
 import os
 import shlex
-import shutil
 import sys
 from pathlib import Path
 from typing import Literal, Optional
@@ -24,8 +23,6 @@ PREFLIGHT = "_preflight.py"        # a built-in probe package's own check of its
 PREFLIGHT_TIMEOUT_S = 60
 SHELL_OPERATORS = set("();<>|&")
 COMMAND_PROBE = "command"   # the built-in probe that meters a user's own program (probes/command)
-# programs a candidate environment installs (found in its bin at run time, so not on PATH before it is built)
-ENV_PROGRAMS = ("python", "python3", "torchrun", "accelerate", "deepspeed", "transformers-cli", "huggingface-cli")
 FINGERPRINTED_FILE_MAX = 16 << 20
 
 
@@ -100,16 +97,17 @@ def _check_command(cmd: str) -> None:
 
 
 def _check_program(program: str, cwd: Optional[Path]) -> None:
-    """A command's program: a path that is an executable file (relative to where the command runs), a name
-    on PATH, or one a candidate environment installs (its bin is first on PATH when the command runs)."""
+    """A command's program, as far as it can be known before an environment is built: a path must be an
+    executable file (relative to where the command runs). A bare name is found when the command runs (the
+    environment's bin first on PATH, then its console scripts, then PATH): a console script only the candidate
+    installs (``llamafactory-cli``) is not missing before it is built; a name the environment lacks too is
+    then that measurement's environment failure, saying so (probes/command)."""
     if "/" in program:
         path = Path(program) if os.path.isabs(program) else (cwd or Path.cwd()) / program
         if not (path.is_file() and os.access(path, os.X_OK)):
             raise UsageError(f"the command's program {program} is not an executable file")
-        return
-    if program not in ENV_PROGRAMS and shutil.which(program) is None:
-        raise UsageError(f"the command's program {program!r} is not on PATH, nor one a candidate environment "
-                         f"installs ({', '.join(ENV_PROGRAMS)})")
+    elif not program.strip():
+        raise UsageError("the command's program is an empty word (-- python train.py)")
 
 
 class ProbeSpec(BaseModel):
@@ -159,6 +157,9 @@ class ProbeSpec(BaseModel):
                 raise ValueError("a command (-- CMD) takes no probe arguments: its own arguments follow it")
             if self.measure_skip < 0:
                 raise ValueError("measure_skip must be >= 0")
+        elif self.measure_skip != 1 or self.meter != "tensors":   # (a stored config holds the defaults)
+            raise ValueError("--measure-skip and --meter (measure_skip, meter) are for a program given after -- "
+                             "(or as [probe] command = [...])")
         return self
 
     @model_validator(mode="after")

@@ -6,7 +6,7 @@ from __future__ import annotations
 import re
 from typing import Optional
 
-from bisector.core.measurement import Measurement, Status
+from bisector.core.measurement import Measurement, Status, absent_reason
 from bisector.redact import redact_text
 
 LIMIT = 240
@@ -80,11 +80,13 @@ def failure_line(m: Measurement) -> str:
 
 
 def missing_metric_line(m: Measurement, metric: str) -> str:
-    """Why a probe that ran gave no ``metric``: the probe's failed cells, else 'missing'."""
+    """Why a probe that ran gave no ``metric``: the probe's failed cells, else its own reason (the command
+    meter's ``absent``), else 'missing'."""
     cells = m.result.cells if m.result else []
     failed = [c for c in cells if isinstance(c, dict) and c.get("error")]
     if not failed:
-        return f"metric {metric} missing from the probe's result"
+        why = absent_reason([m], metric)
+        return _short(f"metric {metric} missing from the probe's result" + (f": {why}" if why else ""))
     first = str(failed[0]["error"])
     c = failed[0]
     name = f"{c.get('precision', '?')}.ga{c.get('ga', '?')}.h{c.get('hidden', '?')}"

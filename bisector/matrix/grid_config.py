@@ -19,7 +19,7 @@ from pydantic import BaseModel, ConfigDict, field_validator, model_validator
 
 from bisector.job.config import RunSection, layer, read_toml, validated
 from bisector.core.criterion import Compare, Criterion
-from bisector.errors import UsageError
+from bisector.errors import OwnListError, UsageError
 from bisector.job.command_metrics import unknown_metric, with_default_metric
 from bisector.job.probe_spec import ProbeSpec
 
@@ -155,7 +155,7 @@ class MatrixConfig(BaseModel):
         problems = [unknown_metric(m) for m in [self.criterion.metric or "", *self.matrix.metrics]
                     if self.probe.command and m]
         if any(problems):
-            raise ValueError(next(p for p in problems if p))
+            raise OwnListError(next(p for p in problems if p))
         return self
 
     @model_validator(mode="after")

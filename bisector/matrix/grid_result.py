@@ -4,9 +4,10 @@ from __future__ import annotations
 import enum
 from typing import Optional
 
-from pydantic import BaseModel
+from pydantic import BaseModel, model_validator
 
 from bisector.core.measurement import Status
+from bisector.core.units import declare
 
 MATRIX_SCHEMA = "bisector.matrix/1"
 CELLS_LOST = 4   # the exit code of a run that lost cells (and found no confirmed regression)
@@ -223,6 +224,12 @@ class MatrixResult(BaseModel):
     version_steps: list[VersionStep] = []
     history_lines: list[HistoryLine] = []
     issue_drafts: list[IssueDraft] = []
+    units: dict[str, str] = {}   # metric -> the unit its probe declared (bisector.core.units), when any did
+
+    @model_validator(mode="after")
+    def _units_known(self) -> "MatrixResult":
+        declare(self.units)   # a stored night prints its probe's declared units wherever it is read
+        return self
 
     @property
     def regressions(self) -> list[CellResult]:

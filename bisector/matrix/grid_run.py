@@ -18,7 +18,7 @@ from typing import Callable, Optional
 from bisector.core.candidate import Candidate
 from bisector.core.criterion import describe_against_baseline
 from bisector.core.measurement import Measurement, oom_cells
-from bisector.core.units import human_value
+from bisector.core.units import declared, human_value
 from bisector.data import specs_dir
 from bisector.envs import TORCH, EnvSpec, load_env_spec
 from bisector.envs import choose_torch
@@ -220,7 +220,8 @@ def run_matrix(config: MatrixConfig, store: Store, cache_dir: Path, baseline_id:
         save_run(store, config, result, RunState.FAILED if isinstance(exc, Exception) else RunState.INTERRUPTED,
                  command)
         raise
-    result = result.model_copy(update={"cells": compared, "metrics": _metrics(config, compared)})
+    result = result.model_copy(update={"cells": compared, "metrics": _metrics(config, compared),
+                                       "units": declared({k for c in compared for k in c.metrics})})
     try:
         result = _steps_and_history(config, store, runner, cells, result, baseline)
     except BaseException as exc:

@@ -15,7 +15,7 @@ from typing import Optional
 
 from bisector.console import activity
 from bisector.core.candidate import Candidate, CandidateKind
-from bisector.core.measurement import RETRIED_ON_RERUN, Measurement, Status
+from bisector.core.measurement import RETRIED_ON_RERUN, Measurement, Status, declare_units
 from bisector.envs import EnvManager, EnvSpec, InstallTarget, Recipe
 from bisector.errors import EnvironmentFailure
 from bisector.measure.executors import Executor, Handle
@@ -176,6 +176,7 @@ class Measurer:
     def _arrived(self, m: Measurement) -> Measurement:
         """A taken measurement, the moment it returns: checked for its device, stored, counted."""
         m = self._same_device(m)
+        declare_units(m)   # (one that travelled from a Ray node was never validated here)
         self._store(m)
         with self._lock:
             self._taken.add(m.key)

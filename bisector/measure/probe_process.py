@@ -101,6 +101,9 @@ def _read_result(path: Path, done: Completed) -> ProbeOutcome:
         first = (str(exc).splitlines() or [type(exc).__name__])[0][:200]
         return ProbeOutcome(Status.BAD_OUTPUT, done.seconds, reason=f"invalid probe result: {first}",
                             exit_code=done.returncode, stderr_tail=done.stderr_tail)
+    if result.error and result.missing_program:   # the environment lacks a program the probe must run
+        return ProbeOutcome(Status.ENV_FAILED, done.seconds, reason=result.error[:300], exit_code=done.returncode,
+                            result=result, stderr_tail=done.stderr_tail)
     if done.returncode != 0 or (not result.metrics and result.error):
         status = Status.OOM if result.error and _OOM.search(result.error) else Status.CRASHED
         why = f"probe error: {result.error[:300]}" if result.error else f"probe exited {done.returncode}"

@@ -164,13 +164,23 @@ def open_repo(repo: str, cache_dir: Path) -> Path:
 
 
 def resolve(repo: Path, ref: str) -> str:
-    """The full SHA a ref names, or a usage error naming the unknown ref."""
+    """The full SHA a ref names (a release's version names its tag: 0.27.2 is v0.27.2), or a usage error
+    naming the unknown ref."""
     validate_ref(ref)
+    found = _commit_of(repo, ref)
+    if found is None:
+        tag = tag_for_version(repo, ref)
+        found = _commit_of(repo, tag) if tag else None
+    if found is None:
+        raise UsageError(f"unknown ref '{ref}' in {repo}")
+    return found
+
+
+def _commit_of(repo: Path, ref: str) -> Optional[str]:
     try:
-        return _run(repository(repo), "rev-parse", "--verify", "--quiet", "--end-of-options",
-                    f"{ref}^{{commit}}").strip()
+        return _run(repository(repo), "rev-parse", "--verify", "--quiet", "--end-of-options", f"{ref}^{{commit}}").strip()
     except GitFailure:
-        raise UsageError(f"unknown ref '{ref}' in {repo}") from None
+        return None
 
 
 def work_tree_top(path: Path) -> Optional[Path]:
@@ -195,6 +205,11 @@ def is_ancestor(repo: Path, older: str, newer: str) -> bool:
         return repository(repo).is_ancestor(older, newer)
     except _CommandError:
         return False
+
+
+def committed_at(repo: Path, sha: str) -> int:
+    """A commit's committer time (Unix seconds)."""
+    return int(_run(repository(repo), "show", "-s", "--format=%ct", sha).strip())
 
 
 def merge_base(repo: Path, a: str, b: str) -> str:

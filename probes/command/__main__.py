@@ -10,7 +10,9 @@ included, and then the environment's own ``sitecustomize`` if it has one. The me
 step (``_aggregate.py`` documents the metrics). ``--measure-skip N`` (default 1) leaves the first N steps
 out as warm-up. The result (``command/1``) goes to ``$BISECTOR_RESULT`` (else ``--result``, else stdout)
 when CMD exits 0; when it fails, this probe exits with CMD's code (or dies of its signal) and writes
-nothing, so the caller classifies the failure from its stderr. The meter changes nothing the program
+nothing, so the caller classifies the failure from its stderr. A program this environment lacks (not in
+its bin, not among its console scripts, not on PATH) exits 127 with a result naming it
+(``missing_program``: the caller's environment failure, a SKIP). The meter changes nothing the program
 computes or prints.
 """
 import argparse
@@ -123,7 +125,7 @@ def _command_env(args, shim_dir, records):
 
 
 def run(args, records):
-    """Run the command with the meter injected; (exit code, wall seconds)."""
+    """Run the command with the meter injected; (exit code, wall seconds, why it could not start or None)."""
     shim_dir = tempfile.mkdtemp(prefix="bisector-meter-")
     try:
         with open(os.path.join(shim_dir, "sitecustomize.py"), "w") as fh:
@@ -132,24 +134,34 @@ def run(args, records):
         try:
             child = subprocess.Popen(args.command, env=_command_env(args, shim_dir, records))
         except (FileNotFoundError, PermissionError) as exc:
-            sys.stderr.write(f"command: cannot run {args.command[0]!r}: {exc.strerror}\n")
-            return 127, 0.0
+            return 127, 0.0, _cannot_run(args.command[0], exc)
         # SIGTERM to this probe alone reaches the command too (Ctrl-C reaches the whole group by itself)
         previous = signal.signal(signal.SIGTERM, lambda s, _f: child.send_signal(s))
         try:
             code = child.wait()
         finally:
             signal.signal(signal.SIGTERM, previous)
-        return code, time.perf_counter() - start
+        return code, time.perf_counter() - start, None
     finally:
         shutil.rmtree(shim_dir, ignore_errors=True)
+
+
+def _cannot_run(program, exc):
+    """Why the command's program did not start: not in this environment (its bin, its console scripts) nor
+    on PATH, or not executable."""
+    if isinstance(exc, PermissionError):
+        return f"the command's program {program} is not executable ({exc.strerror})"
+    if "/" in program:
+        return f"the command's program {program} does not exist (from {os.getcwd()})"
+    return (f"the command's program {program!r} is neither in this environment (its bin, its console scripts) nor "
+            "on PATH: this candidate does not install it")
 
 
 def result_of(args, records, wall):
     """The ``command/1`` result of a command that exited 0 (an error result when nothing was measured)."""
     procs = read_records(records)
     base = {"schema_version": SCHEMA, "probe": {"name": NAME, "version": VERSION}, "command": args.command,
-            "measure_skip": args.measure_skip, "metric_units": {k: unit for k, (unit, _) in METRICS.items()},
+            "measure_skip": args.measure_skip, "units": {k: unit for k, (unit, _) in METRICS.items()},
             "processes": len(procs)}
     load_errors = [open(os.path.join(records, n)).read()[:300] for n in sorted(os.listdir(records)) if n.endswith(".error")]
     if not procs:
@@ -188,10 +200,14 @@ def main(argv=None):
     args = parse(sys.argv[1:] if argv is None else argv)
     records = tempfile.mkdtemp(prefix="bisector-records-")
     try:
-        code, wall = run(args, records)
+        code, wall, cannot = run(args, records)
         if args.keep_records:
             shutil.copytree(records, args.keep_records, dirs_exist_ok=True)
-        if code == 0:
+        if cannot:   # the environment lacks the program: an environment failure (SKIP), never a crash
+            sys.stderr.write(f"command: {cannot}\n")
+            write_result({"schema_version": SCHEMA, "probe": {"name": NAME, "version": VERSION}, "metrics": {},
+                          "command": args.command, "error": cannot, "missing_program": args.command[0]}, args.result)
+        elif code == 0:
             write_result(result_of(args, records, wall), args.result)
     finally:
         shutil.rmtree(records, ignore_errors=True)

@@ -22,6 +22,7 @@ METRICS = {   # name: (unit, what it is): the table docs/probes.md and `bisector
     "wall_seconds": ("seconds", "wall time of the whole command"),
     "optimizer_steps": ("count", "optimizer steps seen (warm-up included)"),
 }
+WHOLE_RUN = "whole-run metrics only (--metric peak_bytes, rss_peak_bytes or wall_seconds reads them)"
 STEP_METRICS = ("step_peak_bytes", "cuda_reserved_peak_bytes", "cuda_step_end_allocated_bytes",
                 "cuda_step_end_reserved_bytes", "nvml_used_peak_bytes", "step_seconds")
 
@@ -60,8 +61,11 @@ def process_metrics(proc, skip):
     torch, end, steps = proc["torch"] or {}, proc["end"], proc["steps"]
     measured, meter = steps[skip:], torch.get("meter")
     out, absent = {"optimizer_steps": len(steps)}, {}
-    if not steps:
-        why = "the command stepped no optimizer (no optimizer.step() seen): whole-run metrics only"
+    if not steps and torch.get("optimizer_hooks") is False:
+        why = (f"torch {torch.get('version') or '?'} has no global optimizer hooks (they came in torch 2.0), so "
+               f"the meter cannot see optimizer steps: {WHOLE_RUN}")
+    elif not steps:
+        why = f"the command stepped no optimizer (no optimizer.step() seen): {WHOLE_RUN}"
     elif not measured:
         why = f"{len(steps)} optimizer step(s) seen and --measure-skip {skip} leaves none to measure"
     else:
@@ -156,4 +160,10 @@ def summarize(procs, skip, wall):
     metrics["wall_seconds"] = wall
     absent.pop("wall_seconds", None)
     return metrics, {"ranks": per_rank, "absent": {k: v for k, v in absent.items() if k not in metrics},
-                     "scope": "optimizer steps" if stepped else "whole run (no optimizer step seen)"}
+                     "scope": "optimizer steps" if stepped else f"whole run ({_no_steps(with_torch.values())})"}
+
+
+def _no_steps(procs):
+    """Why no step was seen: torch without global optimizer hooks (before 2.0), or no optimizer stepped."""
+    old = next((p["torch"] for p in procs if p["torch"].get("optimizer_hooks") is False), None)
+    return f"torch {old.get('version') or '?'} has no global optimizer hooks" if old else "no optimizer step seen"

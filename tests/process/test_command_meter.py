@@ -205,3 +205,102 @@ def test_model_factory_is_found_where_the_user_keeps_it(tmp_path):
                           text=True, timeout=180, env={**env, USER_PATH_ENV: path})
     assert done.returncode == 0, done.stderr[-1500:]
     assert "peak_bytes.fp32.ga1.h64" in json.loads((scratch / "r.json").read_text())["metrics"]
+
+
+OLD_TORCH = '''
+import importlib.abc, importlib.util, sys
+
+
+class _OldTorch(importlib.abc.MetaPathFinder):
+    """torch as it was before 2.0, to the meter: no global optimizer hooks (taken away once torch.profiler,
+    the last of torch's own modules to import them, has them)."""
+
+    def find_spec(self, name, path=None, target=None):
+        if name != "torch.profiler":
+            return None
+        sys.meta_path.remove(self)
+        spec = importlib.util.find_spec(name)
+        run = spec.loader.exec_module
+
+        def exec_module(module):
+            run(module)
+            for hook in ("register_optimizer_step_pre_hook", "register_optimizer_step_post_hook"):
+                delattr(sys.modules["torch.optim.optimizer"], hook)
+
+        spec.loader.exec_module = exec_module
+        return spec
+
+
+sys.meta_path.insert(0, _OldTorch())
+'''
+
+
+def test_torch_without_global_optimizer_hooks_says_so_not_that_no_optimizer_stepped(tmp_path):
+    _write(tmp_path, "train.py", LOOP.format(steps=3, mb=MB))
+    own = tmp_path / "own_site"
+    own.mkdir()
+    (own / "sitecustomize.py").write_text(OLD_TORCH)
+    done, r = meter(tmp_path, sys.executable, "train.py", env={"PYTHONPATH": str(own)})
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert r["optimizer_hooks"] is False and r["metrics"]["optimizer_steps"] == 0 and "step_peak_bytes" not in r["metrics"]
+    why = r["absent"]["step_peak_bytes"]
+    assert why.startswith(f"torch {r['versions']['torch']} has no global optimizer hooks (they came in torch 2.0)")
+    assert "stepped no optimizer" not in why and r["scope"].endswith("has no global optimizer hooks)")
+    assert r["metrics"]["peak_bytes"] >= 5 * MB   # the whole run is still measured
+
+
+def test_measure_skip_beyond_the_steps_taken_is_named_and_is_bad_input_to_the_host(tmp_path):
+    from bisector.core.measurement import Measurement, Status
+    from bisector.job.command_metrics import steps_left_out
+
+    _write(tmp_path, "train.py", LOOP.format(steps=4, mb=MB))
+    done, r = meter(tmp_path, sys.executable, "train.py", args=("--measure-skip", "10"))
+    assert done.returncode == 0 and "step_peak_bytes" not in r["metrics"] and r["metrics"]["optimizer_steps"] == 4
+    assert r["absent"]["step_peak_bytes"] == "4 optimizer step(s) seen and --measure-skip 10 leaves none to measure"
+    m = Measurement(key="k", package="p", candidate="1.3.0", env_fingerprint="e", probe_fingerprint="f",
+                    status=Status.OK, seconds=1.0, metrics=r["metrics"],
+                    details={"result": {k: v for k, v in r.items() if k != "metrics"}})
+    assert steps_left_out(m) == ("--measure-skip 10 leaves none of the 4 optimizer steps the command took (at 1.3.0) "
+                                 "to measure: give --measure-skip below 4")
+
+
+def test_a_program_the_environment_lacks_is_an_environment_failure_never_a_crash(tmp_path):
+    from bisector.core.measurement import Status
+    from bisector.measure.probe_process import run_probe
+    from bisector.job.probe_spec import ProbeSpec
+
+    done, r = meter(tmp_path, "no-such-program-33", "x")
+    assert done.returncode == 127 and r["missing_program"] == "no-such-program-33" and r["metrics"] == {}
+    assert "'no-such-program-33' is neither in this environment (its bin, its console scripts) nor on PATH" in r["error"]
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    outcome = run_probe(ProbeSpec(command=["no-such-program-33"], cwd=tmp_path), Path(sys.executable), env)
+    assert outcome.status is Status.ENV_FAILED and outcome.reason == r["error"]   # SKIP, even with --crash-is-bad
+    outcome = run_probe(ProbeSpec(command=["./gone.sh"], cwd=tmp_path), Path(sys.executable), env)
+    assert outcome.status is Status.ENV_FAILED and "./gone.sh does not exist" in outcome.reason
+
+
+def test_accelerate_launch_is_measured_as_its_one_rank(tmp_path):
+    pytest.importorskip("accelerate")
+    _write(tmp_path, "train.py", """
+        import torch
+        from accelerate import Accelerator
+
+        accelerator = Accelerator(cpu=True)
+        model = torch.nn.Linear(64, 64)
+        optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+        model, optimizer = accelerator.prepare(model, optimizer)
+        for step in range(3):
+            scratch = torch.ones(10_000_000, dtype=torch.uint8)
+            accelerator.backward(model(torch.ones(4, 64)).sum())
+            del scratch
+            optimizer.step()
+            optimizer.zero_grad()
+        """)
+    done, r = meter(tmp_path, sys.executable, "-m", "accelerate.commands.launch", "--cpu", "--num_processes", "1",
+                    "--num_machines", "1", "--mixed_precision", "no", "--dynamo_backend", "no", "train.py",
+                    env={"OMP_NUM_THREADS": "1"}, timeout=240)
+    assert done.returncode == 0, done.stderr[-2000:]
+    m = r["metrics"]
+    assert r["processes"] == 2 and [(x["rank"], x["steps"]) for x in r["ranks"]] == [(0, 3)]   # the launcher: no rank
+    assert m["optimizer_steps"] == 3 and MB <= m["step_peak_bytes"] < MB + 65536
+    assert not any(".rank" in k for k in m)   # one rank: no per-rank copies

@@ -20,7 +20,7 @@ from bisector.cli.run_kinds import log_text
 from bisector.errors import UndecidedError, UsageError
 from bisector.report.render import render_json
 from bisector.store.storage import Store
-from tests.support.fakes import FakeMeasurers
+from tests.support.fakes import Absent, FakeMeasurers
 from tests.support.gitfixture import make_repo
 from tests.support.pkgindex import LocalIndex, build_wheel
 
@@ -28,6 +28,25 @@ PROBE = Path(__file__).resolve().parent.parent / "probes" / "tiny_memory.py"
 T0 = dt.datetime(2024, 3, 1, tzinfo=dt.timezone.utc)
 VERSIONS = ["1.0.0", "1.1.0", "1.2.0", "1.3.0", "1.4.0", "1.5.0", "1.6.0", "2.0.0rc1", "2.0.0"]
 STEP = {v: (2.0 if v >= "1.4.0" else 1.0) for v in VERSIONS}     # 1.4.0 is the first bad release
+
+
+def test_a_metric_the_probe_says_why_it_left_out_is_that_reason_not_a_typo(tmp_path, index_url, store):
+    """The command meter leaves step_peak_bytes out of a program that stepped no optimizer, and says why:
+    with --threshold (no endpoint calibration) the run still says the probe's reason, never 'not produced'."""
+    why = Absent("the command stepped no optimizer (no optimizer.step() seen): whole-run metrics only")
+    with pytest.raises(UndecidedError) as caught:
+        bisect(job(tmp_path, index_url), store, FakeMeasurers({v: why for v in VERSIONS}))
+    assert str(caught.value) == ("cannot measure either endpoint: metric m missing from the probe result: the command "
+                                 "stepped no optimizer (no optimizer.step() seen): whole-run metrics only")
+
+
+def test_measure_skip_beyond_the_steps_taken_stops_at_the_first_measurement(tmp_path, index_url, store):
+    left_out = Absent("3 optimizer step(s) seen and --measure-skip 5 leaves none to measure", steps=3, skip=5)
+    measurers = FakeMeasurers({v: left_out for v in VERSIONS})
+    with pytest.raises(UsageError, match=r"^--measure-skip 5 leaves none of the 3 optimizer steps the command took "
+                                         r"\(at 1.0.0\) to measure: give --measure-skip below 3$"):
+        bisect(job(tmp_path, index_url), store, measurers)
+    assert sum(m.probes_run for m in measurers.made) == 1 and store.get_run() is None
 
 
 @pytest.fixture(scope="module")

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import datetime as dt
 import os
+import re
 import time
 
 import git as gitpython
@@ -104,6 +105,31 @@ def test_good_newer_than_bad_commit(tmp_path):
     job = JobSection(package="tinypkg", good=shas[2], bad=shas[0], mode="commits")
     with pytest.raises(UsageError, match="newer than bad"):
         commit_plan(job, str(repo), tmp_path / "cache")
+
+
+def test_a_version_names_its_tag_and_find_fix_says_which_end_is_which(tmp_path):
+    """--good 0.1.1 in a commit bisect is the tag v0.1.1; with --find-fix, --bad is the older side: the ends
+    given the other way round are one line saying so (also across branches, by date)."""
+    repo, shas = make_repo(tmp_path, commits=6, bad_at=3, tags={1: "v0.1.1", 4: "v0.1.4"})
+    assert gitrepo.resolve(repo, "0.1.1") == shas[1] and gitrepo.resolve(repo, "v0.1.4") == shas[4]
+    plan = commit_plan(JobSection(package="tinypkg", good="0.1.1", bad="0.1.4", mode="commits"), str(repo),
+                       tmp_path / "cache")
+    assert [c.ref for c in plan.candidates] == shas[1:5]
+    fixed = commit_plan(JobSection(package="tinypkg", bad="0.1.1", good="0.1.4", mode="commits", find_fix=True),
+                        str(repo), tmp_path / "cache")
+    assert [c.ref for c in fixed.candidates] == shas[1:5]
+    expected = "with --find-fix, --bad names the older side (still broken) and --good the newer one (fixed): "
+    with pytest.raises(UsageError, match=re.escape(f"{expected}--bad 0.1.1 --good 0.1.4")):
+        commit_plan(JobSection(package="tinypkg", good="0.1.1", bad="0.1.4", mode="commits", find_fix=True),
+                    str(repo), tmp_path / "cache")
+    git(repo, "checkout", "-q", "-b", "release", shas[2])   # a release branch: neither end is the other's ancestor
+    (repo / "patch.txt").write_text("backport\n")
+    git(repo, "add", "-A", date="2024-01-04T12:00:00+00:00")
+    git(repo, "commit", "-q", "-m", "Backport (#999)", date="2024-01-04T12:00:00+00:00")
+    git(repo, "tag", "v0.1.2.post1", date="2024-01-04T12:00:00+00:00")
+    with pytest.raises(UsageError, match=re.escape(f"{expected}--bad 0.1.2.post1 --good 0.1.4")):
+        commit_plan(JobSection(package="tinypkg", good="0.1.2.post1", bad="0.1.4", mode="commits", find_fix=True),
+                    str(repo), tmp_path / "cache")
 
 
 def test_url_repo_is_cloned_once_then_fetched(tmp_path):

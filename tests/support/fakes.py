@@ -3,7 +3,8 @@
 
 A table maps a candidate's ref (a version, or a commit's full SHA) to what each repeat measures:
 a number (the metric's value), a :class:`Status` (that failure), an int exit code (with
-``exit_code_mode``), a :class:`PartialOom` (a value, with some cells out of memory), or a list of
+``exit_code_mode``), a :class:`PartialOom` (a value, with some cells out of memory), an :class:`Absent`
+(a clean result without the metric, saying why), or a list of
 those, one per repeat (the last one repeats). Setups with pins laid over the spec (an attribution's
 trials) read ``setups(ref, pins)`` instead.
 """
@@ -26,6 +27,17 @@ class PartialOom(float):
     def __new__(cls, value: float, cells: tuple[str, ...] = ("bf16.ga2.h256",)):
         made = super().__new__(cls, value)
         made.cells = list(cells)
+        return made
+
+
+class Absent(str):
+    """A clean probe result without the metric, with the probe's reason for leaving it out (the command
+    meter's ``absent``); ``steps``/``skip``: a ``command/1`` result of that many optimizer steps seen and
+    that ``--measure-skip``."""
+
+    def __new__(cls, reason: str, steps: Optional[int] = None, skip: int = 1):
+        made = super().__new__(cls, reason)
+        made.steps, made.skip = steps, skip
         return made
 
 
@@ -71,6 +83,13 @@ class FakeMeasurer:
             return base.model_copy(update={"status": value, "reason": f"{value.value} in the fake probe"})
         if self.exit_code_mode:
             return base.model_copy(update={"status": Status.EXIT_CODE, "exit_code": int(value)})
+        if isinstance(value, Absent):
+            result = {"schema_version": "fake/1", "absent": {self.metric: str(value)}}
+            metrics = {"other": 7.0}
+            if value.steps is not None:
+                result.update(schema_version="command/1", measure_skip=value.skip)
+                metrics["optimizer_steps"] = float(value.steps)
+            return base.model_copy(update={"metrics": metrics, "result": ProbeResult.of(result)})
         fields = {"schema_version": "fake/1", "probe": {"name": "fake", "version": "1"},
                   "peak_phase": "backward" if value > 1.5 else "forward"}
         if isinstance(value, PartialOom):

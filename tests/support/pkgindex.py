@@ -22,7 +22,7 @@ import threading
 import zipfile
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import Iterator, Sequence, Union
+from typing import Iterator, Mapping, Sequence, Union
 
 JSON_TYPE = "application/vnd.pypi.simple.v1+json"
 _FIXED_ZIP_TIME = (2020, 1, 1, 0, 0, 0)
@@ -53,12 +53,15 @@ def build_wheel(
     dependencies: Sequence[str] = (),
     module_source: str | None = None,
     project_urls: Sequence[str] = (),
+    console_scripts: Mapping[str, str] | None = None,
 ) -> Path:
     """Write ``<name>-<version>-py3-none-any.whl`` into ``out_dir`` and return its path.
 
     The wheel holds the module ``<name>/__init__.py`` (dashes become underscores) with
     ``__version__ = "<version>"`` followed by ``module_source``, plus METADATA (with one
-    ``Requires-Dist`` per dependency and one ``Project-URL`` per "Label, URL"), WHEEL, top_level.txt and RECORD. Deterministic.
+    ``Requires-Dist`` per dependency and one ``Project-URL`` per "Label, URL"), WHEEL, top_level.txt,
+    entry_points.txt when ``console_scripts`` names any (name -> "module:function": the installer writes
+    each into the environment's bin) and RECORD. Deterministic.
     """
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -74,6 +77,9 @@ def build_wheel(
         ).encode(),
         f"{dist}.dist-info/top_level.txt": f"{module}\n".encode(),
     }
+    if console_scripts:
+        files[f"{dist}.dist-info/entry_points.txt"] = ("[console_scripts]\n" + "".join(
+            f"{script} = {target}\n" for script, target in console_scripts.items())).encode()
     record = [f"{path},{_record_hash(data)},{len(data)}" for path, data in files.items()]
     record.append(f"{dist}.dist-info/RECORD,,")
     files[f"{dist}.dist-info/RECORD"] = ("\n".join(record) + "\n").encode()

@@ -37,10 +37,10 @@ def _refused(capsys, tmp_path, monkeypatch, *argv) -> str:
     (["--"], "no command after --"),
     (["--probe", "ga_memory", "--", "python", "train.py"], "without --probe"),
     (["--probe-cmd", "true", "--", "python", "train.py"], "without --probe-cmd"),
-    (["--metric", "nope", "--", "python", "train.py"], "step_peak_bytes, peak_bytes, rss_peak_bytes"),
     (["--measure-skip", "-1", "--", "python", "train.py"], "measure_skip must be >= 0"),
     (["--measure-skip", "2"], "for a program given after --"),
-    (["--", "no-such-program-here", "x"], "not on PATH"),
+    (["--meter", "rss"], "for a program given after --"),
+    (["--", "", "x"], "an empty word"),
     (["--", "./missing.sh"], "not an executable file"),
 ])
 def test_bad_command_runs_are_one_line_exit_2_and_create_nothing(capsys, tmp_path, monkeypatch, argv, said):
@@ -92,10 +92,51 @@ def test_metric_names_come_from_the_meter_and_ranks_are_names_too():
     assert "step_peak_bytes" in unknown_metric("step_peak")
 
 
-def test_units_come_from_the_name_never_guessed():
-    assert human_value(706.0, "peak_rss_mib") == "706.0 MiB"   # not "706 B"
-    assert human_value(3 * 2**20, "step_peak_bytes.rank1") == "3.00 MiB"
-    assert human_value(0.25, "step_seconds") == "0.250 s" and human_value(12.0, "latency_ms") == "12.0 ms"
+def test_an_unknown_metric_lists_every_name_whole_in_one_line(capsys, tmp_path, monkeypatch):
+    err = _refused(capsys, tmp_path, monkeypatch, "--metric", "nope", "--", "python", "train.py")
+    assert "unknown metric 'nope'" in err and "chars)" not in err   # ours: never cut
+    for name in [*metric_names(), "<metric>.rank<N>"]:
+        assert name in err
+    long = _refused(capsys, tmp_path, monkeypatch, "--metric", "x" * 5000, "--", "python", "train.py")
+    assert "(5000 chars)" in long and "optimizer_steps" in long   # the foreign name is cut, the list is not
+
+
+@pytest.mark.parametrize("metric, value, shown", [
+    ("peak_rss_mib", 706.0, "706.0 MiB"),                  # not "706 B"
+    ("peak_tokens_per_s", 706.0, "706"),                    # a rate: no unit it does not declare
+    ("peak_memory", 706.0, "706"),                          # "peak" says nothing of the unit
+    ("latency_us", 12.0, "12.0 us"), ("latency_ms_p50", 12.0, "12.0 ms"), ("gap_ns", 3.0, "3.0 ns"),
+    ("load_s", 0.5, "0.500 s"), ("buffer_kib", 100.0, "100.0 KiB"), ("shard_gb", 1.5, "1.5 GB"),
+    ("step_peak_bytes.rank1", 3 * 2**20, "3.00 MiB"), ("step_seconds", 0.25, "0.250 s"),
+    # the built-in probes' names print as they did
+    ("ga_excess_bytes_per_param", 1.2441, "1.244 B/param"), ("peak_bytes.fp32.ga1.h64", 2**20, "1.00 MiB"),
+    ("bytes_per_param.bf16.ga2.peak", 2.0, "2.000 B/param"), ("ga_excess_fixed_bytes", 2048, "2.00 KiB"),
+    ("step_seconds_max.fp32", 0.5, "0.500 s"), ("tokens_per_second", 1234.5, "1234.5"), ("fit_r2_min", 0.99, "0.99"),
+    ("n_params.h64", 12345.0, "12345"), ("bytes_per_token.fp32.ga1.peak", 3.0, "3.0 B/token"),
+    ("import_rss_bytes", 4096.0, "4.00 KiB"), ("optimizer_steps", 4.0, "4"),
+])
+def test_units_come_from_the_names_suffix_never_guessed(metric, value, shown):
+    assert human_value(value, metric) == shown
+
+
+def test_a_unit_the_probe_declares_is_read_and_travels_with_the_result():
+    from bisector.core.measurement import Measurement, Status
+    from bisector.core.result import BisectResult
+
+    def measured(units):
+        return Measurement(key="k", package="p", candidate="1.0", env_fingerprint="e", probe_fingerprint="f",
+                           status=Status.OK, seconds=1.0, metrics={"u33_latency": 12.0, "u33_mem": 3.0},
+                           details={"result": {"units": units}})
+
+    assert human_value(12.0, "u33_latency") == "12" and human_value(3.0, "u33_mem") == "3"   # nothing declared yet
+    measured({"u33_latency": "ms", "u33_mem": "MiB", "u33_odd": "\x1b[31mred", "u33_count": "count"})
+    assert human_value(12.0, "u33_latency") == "12.0 ms" and human_value(3.0, "u33_mem.rank1") == "3.0 MiB"
+    assert human_value(5.0, "u33_odd") == "5" and human_value(5.0, "u33_count") == "5"   # not shown: not a unit
+    measured({"u33_power": "W", "u33_size": "bytes"})
+    assert human_value(250.0, "u33_power") == "250 W" and human_value(2**20, "u33_size") == "1.00 MiB"
+    stored = BisectResult.model_validate({"run_id": "r", "package": "p", "mode": "release", "status": "found",
+                                          "reason": "x", "criterion": "c", "units": {"u33_stored": "ms"}})
+    assert human_value(4.0, "u33_stored") == "4.0 ms" and '"units"' in stored.model_dump_json()
 
 
 def test_a_threshold_inside_an_endpoints_spread_is_said():
@@ -137,3 +178,43 @@ def test_ranks_are_max_over_ranks_with_each_ranks_own_and_helpers_left_out(tmp_p
     assert [r["rank"] for r in facts["ranks"]] == [0, 1]   # the process that never stepped is no rank
     metrics, facts = summarize(procs, 3, 3.0)
     assert "step_peak_bytes" not in metrics and "leaves none to measure" in facts["absent"]["step_peak_bytes"]
+
+
+def test_the_no_step_reasons_say_why_and_what_to_read_instead(tmp_path):
+    no_step = _proc("0", [])
+    procs = read_records(_records(tmp_path, {10: no_step}))
+    metrics, facts = summarize(procs, 1, 3.0)
+    why = facts["absent"]["step_peak_bytes"]
+    assert "stepped no optimizer" in why and "--metric peak_bytes" in why and metrics["peak_bytes"] == 7
+    old = [line if line["kind"] != "torch" else {**line, "version": "1.13.1", "optimizer_hooks": False}
+           for line in no_step]
+    (tmp_path / "old").mkdir()
+    procs = read_records(_records(tmp_path / "old", {11: old}))
+    metrics, facts = summarize(procs, 1, 3.0)
+    why = facts["absent"]["step_peak_bytes"]
+    assert why.startswith("torch 1.13.1 has no global optimizer hooks (they came in torch 2.0)")
+    assert "stepped no optimizer" not in why and facts["scope"] == "whole run (torch 1.13.1 has no global optimizer hooks)"
+
+
+def test_a_program_only_the_candidate_installs_is_not_refused_up_front(tmp_path):
+    """Only a program that can be known missing is refused before anything is built: a path that is no
+    executable file. A bare name (a console script the candidate installs) is looked up when it runs."""
+    ProbeSpec(command=["llamafactory-cli", "train", "x.yaml"], cwd=tmp_path).check("cpu")
+    ProbeSpec(command=["no-such-program-anywhere"], cwd=tmp_path).check("cpu")
+    with pytest.raises(Exception, match="is not an executable file"):
+        ProbeSpec(command=["./train.sh"], cwd=tmp_path).check("cpu")
+
+
+def test_a_job_files_command_takes_measure_skip_and_meter_from_the_command_line(tmp_path, monkeypatch):
+    from bisector.cli.args import run_overrides
+    from bisector.cli.main import _parse
+
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "bisect.toml").write_text('[job]\npackage = "transformers"\ngood = "4.36.0"\nbad = "4.38.2"\n'
+                                          '[probe]\ncommand = ["python", "train.py"]\n')
+    args = _parse(["run", "--measure-skip", "2", "--meter", "rss"])
+    config = load_config(tmp_path / "bisect.toml", run_overrides(args))
+    assert config.probe.command == ["python", "train.py"] and config.probe.meter_args() == [
+        "--measure-skip", "2", "--meter", "rss"]
+    args = _parse(["matrix", "--config", "m.toml", "--measure-skip", "0", "--", "python", "t.py"])
+    assert args.command == "matrix" and args.command_words == ["python", "t.py"] and args.measure_skip == 0

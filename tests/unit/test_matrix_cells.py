@@ -62,6 +62,10 @@ def test_a_long_reason_is_cut_and_the_missing_metric_names_the_failed_probe_cell
              {"precision": "fp32", "ga": 1, "hidden": 64}]
     assert missing_metric_line(_m("ok", result={"cells": cells}), "m") == (
         "metric m missing: 1 probe cell failed (first bf16.ga2.h256: precision not proved: no bf16 op ran)")
+    absent = {"absent": {"step_peak_bytes": "the command stepped no optimizer (no optimizer.step() seen)"}}
+    assert missing_metric_line(_m("ok", result=absent), "step_peak_bytes") == (
+        "metric step_peak_bytes missing from the probe's result: the command stepped no optimizer (no "
+        "optimizer.step() seen)")   # the probe's own reason
     assert oom_line(["fp32.ga2.h256", "bf16.ga2.h128", "bf16.ga2.h256"]) == (
         "out of memory at widths h128, h256 (fp32.ga2.h256, bf16.ga2.h128, bf16.ga2.h256)")
 

@@ -192,3 +192,34 @@ def test_widen_stops_where_compatibility_or_history_ends():
                                         "0.0.0): the change is older than the package's measurable history")
     assert walk_back([], lambda c: None, lambda c, j: None, notes.append) is None
     assert notes[-1] == "--widen: there is no older release to try"
+
+
+def test_find_fix_measures_a_relative_rule_from_the_fixed_end():
+    """--find-fix --max-increase 10%: the threshold is 10% above the fixed (newer) end, never the broken one's."""
+    fell = {v: (1.0 if i >= 5 else 2.0) for i, v in enumerate(VERSIONS)}   # the peak fell at 1.5.0
+    res, steps, _ = run_phase(fell, find_fix=True, threshold=None, max_increase="10%")
+    assert res.calibrated.threshold == pytest.approx(1.1) and res.calibrated.good_value == 1.0
+    assert res.search.outcome is Outcome.FOUND and res.search.first_bad == 5
+
+
+def test_a_metric_the_probe_left_out_says_the_probes_reason_at_the_endpoints():
+    from tests.support.fakes import Absent
+
+    why = Absent("the command stepped no optimizer (no optimizer.step() seen): whole-run metrics only")
+    for rule in (dict(threshold=None, max_increase="10%"), dict(threshold=1.5), dict(threshold=None, auto=True)):
+        with pytest.raises(UndecidedError) as caught:
+            run_phase({v: why for v in VERSIONS}, **rule)
+        assert str(caught.value) == ("cannot measure either endpoint: metric m missing from the probe result: the "
+                                     "command stepped no optimizer (no optimizer.step() seen): whole-run metrics only")
+    with pytest.raises(UndecidedError, match="the good endpoint 1.0.0 gave no m: metric m missing from the probe "
+                                             "result: the command stepped no optimizer"):
+        run_phase({**step_at(3), "1.0.0": why}, threshold=None, max_increase="10%")
+
+
+def test_measure_skip_beyond_the_steps_taken_is_bad_input_at_the_endpoints():
+    from tests.support.fakes import Absent
+
+    left_out = Absent("4 optimizer step(s) seen and --measure-skip 10 leaves none to measure", steps=4, skip=10)
+    with pytest.raises(UsageError, match=r"^--measure-skip 10 leaves none of the 4 optimizer steps the command took "
+                                         r"\(at 1.0.0\) to measure: give --measure-skip below 4$"):
+        run_phase({v: left_out for v in VERSIONS}, threshold=None, max_increase="10%")
