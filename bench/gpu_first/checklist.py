@@ -6,7 +6,7 @@ listed here is a programming error. check.md ends with this table, and docs/gpu.
 printed by ``python3 bench/gpu_first/checklist.py`` (a test keeps the two equal, and every id the
 code uses listed). Results: PASS, FAIL; INCOMPLETE when time ran out (the step's deadline, the
 budget: never a fault); SKIP (needs CUDA in the dry run, or reads another step's result that is
-partial or absent); FINDING (a number reported, never a fault); WARN (said once, fails nothing).
+partial, absent or without a measured cell); FINDING (a number reported, never a fault); WARN (said once, fails nothing).
 """
 from __future__ import annotations
 
@@ -60,15 +60,15 @@ CHECKS = [
           "the allocated blocks, NVML's device-wide used holds the reserved segments and the context)"),
     Check("invariants.same_peaks", "invariants", "isolated cells allocate what cells in one process do",
           f"a cell measured in both is more than {TOL} apart; both complete and no cell in both; the meter "
-          "step's result partial or absent: SKIP" + CUT,
+          "step's result partial, absent or without a measured cell: SKIP" + CUT,
           f"{TOL}: the same cells on a fresh allocator; allocated bytes are the program's, not the allocator's"),
     Check("resets.measured", "resets", "every cell measured with --cuda-reset window",
           "the probe exited non-zero, a cell has an error, or nothing was measured" + CUT, "none"),
     Check("resets.modes", "resets",
           "--cuda-reset reached the meter; window and per-phase resets give the same step peak",
           "a cell does not say the mode its meter ran in; window mode's phase peaks are not a running maximum "
-          "(or per-phase ones are); the two step peaks differ at all; the meter step's result partial or "
-          "absent: SKIP" + CUT, "none: the same counter's maximum, reset or not, equal to the byte"),
+          "(or per-phase ones are); the two step peaks differ at all; the meter step's result partial, "
+          "absent or without a measured cell: SKIP" + CUT, "none: the same counter's maximum, reset or not, equal to the byte"),
     Check("precision.accelerate", "precision", "accelerate loop: {precisions} proved",
           "a cell of fp32, bf16 or fp16 ran its forward in another precision (autocast and output dtypes), or "
           "a cell was not measured" + CUT, "none: dtypes"),
@@ -81,7 +81,8 @@ CHECKS = [
     Check("oom.partial", "oom", "a cap between the two widths: exactly the larger one's cells out of memory",
           "under a cap halfway between the meter step's widths' reserved peaks the larger width's cells are "
           "not exactly the ones out of memory, or the probe does not exit 0; no cap can be placed (no "
-          "total_bytes, overlapping peaks: FAIL; the meter step's result partial or absent: SKIP)" + CUT,
+          "total_bytes, overlapping peaks: FAIL; the meter step's result partial, absent or without a measured "
+          "cell: SKIP)" + CUT,
           "half the gap between the smaller width's largest reserved peak and the larger's smallest, on either "
           "side (the step's partial_cap fact gives both peaks and the margin in bytes): a cell would have to "
           "reserve half the gap more or less than in the meter step"),

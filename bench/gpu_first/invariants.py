@@ -1,7 +1,7 @@
 """Step invariants (planned 45 s on a GPU): the probe as a bisect runs it on a GPU (one fresh
 interpreter per cell), at the meter step's larger width. Per cell: requested <= allocated <=
 reserved, and NVML's device-wide used >= reserved; and the same allocated peaks as in one process
-(the meter step's run; where that is partial or absent, SKIP with the reason)."""
+(the meter step's run; where that is partial, absent or measured nothing, SKIP with the reason)."""
 import os
 import sys
 

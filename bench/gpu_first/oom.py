@@ -2,7 +2,7 @@
 (nothing measured, exit 3, every cell in ``oom_cells``), and one between the meter step's two widths'
 reserved peaks (exactly the larger width's cells out of memory, the others measured, exit 0): half
 the gap between them on either side, the gap and its margin kept in the ``partial_cap`` fact; with the
-meter step's result partial or absent that check is SKIP with the reason."""
+meter step's result partial, absent or without a measured cell that check is SKIP with the reason."""
 import os
 import sys
 
@@ -27,7 +27,7 @@ def partial(step):
     meter = gf.result("meter", "probe")
     fraction, expected, gap = verdicts.partial_cap(meter)
     if fraction is None:
-        why = verdicts.unfinished(meter)
+        why = verdicts.gap(meter)
         return verdicts.skip(f"the meter step's result is {why}: {expected}") if why else verdicts.fail(expected)
     step.fact("partial_cap", {"fraction": fraction, "expected_oom": expected, **gap})
     code, result = step.probe("partial", *gf.widths(step, 1024, 2048), *CELLS,

@@ -4,7 +4,7 @@ Each returns ``(result, detail)``: ``PASS`` or ``FAIL`` (missing data is a FAIL,
 each can fail: ``tests/process/test_gpu_first.py`` feeds every one a case that must. Running out of
 time is never a fault: a command cut by the step's deadline or the budget (``INNER_TIMEOUT``,
 ``NOT_STARTED``) makes its checks ``INCOMPLETE`` (what finished is still judged: a finished cell that
-is wrong FAILs), and a check that reads another step's result that is partial or absent is ``SKIP``
+is wrong FAILs), and a check that reads another step's result that is partial, absent or empty is ``SKIP``
 with the reason (that step's own checks say why). ``FINDING`` is a number reported, never a fault.
 The checks of the device itself (identity, the CUDA meter, the command meter) are in verdicts_device.py.
 """
@@ -62,6 +62,15 @@ def unfinished(result):
         return "absent"
     part = result.get("partial")
     return f"partial ({part.get('done')} of {part.get('planned')} cells)" if isinstance(part, dict) else None
+
+
+def gap(other):
+    """Why another step's probe result cannot be compared with: absent, partial, or without a measured
+    cell (that step's own checks say why), else None."""
+    why = unfinished(other)
+    if why or measured(other):
+        return why
+    return f"without a measured cell ({str(other.get('error') or 'no cells')[:160]})"
 
 
 def _errors(result) -> list:
@@ -135,7 +144,7 @@ def same_peaks(own, other, what: str, code=0) -> tuple:
         return fail(f"{what}: {off}")
     if cut(code):
         return incomplete(f"{what}: this step's probe was {said(code)}; {len(common)} cells within 1%")
-    missing, why = sorted(set(one) - set(two)), unfinished(other)
+    missing, why = sorted(set(one) - set(two)), gap(other)
     if why and (missing or not common):
         return skip(f"{what}: the other step's result is {why}: {len(common)} cells compared (within 1%), "
                     f"{len(missing)} not in it")
@@ -168,7 +177,7 @@ def resets(phase, window, code=0) -> tuple:
         return fail(f"step peaks differ between the modes: {off}")
     if cut(code):
         return incomplete(f"the window run was {said(code)}; {len(common)} cells agree")
-    why = unfinished(phase)
+    why = gap(phase)
     if why and (set(win) - set(per) or not common):
         return skip(f"the meter step's result is {why}: {len(common)} cells compared, {len(set(win) - set(per))} not")
     if not per or set(per) != set(win):

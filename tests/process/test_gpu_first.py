@@ -186,6 +186,7 @@ TWO = _result(_cell(peak_bytes=100), _cell(ga=2, peak_bytes=200))
     # a check reading another step's partial or absent result: SKIP with the reason, never FAIL
     (verdicts.same_peaks(TWO, None, "x"), "SKIP"),
     (verdicts.same_peaks(TWO, _result(_cell(peak_bytes=100), **PARTIAL), "x"), "SKIP"),
+    (verdicts.same_peaks(TWO, {"metrics": {}, "error": "CUDA was asked for (--device cuda) but ..."}, "x"), "SKIP"),
     (verdicts.same_peaks(_result(_cell(peak_bytes=100)), _result(_cell(peak_bytes=100), **PARTIAL), "x"), "PASS"),
     (verdicts.same_peaks(TWO, _result(_cell(peak_bytes=150), **PARTIAL), "x"), "FAIL"),    # what both have differs
     (verdicts.resets(None, _result(_cell(peak_bytes=30, cuda_reset="window", phases=_phases(30, 30)))), "SKIP"),
