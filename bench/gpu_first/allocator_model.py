@@ -40,6 +40,7 @@ PROBE = os.path.join(os.path.dirname(os.path.dirname(HERE)), "probes", "ga_memor
 sys.path[:0] = [PROBE, os.path.dirname(PROBE)]
 
 PLANNED_SECONDS = 120
+GPU_SIZES, GPU_LAYERS, GPU_VOCAB = [1024, 2560], 4, 8192   # what the gpu_first step runs on a GPU
 LIMITS = {"cuda_trace_reserved": 0.02, "cuda_trace_allocated": 0.01, "cpu_trace_reserved": 0.20,
           "cpu_trace_ga_cost": 0.3}
 CELL_TIMEOUT = 180
@@ -192,7 +193,8 @@ def cuda_cell(cell) -> dict:
     out = train(torch, cell, "cuda", model, opt, steps, _NoMarks(), on_window)
     torch.cuda.synchronize()
     out.update(max_reserved=torch.cuda.max_memory_reserved(), max_allocated=torch.cuda.max_memory_allocated(),
-               reserved_at_window=start["reserved"])
+               reserved_at_window=start["reserved"], meter="cuda",   # the peaks are torch.cuda's counters
+               device_type=next(model.parameters()).device.type, device_name=torch.cuda.get_device_name())
     snapshot = torch.cuda.memory._snapshot()
     out["trace"] = trace_from_snapshot(snapshot["device_traces"][0], start["entries"])
     return out
@@ -343,8 +345,8 @@ def run_cuda(cell) -> dict:
     try:
         proc = subprocess.run([sys.executable, os.path.abspath(__file__), "--cell", json.dumps(cell)],
                               capture_output=True, text=True, timeout=timeout)
-    except subprocess.TimeoutExpired:
-        return {"error": f"cell timed out after {timeout:.0f}s"}
+    except subprocess.TimeoutExpired:   # cut short by the step's deadline: out of time, not a fault
+        return {"error": f"cell timed out after {timeout:.0f}s", "cut": timeout < CELL_TIMEOUT}
     if proc.returncode != 0:
         return {"error": f"cell exited {proc.returncode}: {proc.stderr[-1500:]}"}
     out = json.loads(proc.stdout.strip().splitlines()[-1])
@@ -405,6 +407,8 @@ def main(argv=None) -> int:
         if cuda_why is None:
             record["cuda"] = run_cuda(cell)
             log(cell, _cell_line(record["cuda"]))
+            if record["cuda"].get("cut"):   # the step's deadline: the finished cells stand, complete stays false
+                break
         record["cpu"] = cpu_cell(torch, cell)
         record["precision_proved"] = record["cpu"]["precision_proved"]
         reference = (record.get("cuda") or {}).get("max_reserved")

@@ -14,6 +14,7 @@ sys.path[:0] = [HERE, os.path.join(os.path.dirname(os.path.dirname(HERE)), "prob
 
 import gf  # noqa: E402
 import verdicts  # noqa: E402
+import verdicts_device  # noqa: E402
 
 SMI = {"nvidia_smi_L": ["-L"], "nvidia_smi_query": ["--query-gpu=uuid,memory.total,driver_version",
                                                     "--format=csv,noheader,nounits"], "nvidia_smi": []}
@@ -88,14 +89,14 @@ def main():
     _smi(step)
     versions = _versions(step)
     missing = {k: v for k, v in versions.items() if str(v).startswith("missing") and k != "pynvml"}
-    step.check("the ML stack imports", verdicts.fail(missing) if missing else verdicts.ok(versions))
+    step.check("facts.stack", verdicts.fail(missing) if missing else verdicts.ok(versions))
     device = _torch_device(step)
     if step.cuda and device["available"]:
         _nvml_name(step, device["uuid"])
     from _result import device_info
 
     step.fact("probe_device", device_info(step.dev))
-    step.cuda_only("torch, NVML and nvidia-smi name the same GPU", lambda: verdicts.gpu_identity(step.data["facts"]))
+    step.cuda_only("facts.identity", lambda: verdicts_device.gpu_identity(step.data["facts"]))
     return step.done()
 
 

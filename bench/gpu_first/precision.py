@@ -1,4 +1,4 @@
-"""Step precision (planned 25 s on a GPU): every precision proved from what the forward did
+"""Step precision (planned 30 s on a GPU): every precision proved from what the forward did
 (autocast and output dtypes), fp32, bf16 and fp16 in the accelerate loop and bf16 and fp16 through
 Trainer, GA 1 and 2; fp16 warm-up steps the GradScaler skipped are counted. (The dry run: fp32 and
 bf16 only, CPU fp16 cannot be proved.)"""
@@ -21,10 +21,10 @@ def main():
     trainer = "bf16,fp16" if step.cuda else "bf16"
     base = gf.widths(step, 1024) + ["--isolate", "off", "--no-attribution", "--ga", "1,2"]
     code, result = step.probe("accelerate", *base, "--precisions", accelerate, timeout=TIMEOUTS["accelerate"])
-    step.check(f"accelerate loop: {accelerate} proved", verdicts.precision(code, result))
+    step.check("precision.accelerate", verdicts.precision(code, result), precisions=accelerate)
     code, result = step.probe("trainer", *base, "--precisions", trainer, "--loop", "trainer",
                               timeout=TIMEOUTS["trainer"])
-    step.check(f"Trainer loop: {trainer} proved", verdicts.precision(code, result))
+    step.check("precision.trainer", verdicts.precision(code, result), precisions=trainer)
     return step.done()
 
 
