@@ -65,7 +65,7 @@ def build(hidden, layers, heads, vocab, max_positions, use_cache):
 @pytest.mark.parametrize("mode", ["phase", "window"])
 def test_cuda_reset_reaches_the_meter_and_its_record(mode):
     """From the command line to the meter the cell uses, and into the cell's record (which is how a
-    GPU run proves it: bench/gpu_first's resets step)."""
+    GPU run proves it: acceptance/gpu_first's resets step)."""
     meter = make_meter(_spec("--cuda-reset", mode))
     assert (meter.kind, meter.reset_mode) == ("cuda", mode)
     from tests.process.test_probe_meter import _FakeCuda  # the allocator counters' bookkeeping without a GPU

@@ -1,4 +1,4 @@
-"""bench/gpu_first: the dry run (``DEV=cpu``) end to end, the runner's budget and timeouts, every
+"""acceptance/gpu_first: the dry run (``DEV=cpu``) end to end, the runner's budget and timeouts, every
 check able to fail, and the host side over what a run brings back (item 2 of issue 29).
 
 What a GPU run brings back is fed through the host's parsing (the probe-result replayed through
@@ -37,7 +37,7 @@ from bisector.job.probe_spec import ProbeSpec
 from bisector.store.storage import Store
 
 ROOT = Path(__file__).resolve().parents[2]
-BENCH = ROOT / "bench" / "gpu_first"
+BENCH = ROOT / "acceptance" / "gpu_first"
 FIXTURES = ROOT / "tests" / "fixtures" / "gpu_first"
 sys.path.insert(0, str(BENCH))
 
@@ -62,7 +62,7 @@ def _step_module(name):
 def _device_command():
     """The one line docs/gpu.md gives for the device (the one the dry run runs)."""
     lines = [ln.split("#", 1)[0].strip() for ln in (ROOT / "docs" / "gpu.md").read_text().splitlines()]
-    return next(ln for ln in lines if ln.startswith("bash bench/gpu_first/run.sh"))
+    return next(ln for ln in lines if ln.startswith("bash acceptance/gpu_first/run.sh"))
 
 
 # --- the plan ------------------------------------------------------------------------------------
@@ -383,7 +383,7 @@ def test_a_step_takes_all_its_processes_with_it_and_only_it_is_incomplete(tmp_pa
     assert inner["status"] == "done" and inner["facts"]["commands"]["child"]["exit"] == verdicts.said(gf.INNER_TIMEOUT)
     assert [c["result"] for c in inner["checks"]] == ["PASS"] and inner["leftover_processes"] == 0
     check = (out / "check.md").read_text()
-    assert check.startswith("# bench/gpu_first: INCOMPLETE") and check == (work / "check.md").read_text()
+    assert check.startswith("# acceptance/gpu_first: INCOMPLETE") and check == (work / "check.md").read_text()
     rows = {ln.split("|")[1].strip(): ln.split("|")[4].strip() for ln in check.splitlines()
             if ln.startswith("| ") and ln.split("|")[1].strip() in PLANTED}
     assert rows == {"orphan": "INCOMPLETE (ran out of time)", "inner": "done", "quick": "done"}
@@ -493,7 +493,7 @@ def _host_side(tmp_path, out: Path):
 @pytest.mark.skipif(not (FIXTURES / "facts.json").exists(),
                     reason="no GPU run recorded yet: tests/fixtures/gpu_first/ is filled from the first real run")
 def test_the_host_reads_what_the_first_gpu_run_brought_back(tmp_path):
-    """Recorded fixtures of a real GPU run of bench/gpu_first (see tests/fixtures/gpu_first/README.md)."""
+    """Recorded fixtures of a real GPU run of acceptance/gpu_first (see tests/fixtures/gpu_first/README.md)."""
     seen, listed = _host_side(tmp_path, FIXTURES)
     device = json.loads((FIXTURES / "results" / "meter.probe.json").read_text())["device"]
     assert listed and listed[0].name == device["name"]   # the host names the GPU as the probe's torch does

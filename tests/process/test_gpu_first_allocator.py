@@ -1,4 +1,4 @@
-"""bench/gpu_first/allocator_model.py, the GPU run's allocator-model step, without a GPU: the CUDA
+"""acceptance/gpu_first/allocator_model.py, the GPU run's allocator-model step, without a GPU: the CUDA
 history it reads, turned into the model's trace, and its CPU dry run end to end (DEV=cpu)."""
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ import pytest
 
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-STEP = os.path.join(ROOT, "bench", "gpu_first", "allocator_model.py")
+STEP = os.path.join(ROOT, "acceptance", "gpu_first", "allocator_model.py")
 
 
 def _step():

@@ -1,4 +1,4 @@
-"""bench/gpu_first (issue 36): every check listed once with the condition it fails on and its margin
+"""acceptance/gpu_first (issue 36): every check listed once with the condition it fails on and its margin
 (checklist.py, docs/gpu.md's table as printed), the plan as one true number, no import cycle, a WARN
 line for a refused subreaper, the command step's script reading the command meter's own window (under
 the real meter, on the CPU), and results written as they go (reference.py, the seed's table)."""
@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-BENCH = ROOT / "bench" / "gpu_first"
+BENCH = ROOT / "acceptance" / "gpu_first"
 sys.path.insert(0, str(BENCH))
 
 import allocator_model  # noqa: E402
@@ -116,7 +116,7 @@ def test_a_refused_subreaper_is_a_warn_line_in_check_md(tmp_path, monkeypatch):
     (tmp_path / f"{name}.json").write_text(json.dumps(step))
     text = report.markdown(str(tmp_path))
     assert f"\nWARN: {why}: an orphan that left a step's session" in text
-    assert not text.startswith("# bench/gpu_first: FAIL")      # a WARN fails nothing
+    assert not text.startswith("# acceptance/gpu_first: FAIL")      # a WARN fails nothing
 
 
 # --- the command step: the script reads the meter's own window ---------------------------------------

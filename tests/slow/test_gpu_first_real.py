@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 from tests.process.test_gpu_first import BENCH, _host_side, dry_run  # noqa: F401 (helpers and fixtures)
 
-import gf  # noqa: E402 (bench/gpu_first is on sys.path once the process half is imported)
+import gf  # noqa: E402 (acceptance/gpu_first is on sys.path once the process half is imported)
 import verdicts  # noqa: E402
 
 
@@ -27,7 +27,7 @@ def test_the_dry_run_writes_every_steps_files_and_check_md(dry_run):
         assert data["checks"] and all(c["result"] in ("PASS", "SKIP") for c in data["checks"]), data["checks"]
         assert all(c["detail"] == "needs CUDA (DEV=cpu dry run)" for c in data["checks"] if c["result"] == "SKIP")
     check = (out / "check.md").read_text()
-    assert check.startswith("# bench/gpu_first: PASS (dry run on the CPU: ")
+    assert check.startswith("# acceptance/gpu_first: PASS (dry run on the CPU: ")
     assert "| pythia-1.4b | bf16 | 0.86 |" in check and "| llama-7b | fp32 | 0.18 |" in check
     assert proc.stdout.rstrip().endswith(check.rstrip())  # printed last
 
@@ -78,7 +78,7 @@ def test_a_real_step_cut_at_its_cap_leaves_nothing_keeps_its_cells_and_only_it_i
     timeout) and the later commands are not started:
     no process of the run is left, the finished cell is kept, check.md says INCOMPLETE for the meter
     step only (the invariants step's comparison with the partial result is SKIP), and not FAIL."""
-    bench = tmp_path / "repo" / "bench" / "gpu_first"    # a copy of the runner, beside the real probes
+    bench = tmp_path / "repo" / "acceptance" / "gpu_first"    # a copy of the runner, beside the real probes
     shutil.copytree(BENCH, bench, ignore=shutil.ignore_patterns("__pycache__"))
     (tmp_path / "repo" / "probes").symlink_to(BENCH.parents[1] / "probes")
     lines = [ln for ln in (BENCH / "run.sh").read_text().splitlines() if not ln.startswith("step ")]
@@ -112,7 +112,7 @@ def test_a_real_step_cut_at_its_cap_leaves_nothing_keeps_its_cells_and_only_it_i
     same = next(c for c in invariants["checks"] if c["id"] == "invariants.same_peaks")
     assert same["result"] == "SKIP" and "partial (1 of 8 cells)" in same["detail"]
     check = (out / "check.md").read_text()
-    assert check.startswith("# bench/gpu_first: INCOMPLETE")
+    assert check.startswith("# acceptance/gpu_first: INCOMPLETE")
     rows, step = [], None
     for line in check.split("\n## ")[0].splitlines():
         cols = [c.strip() for c in line.split("|")]

@@ -78,7 +78,7 @@ def all_flags() -> set[str]:
         for sub in _subparsers(parser).values():
             walk(sub)
     walk(build_parser())
-    for folder in ("probes", "bench"):
+    for folder in ("probes", "bench", "acceptance"):
         for path in (ROOT / folder).rglob("*.py"):
             known.update(re.findall(r"add_argument\(\s*\"(--[a-z][\w-]*)\"", path.read_text()))
     known |= {"--no-" + f.removeprefix("--") for f in known}

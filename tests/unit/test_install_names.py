@@ -18,7 +18,7 @@ DIST = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["name"]
 NAMES = {canonicalize_name(DIST), "bisector"}
 FILES = [ROOT / "README.md", ROOT / "probes" / "README.md", *sorted((ROOT / "docs").glob("*.md")),
          *sorted((ROOT / "examples").iterdir()), *sorted((ROOT / "bisector").rglob("*.py")),
-         *sorted((ROOT / "bench").rglob("*.py")), ROOT / ".ci" / "run"]
+         *sorted((ROOT / "bench").rglob("*.py")), *sorted((ROOT / "acceptance").rglob("*.py")), ROOT / ".ci" / "run"]
 VERB = re.compile(r"\b(?:(?:pip3?|pipx|uv(?:\s+pip|\s+tool)?)\s+(?:install|add|inject\s+\S+)|--with)\s+(.*)")
 STOP = re.compile(r"\s(?:#|;|&&|\|\|?)\s|[`)]")
 

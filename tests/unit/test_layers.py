@@ -118,7 +118,7 @@ def test_envs_sub_packages_import_only_those_below_them():
     assert not model, model
 
 
-@pytest.mark.parametrize("tree", ["bisector", "bench"])
+@pytest.mark.parametrize("tree", ["bisector", "bench", "acceptance"])
 def test_code_outside_envs_enters_it_through_its_face(tree):
     files = [p for p in (ROOT / tree).rglob("*.py") if PKG / "envs" not in p.parents]
     reach = [f"{p.relative_to(ROOT)}: {t}" for p in files for t in _imports(p) if t.startswith("bisector.envs.")]

@@ -8,7 +8,7 @@ INCOMPLETE when a step ran out of time (or a command in it did: its INCOMPLETE c
 (the budget), or, on a GPU, a check was skipped; else PASS. A FINDING or a WARN never changes it.
 Written after every step (:func:`bundle`, which also packs the work directory into
 ``$GF_RETURN/gpu_first.tgz`` beside a copy of check.md); runs on the host too:
-``python3 bench/gpu_first/report.py`` with ``GF_OUT``."""
+``python3 acceptance/gpu_first/report.py`` with ``GF_OUT``."""
 import os
 import sys
 
@@ -60,7 +60,7 @@ def markdown(out: str) -> str:
     run_dev = next((s["dev"] for s in steps if s), dev())
     took = sum(s.get("seconds", 0) for s in steps if s)
     warnings = sorted({w["detail"] for s in steps if s for w in s.get("warnings", [])})
-    lines = [f"# bench/gpu_first: {verdict(steps, run_dev)}", ""]
+    lines = [f"# acceptance/gpu_first: {verdict(steps, run_dev)}", ""]
     lines += [f"WARN: {w}: an orphan that left a step's session is found only while it is below the runner" for w in
               warnings] + ([""] if warnings else [])
     lines += [f"On: {_machine(((steps or [None])[0] or {}).get('facts', {}))}", "",

@@ -1,6 +1,6 @@
 """gpu_first step ``allocator_model``: the CUDA caching allocator model against the real allocator.
 
-    python3 bench/gpu_first/allocator_model.py [--out DIR] [--device auto|cuda|cpu]
+    python3 acceptance/gpu_first/allocator_model.py [--out DIR] [--device auto|cuda|cpu]
 
 Planned time on the GPU: 120 s (8 CUDA cells, each in a fresh interpreter, about 6 s apiece; the same
 8 cells on the CPU under the probe's meter, about 70 s). Needs the image's python3 only: the stdlib,

@@ -1,4 +1,4 @@
-"""The checks of bench/gpu_first over the device itself, as pure functions (standard library only):
+"""The checks of acceptance/gpu_first over the device itself, as pure functions (standard library only):
 which GPU this is, that each CUDA measurement ran with the CUDA meter on a CUDA device (the probe,
 the reference run, the allocator model, the command meter), and the command meter against the
 script's own reading. ``(result, detail)`` as in verdicts.py, whose conventions hold here."""

@@ -1,4 +1,4 @@
-"""Where a bench/gpu_first run keeps what it finds (standard library only; imports nothing of ours).
+"""Where a acceptance/gpu_first run keeps what it finds (standard library only; imports nothing of ours).
 
 The runner (gf.py), the report (report.py) and the steps share these: the work directory
 (``$GF_OUT``), the directory that comes back (``$GF_RETURN``), the device asked for (``$GF_DEV``),

@@ -1,4 +1,4 @@
-"""bench/gpu_first's runner and the library its steps share (standard library only).
+"""acceptance/gpu_first's runner and the library its steps share (standard library only).
 
 ``python3 gf.py step NAME PLANNED CAP`` runs step ``NAME.py`` (beside this file) under the run's
 budget: its own timeout is CAP seconds or what is left of ``$GF_BUDGET`` (counted from

@@ -1,4 +1,4 @@
-"""How a bench/gpu_first step takes all its processes with it (standard library only, Linux /proc).
+"""How a acceptance/gpu_first step takes all its processes with it (standard library only, Linux /proc).
 
 :func:`run` starts a command in a process group of its own inside the step's session, its timeout cut
 to the step's deadline (``$GF_STEP_DEADLINE``); after the timeout the group and every process below

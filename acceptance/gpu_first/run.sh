@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
-# bench/gpu_first: the first run of the CUDA path on a GPU machine, in one command of at most 600 s
+# acceptance/gpu_first: the first run of the CUDA path on a GPU machine, in one command of at most 600 s
 # (the steps' planned GPU seconds below add up to 415; BUDGET, default 520 s, skips what is left after it).
 #
-#   bash bench/gpu_first/run.sh                  # on the GPU machine: its python3 and nothing else
-#   OUT=/tmp/gf DEV=cpu bash bench/gpu_first/run.sh   # the dry run on the CPU (the slow tests run it)
+#   bash acceptance/gpu_first/run.sh                  # on the GPU machine: its python3 and nothing else
+#   OUT=/tmp/gf DEV=cpu bash acceptance/gpu_first/run.sh   # the dry run on the CPU (the slow tests run it)
 #
 # Steps run in this order, each under its own timeout (its cap, or what is left of BUDGET), each writing
 # $WORK/<step>.json and $WORK/<step>.log as it goes (the probe results they read in $WORK/results/). After

@@ -1,9 +1,9 @@
-"""Every check of bench/gpu_first in one list: its id, its step, the name check.md gives it, the
+"""Every check of acceptance/gpu_first in one list: its id, its step, the name check.md gives it, the
 condition it fails on, and the margin of its bound with why the bound sits there.
 
 A step records a check by id (``step.check("meter.measured", verdict, label="probe")``): an id not
 listed here is a programming error. check.md ends with this table, and docs/gpu.md holds it as
-printed by ``python3 bench/gpu_first/checklist.py`` (a test keeps the two equal, and every id the
+printed by ``python3 acceptance/gpu_first/checklist.py`` (a test keeps the two equal, and every id the
 code uses listed). Results: PASS, FAIL; INCOMPLETE when time ran out (the step's deadline, the
 budget: never a fault); SKIP (needs CUDA in the dry run, or reads another step's result that is
 partial, absent or without a measured cell); FINDING (a number reported, never a fault); WARN (said once, fails nothing).

@@ -1,4 +1,4 @@
-"""The checks of bench/gpu_first over probe results, as pure functions (standard library only).
+"""The checks of acceptance/gpu_first over probe results, as pure functions (standard library only).
 
 Each returns ``(result, detail)``: ``PASS`` or ``FAIL`` (missing data is a FAIL, never a pass), and
 each can fail: ``tests/process/test_gpu_first.py`` feeds every one a case that must. Running out of
