@@ -140,6 +140,14 @@ def installs(s: BisectResult, p: Point, repo: Optional[str]) -> list[str]:
     return sorted(out, key=rank)
 
 
+def _index_words(s: BisectResult, p: Point) -> tuple[list[str], list[str]]:
+    """A nightly installs from the nightly index, as a pre-release: pip's words for it, and uv's."""
+    url = s.commit_range.index_url if s.commit_range else None
+    if p.kind is not CandidateKind.NIGHTLY or not url:
+        return [], []
+    return ["--pre", "--index-url", shlex.quote(url)], ["--prerelease", "allow", "--default-index", shlex.quote(url)]
+
+
 def _quoted(req: str) -> str:
     """A requirement as a shell word: ``$REPO_URL`` left for the shell to expand (in double quotes)."""
     return f'"{req}"' if CLONE in req else shlex.quote(req)
@@ -205,9 +213,12 @@ def header(result: BisectResult, name: str, expect: str, repo: Optional[str], sh
         venv = "good" if label == "last good" else "bad"
         activate = f". {venv}/bin/activate && {run}" if shell else f"{venv}/bin/{run}"
         facts = "; ".join(_facts(s, p))
-        out += [f"# {label}: {s.package} {one_line(p.ref[:12])}" + (f" ({facts})" if facts else ""),
-                *_wrap("#   ", ["python", "-m", "venv", venv, "&&", f"{venv}/bin/pip", "install", *reqs, "&&", activate]),
-                *_wrap("#   ", ["uv", "run", "--no-project", *(f"--with {r}" for r in reqs), run])]
+        pip, uv = _index_words(s, p)
+        shown = p.ref if p.kind is CandidateKind.NIGHTLY else p.ref[:12]
+        out += [f"# {label}: {s.package} {one_line(shown)}" + (f" ({facts})" if facts else ""),
+                *_wrap("#   ", ["python", "-m", "venv", venv, "&&", f"{venv}/bin/pip", "install", *pip, *reqs, "&&",
+                                activate]),
+                *_wrap("#   ", ["uv", "run", "--no-project", *uv, *(f"--with {r}" for r in reqs), run])]
     pins = [[x for x in p.pins if not x.startswith(f"{s.package}==")] for p in (good, bad)]
     same = sorted(set(pins[0]) & set(pins[1]))
     moved = [f"{x} (last good)" for x in sorted(set(pins[0]) - set(same))] + [

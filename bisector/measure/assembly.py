@@ -21,7 +21,8 @@ from bisector.envs import EnvManager, EnvSpec
 from bisector.errors import UsageError
 from bisector.measure.executors import Executor, ExecutorKind, LocalExecutor
 from bisector.measure.gpus import GpuPool, detect_gpus, probe_cpus
-from bisector.measure.measurer import Measurer, Measurers
+from bisector.measure.measurer import Measurer
+from bisector.measure.measurers import Measurers
 from bisector.measure.probe_spec import ProbeSpec
 from bisector.paths import default_cache_dir
 from bisector.store.storage import Store

@@ -36,8 +36,10 @@ class FakeMeasurer:
     "reused" (counted in ``reused_keys``, no probe), as the store would make it."""
 
     def __init__(self, table: Mapping[str, Entry], seen: dict, metric: str = "m", exit_code_mode: bool = False,
-                 pins: Optional[dict] = None, setups: Optional[Callable[[str, dict], Entry]] = None):
+                 pins: Optional[dict] = None, setups: Optional[Callable[[str, dict], Entry]] = None,
+                 envs: Optional[Mapping[str, dict]] = None):
         self.table, self.seen, self.metric, self.exit_code_mode = table, seen, metric, exit_code_mode
+        self.envs = dict(envs or {})   # ref -> the environment facts its measurements record (EnvFacts fields)
         self.pins, self.setups = dict(pins or {}), setups
         self.probes_run = 0
         self.reused_keys: set[str] = set()
@@ -66,6 +68,8 @@ class FakeMeasurer:
             return base.model_copy(update={"status": Status.EXIT_CODE, "exit_code": int(value)})
         details = {"result": {"schema_version": "fake/1", "probe": {"name": "fake", "version": "1"},
                               "peak_phase": "backward" if value > 1.5 else "forward"}}
+        if c.ref in self.envs:
+            details["env"] = {"path": "fake", **self.envs[c.ref]}
         if isinstance(value, PartialOom):
             details["result"]["oom_cells"] = value.cells
         return base.model_copy(update={"metrics": {self.metric: float(value), "other": 7.0}, "details": details})
@@ -107,6 +111,12 @@ class FakeMeasurers:
         measurer = FakeMeasurer(self.table, self.seen, **{k: v for k, v in self.options.items() if k != "contrast"})
         self.made.append(measurer)
         return measurer
+
+    def nightlies(self, index_url: str) -> "FakeMeasurers":
+        """The same table and store of measurements (a nightly's ref is its row), its index remembered."""
+        child = FakeMeasurers(self.table, self.gpus, **self.options)
+        child.seen, child.made, child.nightly_index = self.seen, self.made, index_url
+        return child
 
     def pinned(self, pins: dict) -> "FakeMeasurers":
         """The same table and store of measurements, with ``pins`` laid over (read through ``setups``)."""

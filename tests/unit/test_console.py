@@ -133,7 +133,7 @@ def test_notes_printed_while_the_run_went_are_not_printed_again():
 
 def test_an_attribution_environment_is_named_with_its_pins(tmp_path):
     from bisector.envs import EnvManager, EnvSpec
-    from bisector.measure.measurer import Measurers
+    from bisector.measure.measurers import Measurers
     from bisector.measure.probe_spec import ProbeSpec
     from bisector.store.storage import Store
 
