@@ -10,6 +10,8 @@ deleted since keeps its stored measurement, which is reused without its base bei
 from __future__ import annotations
 
 import email.parser
+import hashlib
+import json
 import threading
 import urllib.parse
 from typing import Optional
@@ -22,7 +24,6 @@ from packaging.version import Version
 
 from bisector.core.candidate import Candidate
 from bisector.envs import EnvSpec, interpreter_tags, resolve_interpreter
-from bisector.envs.model.fingerprint import digest
 from bisector.errors import BisectorError, UsageError
 from bisector.redact import redact_url
 from bisector.sources.index import fetch_project, project_url, read_small
@@ -35,7 +36,8 @@ def nightly_fingerprint(spec: EnvSpec, c: Candidate) -> str:
     """What a nightly's measurement is stored under in place of its environment's fingerprint."""
     python = str(resolve_interpreter(spec.python))
     plain = spec.model_dump(mode="json", exclude={"index_url", "extra_index_urls"})
-    return "nightly-" + digest({"spec": plain, "python": python, "nightly": c.ref})
+    text = json.dumps({"spec": plain, "python": python, "nightly": c.ref}, sort_keys=True, separators=(",", ":"))
+    return "nightly-" + hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
 class NightlyIndex:

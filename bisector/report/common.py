@@ -129,15 +129,18 @@ def commit_range_phrase(result: BisectResult, code=lambda text: text) -> Optiona
 
 
 def commit_range_line(result: BisectResult) -> Optional[str]:
-    """The commit range in full: both SHAs, the count (or why it is missing) and where the nightlies came from."""
+    """'commits: 3 between 1a2b3c4d5e and 6f7a8b9c0d (git rev-list --count in the --repo clone); nightlies from
+    <index>', or why the count (or the range) is missing."""
     c = result.commit_range
     if c is None:
         return None
+    where = f"; nightlies from {c.index_url}" if c.index_url else ""
     if not c.older or not c.newer:
-        return f"commits: unknown ({c.why_no_count})"
-    count = f"{c.commits} (git rev-list --count {c.older}..{c.newer})" if c.commits is not None else \
-        f"not counted: {c.why_no_count}"
-    return f"commits between the two builds: {c.older}..{c.newer}; {count}; nightlies from {c.index_url}"
+        return f"commits: unknown ({c.why_no_count}){where}"
+    span = f"{c.older[:10]} and {c.newer[:10]}"
+    if c.commits is None:
+        return f"commits: not counted between {span} ({c.why_no_count}){where}"
+    return f"commits: {c.commits} between {span} (git rev-list --count in the --repo clone){where}"
 
 
 def headline(result: BisectResult) -> str:

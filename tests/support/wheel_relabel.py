@@ -21,7 +21,7 @@ import zipfile
 import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterator, Optional, Sequence, Union
+from typing import Callable, Iterator, Optional, Sequence, Union
 
 Segment = Union[bytes, tuple[str, int, int]]      # new bytes, or (original file, offset, length)
 _LOCAL = struct.Struct("<IHHHHHIIIHH")             # a local file header, without name and extra
@@ -159,11 +159,13 @@ def _version_py(text: str, version: str, git_version: Optional[str]) -> str:
 
 def relabel(source: Path, version: str, *, module_version: Optional[str] = None,
             git_version: Optional[str] = None, requires: Sequence[str] = (),
-            extra_files: Optional[dict[str, bytes]] = None) -> VirtualWheel:
+            extra_files: Optional[dict[str, bytes]] = None,
+            leave_out: Callable[[str], bool] = lambda path: False) -> VirtualWheel:
     """``source`` (a wheel) as version ``version`` (its METADATA, dist-info and filename), its
-    ``__version__`` ``module_version`` (default: ``version``; PyPI's
-    torch says 2.13.0 in its metadata and 2.13.0+cu130 in ``__version__``), ``git_version`` in its
-    ``version.py``, ``requires`` added to METADATA, ``extra_files`` (path -> bytes) added."""
+    ``__version__`` ``module_version`` (default: ``version``; PyPI's torch says 2.13.0 in its metadata
+    and 2.13.0+cu130 in ``__version__``), ``git_version`` in its ``version.py``, ``requires`` added to
+    METADATA, ``extra_files`` (path -> bytes) added, the files ``leave_out`` names left out (and out of
+    RECORD)."""
     source = Path(source).resolve()
     parts = source.name[:-4].split("-")
     name, old_version, tags = parts[0], parts[1], "-".join(parts[2:])
@@ -189,7 +191,7 @@ def relabel(source: Path, version: str, *, module_version: Optional[str] = None,
             if info.filename == record_name:
                 continue
             new_name = info.filename.replace(old_dist + "/", new_dist + "/", 1)
-            if new_name in changed:
+            if new_name in changed or leave_out(info.filename):
                 continue
             start = _data_start(fh, info)
             writer.member(new_name, info.compress_type, info.CRC, info.compress_size, info.file_size,
@@ -200,7 +202,7 @@ def relabel(source: Path, version: str, *, module_version: Optional[str] = None,
         for line in zf.read(record_name).decode().splitlines():
             path = line.rsplit(",", 2)[0]
             renamed = path.replace(old_dist + "/", new_dist + "/", 1)
-            if renamed in changed or renamed == f"{new_dist}/RECORD":
+            if renamed in changed or renamed == f"{new_dist}/RECORD" or leave_out(path):
                 continue
             lines.append(renamed + line[len(path):])
         lines += [f"{p},{record_hash(d)},{len(d)}" for p, d in changed.items()]

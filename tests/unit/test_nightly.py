@@ -109,13 +109,13 @@ def test_the_verdict_names_the_first_bad_nightly_its_day_and_the_commits_between
     line = headline(counted)
     assert line.startswith("First bad: torch 2.14.0.dev20261004+cpu (nightly of 2026-10-04) — ")
     assert line.endswith(f"(last good: 2.14.0.dev20261003+cpu); commits aaaaaaaaaa..bbbbbbbbbb (3 commits): {link}")
-    assert commit_range_line(counted) == (f"commits between the two builds: {a}..{b}; 3 (git rev-list --count {a}..{b}); "
-                                          "nightlies from https://nightly.example.invalid/")
+    assert commit_range_line(counted) == ("commits: 3 between aaaaaaaaaa and bbbbbbbbbb (git rev-list --count in the "
+                                          "--repo clone); nightlies from https://nightly.example.invalid/")
     md = verdict_line(counted)[0]
     assert "(nightly of 2026-10-04)" in md and f"[`aaaaaaaaaa...bbbbbbbbbb`]({link}) (3 commits)" in md
     uncounted = _result(CommitRange(older=a, newer=b, link=link, why_no_count="give --repo"))
     assert headline(uncounted).endswith(f"commits aaaaaaaaaa..bbbbbbbbbb: {link}")
-    assert "not counted: give --repo" in commit_range_line(uncounted)
+    assert commit_range_line(uncounted) == "commits: not counted between aaaaaaaaaa and bbbbbbbbbb (give --repo)"
 
 
 def test_a_nightlys_store_fingerprint_needs_no_index():
