@@ -1,6 +1,6 @@
 """Benchmark of the ray executor: a k-way bisect on k logical GPUs, and the tool's overhead per task.
 
-Run as ``python bench/cluster.py`` (needs ``bisector[ray]``). Part 1: a generated repository of
+Run as ``python bench/cluster.py`` (needs Ray next to bisector: ``pip install ".[ray]"`` in a clone). Part 1: a generated repository of
 N = 200 commits (the step planted at commit 137), bisected by ``--executor ray --jobs k`` on a
 local Ray with k = 1, 2, 4 and 8 logical GPUs and a synthetic probe of fixed duration (an
 environment cache per k: each row first runs cold, building its own environments, then warm, with
@@ -34,13 +34,17 @@ from bisector.core.search import Search  # noqa: E402
 from bisector.core.verdict import Verdict  # noqa: E402
 from bisector.envs import EnvManager, load_env_spec  # noqa: E402
 from bisector.measure.executors import LocalExecutor  # noqa: E402
+from bisector.measure.gpus import GpuPool  # noqa: E402
 from bisector.measure.measurer import Measurer  # noqa: E402
 from bisector.measure.ray_executor import RayExecutor  # noqa: E402
-from bisector.measure.probe_spec import ProbeSpec  # noqa: E402
+from bisector.job.probe_spec import ProbeSpec  # noqa: E402
 from bisector.store.storage import Store  # noqa: E402
-from tests.support.gitfixture import make_repo  # noqa: E402
+from bench.e2e import make_repo  # noqa: E402
 
 N, BAD_AT, KS = 200, 137, (1, 2, 4, 8)
+TINY_MODULE = 'BUFFER_KIB = {kib}\n__version__ = "{version}"\n'   # no torch: a task's cost is its sleep
+TINY_PYPROJECT = ('[build-system]\nrequires = ["setuptools>=61"]\nbuild-backend = "setuptools.build_meta"\n\n'
+                  '[project]\nname = "{name}"\nversion = "{version}"\n\n[tool.setuptools]\npackages = ["{name}"]\n')
 PROBE = '''import json, os, sys, time
 import tinypkg
 time.sleep(float(sys.argv[1]))
@@ -101,9 +105,9 @@ def per_task(work: Path, repo: Path, shas: list[str], spec: Path, probe: Path, t
     ray.init(num_cpus=1, num_gpus=1, include_dashboard=False, log_to_driver=False)
     try:
         for name in ("local", "ray", "local", "ray"):  # interleaved, the first of each a warm-up
-            executor = LocalExecutor(envs) if name == "local" else RayExecutor(cache_dir=str(work / "cache1"))
-            m = Measurer(Store(work / f"{name}-{time.monotonic()}.db"), envs, env_spec, probe_spec, repo_path=repo,
-                         executor=executor)
+            executor = LocalExecutor(envs, GpuPool([])) if name == "local" else RayExecutor(cache_dir=str(work / "cache1"))
+            m = Measurer(Store(work / f"{name}-{time.monotonic()}.db"), envs, env_spec, probe_spec, executor,
+                         repo_path=repo)
             start = time.monotonic()
             for r in range(tasks):
                 m.measure(cand, r)
@@ -129,7 +133,7 @@ def main_bench() -> int:
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="bisector-bench-cluster-") as tmp:
         work = Path(tmp)
-        repo, shas = make_repo(work / "src", commits=N, bad_at=BAD_AT)
+        repo, shas = make_repo(work / "src", N, BAD_AT, name="tinypkg", module=TINY_MODULE, pyproject=TINY_PYPROJECT)
         spec, probe = work / "plain.toml", work / "fixed.py"
         spec.write_text('name = "plain"\nbase = "current"\n')
         probe.write_text(PROBE)

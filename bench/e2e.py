@@ -47,12 +47,12 @@ PYPROJECT = textwrap.dedent('''
     build-backend = "setuptools.build_meta"
 
     [project]
-    name = "torchpkg"
+    name = "{name}"
     version = "{version}"
     dependencies = ["torch>=2.0"]
 
     [tool.setuptools]
-    packages = ["torchpkg"]
+    packages = ["{name}"]
 ''')
 
 
@@ -62,15 +62,18 @@ def git(repo: Path, *args: str) -> str:
     return subprocess.run(["git", *args], cwd=repo, env=env, check=True, capture_output=True, text=True).stdout
 
 
-def make_repo(root: Path, commits: int, bad_at: int) -> tuple[Path, list[str]]:
-    repo = root / "torchpkg"
-    (repo / "torchpkg").mkdir(parents=True)
+def make_repo(root: Path, commits: int, bad_at: int, name: str = "torchpkg", module: str = MODULE,
+              pyproject: str = PYPROJECT) -> tuple[Path, list[str]]:
+    """A git repository of package ``name`` (``module`` its __init__, ``pyproject`` its build, both
+    formatted with the commit's version and KiB: 100, then 400 from ``bad_at`` on), oldest SHA first."""
+    repo = root / name
+    (repo / name).mkdir(parents=True)
     git(repo, "init", "-q", "-b", "main")
     shas = []
     for i in range(commits):
         version = f"0.{i}.0"
-        (repo / "pyproject.toml").write_text(PYPROJECT.format(version=version))
-        (repo / "torchpkg" / "__init__.py").write_text(MODULE.format(version=version, kib=400 if i >= bad_at else 100))
+        (repo / "pyproject.toml").write_text(pyproject.format(version=version, name=name))
+        (repo / name / "__init__.py").write_text(module.format(version=version, kib=400 if i >= bad_at else 100))
         (repo / "NEWS").write_text(f"{i}\n")
         git(repo, "add", "-A")
         git(repo, "commit", "-q", "-m", f"change {i}", "--date", f"2025-01-01T00:{i // 60:02d}:{i % 60:02d}")

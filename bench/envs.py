@@ -33,7 +33,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bisector.envs import EnvManager, EnvSpec, InstallTarget  # noqa: E402
-from bisector.envs.cache.fsops import disk_usage  # noqa: E402
+from bisector.envs import disk_usage  # noqa: E402
 
 PACKAGE, VERSION = "accelerate", "0.22.0"
 UPLOADED = dt.datetime(2023, 8, 23, 6, 25, 15, tzinfo=dt.timezone.utc)

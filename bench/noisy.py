@@ -31,7 +31,7 @@ from typing import Optional
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bisector.bisection.paired import PairedJudge  # noqa: E402
+from bisector.decide.paired import PairedJudge  # noqa: E402
 from bisector.bisection.phase import Phase  # noqa: E402
 from bisector.bisection.stats_phase import StatsPhase  # noqa: E402
 from bisector.core.candidate import Candidate, CandidateKind  # noqa: E402

@@ -29,9 +29,9 @@ sys.path.insert(0, str(ROOT))
 
 from scipy.stats import mannwhitneyu  # noqa: E402
 
-from bisector.envs.model.environment import venv_run_env  # noqa: E402
+from bisector.envs import venv_run_env  # noqa: E402
 from bisector.measure.probe_process import run_probe  # noqa: E402
-from bisector.measure.probe_spec import ProbeSpec  # noqa: E402
+from bisector.job.probe_spec import ProbeSpec  # noqa: E402
 from bisector.measure.warm_pool import WarmPool  # noqa: E402
 
 IMPORT = "import torch, transformers, accelerate"

@@ -29,7 +29,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from bisector.envs.model.environment import venv_run_env  # noqa: E402
+from bisector.envs import venv_run_env  # noqa: E402
 from bisector.store.storage import Store  # noqa: E402
 
 IMPORT = "import torch, transformers, accelerate"
@@ -56,7 +56,7 @@ def split(store: Path, wall: float) -> tuple[dict[str, float], int, str]:
     for m in measurements:
         env_s = m.details.get("env_seconds", 0.0)
         launch = m.details.get("launch") or {}
-        t = (m.details.get("result") or {}).get("timings") or {}
+        t = (m.result.fields() if m.result else {}).get("timings") or {}
         inside = [t.get(k, 0.0) for k in ("interpreter_start_s", "imports_s", "model_build_s", "steps_s")]
         parts["environment ready"] += env_s
         parts["warm workers: start (imports, per worker)"] += launch.get("worker_start_s", 0.0)

@@ -37,11 +37,11 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bisector.core.units import human_bytes  # noqa: E402
-from bisector.envs.builders.torch_size import estimate  # noqa: E402
-from bisector.envs.builders.torch_venv import read_marker, torch_bases  # noqa: E402
-from bisector.envs.cache.fsops import disk_usage  # noqa: E402
-from bisector.envs.model.info import read_info  # noqa: E402
-from bisector.envs.model.layout import CacheLayout  # noqa: E402
+from bisector.envs import estimate_torch_download as estimate  # noqa: E402
+from bisector.envs import read_marker, torch_bases  # noqa: E402
+from bisector.envs import disk_usage  # noqa: E402
+from bisector.envs import read_info  # noqa: E402
+from bisector.envs import CacheLayout  # noqa: E402
 
 
 def unique_bytes(root: Path) -> int:

@@ -13,12 +13,14 @@ from bisector.core.verdict import Verdict
 from bisector.difference.diff_job import DiffInput, check
 from bisector.difference.diff_model import DiffResult, DiffStatus
 from bisector.difference.diff_run import run_diff
+from bisector.job.config import RunSection
 from bisector.job.jobfile import load_config
 from bisector.paths import default_store_path
 from bisector.sources.index import pages_read_once
 from bisector.store.storage import Store
+from bisector.data import VERSION
 
-__version__ = "0.1.0"
+__version__ = VERSION
 __all__ = ["bisect", "diff", "Attribution", "AttributionKind", "BisectResult", "Change", "Confirmation",
            "ConfirmationStatus", "DiffResult", "DiffStatus", "Trial", "Verdict", "__version__"]
 
@@ -64,6 +66,6 @@ def diff(package: Optional[str] = None, version: Optional[str] = None, *, pins: 
         checked = check(given)
         db = Store(store or default_store_path())
         try:
-            return run_diff(checked, db, cache_dir=cache_dir, handler=handler)
+            return run_diff(checked, db, RunSection(cache_dir=cache_dir), handler=handler)
         finally:
             db.close()

@@ -11,16 +11,17 @@ from typing import Optional
 
 from bisector.bisection.companion_trials import attribute
 from bisector.bisection.follow_up import FollowUp, follow_command, follow_config, should_follow
-from bisector.bisection.judge import Judgement
+from bisector.decide.judge import Judgement
 from bisector.bisection.phase import PhaseResult
 from bisector.bisection.plan import Plan
 from bisector.bisection.recorder import RunRecorder
 from bisector.bisection.revert import confirm_by_revert
-from bisector.bisection.seam import MeasurerFactory
+from bisector.decide.seam import MeasurerFactory
 from bisector.core.candidate import Candidate, CandidateKind
 from bisector.core.changes import Attribution, AttributionKind
 from bisector.core.result import BisectResult
 from bisector.core.search import Outcome
+from bisector.envs import CacheLayout
 
 
 class Aftermath:
@@ -45,17 +46,16 @@ class Aftermath:
             follow = self._follow_or_suggest(result)
         if job.confirm_revert and self.first_bad.kind is CandidateKind.COMMIT and self.plan.repo_path:
             result.confirmation = confirm_by_revert(self.plan.repo_path, self.first_bad, self.phase.candidates[-1],
-                                                    self._judge_revert, self.cache_dir / "tmp")
+                                                    self._judge_revert, CacheLayout(self.cache_dir).tmp)
         return result, follow
 
     def _attribute(self, result: BisectResult) -> Attribution:
         self.recorder.note(f"also changed: {', '.join(result.also_changed)}; measuring which change explains the "
                            "step")
 
-        def judge_setup(label: str, c: Candidate, pins: dict[str, str]) -> tuple[Judgement, bool]:
+        def judge_setup(label: str, c: Candidate, pins: dict[str, str]) -> Judgement:
             measurer = self.recorder.measurer(self.measurers.pinned(pins), self.plan.repo_path)
-            j, step = self.recorder.judged("attribution", measurer, c, self.phase.calibrated, label)
-            return j, step.reused
+            return self.recorder.judged("attribution", measurer, c, self.phase.calibrated, label)[0]
 
         return attribute(self.config.job.package, self.last_good, self.first_bad, result.also_changed, judge_setup)
 

@@ -13,20 +13,20 @@ from bisector.bisection.boundary import also_changed, boundary_sides, environmen
     point_environment
 from bisector.bisection.nightly_plan import is_nightly_plan
 from bisector.bisection.nightly_range import commit_range
-from bisector.bisection.paired import boundary_evidence
+from bisector.decide.paired import boundary_evidence
 from bisector.bisection.phase import PhaseResult
 from bisector.bisection.plan import Plan
 from bisector.job.commandline import with_flags
 from bisector.job.config import JobConfig
 from bisector.core.candidate import CandidateKind
 from bisector.core.criterion import describe_rule
-from bisector.core.facts import ResultFacts
+from bisector.core.facts import ProbeResult
 from bisector.core.measurement import Measurement, Status
 from bisector.core.probe_args import effective_args
 from bisector.core.result import BisectResult, Point, made_by
 from bisector.core.search import Outcome
 from bisector.envs import TORCH, EnvSpec
-from bisector.envs.model.env_spec import NO_BASE
+from bisector.envs import NO_BASE
 from bisector.explain.registry import compact_details
 from bisector.sources import git
 
@@ -147,13 +147,13 @@ def point_details(measurements: list[Measurement]) -> dict:
     return compact_details(ok[-1].result.fields(), ok[-1].metrics) if ok else {}
 
 
-def _first_result(phase: PhaseResult) -> ResultFacts:
+def _first_result(phase: PhaseResult) -> ProbeResult:
     """The first successful probe result of the phase (what the probe says about itself)."""
     for j in phase.judgements.values():
         for m in j.measurements:
             if m.status is Status.OK and m.result:
                 return m.result
-    return ResultFacts()
+    return ProbeResult()
 
 
 def _probe_facts(config: JobConfig, phase: PhaseResult) -> dict:

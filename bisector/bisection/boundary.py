@@ -8,15 +8,14 @@ from typing import Iterable
 from packaging.utils import canonicalize_name
 
 from bisector.bisection.phase import PhaseResult
-from bisector.core.facts import ResultFacts
+from bisector.core.facts import ProbeResult
 from bisector.core.measurement import Status
-from bisector.measure.gpus import gpu_label
 
 STACK = ("torch", "transformers", "accelerate")
-Side = tuple[ResultFacts, dict]   # (the probe's result, the environment's name -> version)
+Side = tuple[ProbeResult, dict]   # (the probe's result, the environment's name -> version)
 
 
-def environment_facts(result: ResultFacts, env: dict, package: str, companions: Iterable[str] = (),
+def environment_facts(result: ProbeResult, env: dict, package: str, companions: Iterable[str] = (),
                       own: bool = False) -> dict:
     """Python, torch (its build, local label kept, and where it comes from), CUDA, GPU, driver (or CPU),
     meter and the rest of the ML stack (with ``own`` the package under test too, and ``companions``),
@@ -28,11 +27,10 @@ def environment_facts(result: ResultFacts, env: dict, package: str, companions: 
     facts = {"python": versions.get("python"), "torch": versions.get("torch"), "torch from": env.get("torch from")}
     if canonicalize_name(package) == "torch":   # bisecting torch: the commit each build was made from
         facts["torch git"] = env.get("torch git")
-    if device.get("type") == "cuda":
-        facts.update(cuda=device.get("cuda"), gpu=gpu_label(device), driver=device.get("driver"))
-    elif device:
-        threads = f", {device['threads']} threads" if device.get("threads") else ""
-        facts["cpu"] = f"{device.get('name') or 'unknown'}{threads}"
+    if device.type == "cuda":
+        facts.update(cuda=device.cuda, gpu=device.gpu_label, driver=device.driver)
+    elif device.type or device.name:
+        facts["cpu"] = device.cpu_label
     facts["meter"] = result.meter
     under_test = canonicalize_name(package)
     facts.update({k: versions.get(k) for k in list(names)[1:] if own or k != under_test})
@@ -56,7 +54,7 @@ def merge_sides(good: dict, bad: dict) -> dict:
     return out
 
 
-def judged_side(phase: PhaseResult, index: int, fallback: ResultFacts) -> Side:
+def judged_side(phase: PhaseResult, index: int, fallback: ProbeResult) -> Side:
     """The probe's result and the environment of candidate ``index`` (judged in ``phase``), as its
     measurements recorded them."""
     ms = phase.judgements[index].measurements
@@ -65,7 +63,7 @@ def judged_side(phase: PhaseResult, index: int, fallback: ResultFacts) -> Side:
     return (ok[-1].result if ok else fallback), env
 
 
-def boundary_sides(phase: PhaseResult, fallback: ResultFacts) -> list[Side]:
+def boundary_sides(phase: PhaseResult, fallback: ProbeResult) -> list[Side]:
     """Last good and first bad (or the first measured candidate when there is no boundary)."""
     s = phase.search
     indices = [i for i in (s.last_good, s.first_bad) if i in phase.judgements] or list(phase.judgements)[:1]

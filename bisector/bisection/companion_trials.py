@@ -14,8 +14,8 @@ from __future__ import annotations
 
 from typing import Callable, Optional
 
-from bisector.bisection.change_search import ChangeSearch, trial_of
-from bisector.bisection.judge import Judgement
+from bisector.decide.change_search import ChangeSearch, trial_of
+from bisector.decide.judge import Judgement
 from bisector.core.changes import Attribution, AttributionKind, Change, ChangeKind, Trial
 from bisector.core.candidate import Candidate
 from bisector.core.ddmin import Subset, Trial as Outcome, single_bound, worst_bound
@@ -26,8 +26,8 @@ _OUTCOME = {Verdict.BAD: Outcome.FLIPS, Verdict.GOOD: Outcome.STAYS, Verdict.SKI
 _SIDE = {Verdict.BAD: "first bad", Verdict.GOOD: "last good"}
 
 # measures ``candidate`` with these pins (name -> version) under ``label``; returns the judgement
-# and whether its measurements were reused from the store (recorded as a step by the caller)
-JudgeSetup = Callable[[str, Candidate, dict[str, str]], tuple[Judgement, bool]]
+# (recorded as a step by the caller)
+JudgeSetup = Callable[[str, Candidate, dict[str, str]], Judgement]
 
 
 def moved_changes(package: str, last_good: Candidate, first_bad: Candidate,
@@ -60,9 +60,9 @@ class Attributor(ChangeSearch):
 
     def _measure_setup(self, applied: Subset) -> Trial:
         candidate, pins = self.setup(applied)
-        j, reused = self.judge_setup(self.label(applied), candidate, pins)
+        j = self.judge_setup(self.label(applied), candidate, pins)
         trial = trial_of(len(self.trials), self.label(applied), [self.changes[i] for i in sorted(applied)], j,
-                         reused, _SIDE.get(j.verdict))
+                         _SIDE.get(j.verdict))
         self.trials.append(trial)
         return trial
 

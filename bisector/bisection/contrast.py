@@ -8,11 +8,11 @@ from typing import Any, Callable, Optional
 from packaging.utils import canonicalize_name
 
 from bisector.bisection.assemble import point_details
-from bisector.bisection.judge import Judgement, judge
+from bisector.decide.judge import Judgement, judge
 from bisector.bisection.phase import PhaseResult
 from bisector.bisection.plan import Plan
 from bisector.bisection.recorder import RunRecorder
-from bisector.bisection.seam import MeasurerFactory, Measures
+from bisector.decide.seam import MeasurerFactory, Measures
 from bisector.job.config import ContrastSection, JobConfig
 from bisector.core.candidate import Candidate
 from bisector.core.criterion import Calibrated

@@ -12,14 +12,14 @@ from bisector.bisection.aftermath import Aftermath
 from bisector.bisection.assemble import RunFacts, assemble
 from bisector.bisection.contrast import contrast_of, reference_of
 from bisector.bisection.follow_up import attach_followed
-from bisector.bisection.judge import judge
+from bisector.decide.judge import judge
 from bisector.bisection.phase import PhaseResult
 from bisector.bisection.nightly_plan import NO_NIGHTLY_INDEX, after_releases, nightly_plan
 from bisector.bisection.plan import TORCH_COMMITS, Plan, commit_plan, older_releases, release_plan
 from bisector.bisection.recorder import Handler, RunRecorder, SilentHandler
 from bisector.bisection.refine import refinement
 from bisector.bisection.search_phase import search_phase
-from bisector.bisection.seam import MeasurerFactory
+from bisector.decide.seam import MeasurerFactory
 from bisector.bisection.widen import walk_back
 from bisector.job.config import JobConfig, Mode
 from bisector.core.changes import AttributionKind
@@ -28,7 +28,7 @@ from bisector.core.search import Outcome
 from bisector.envs import TORCH
 from bisector.errors import BisectorError, UndecidedError, UsageError
 from bisector.paths import default_cache_dir
-from bisector.store.storage import Store, new_run_id
+from bisector.store.storage import Store
 
 __all__ = ["Bisector", "Handler", "SilentHandler"]
 
@@ -42,8 +42,8 @@ class Bisector:
                  handler: Optional[Handler] = None, command: Optional[list[str]] = None,
                  releases: Optional[Plan] = None, run_id: Optional[str] = None):
         self.config, self.store, self.measurers, self.releases = config, store, measurers, releases
-        self.run_id = run_id or new_run_id()   # a resumed run keeps its id
-        self.recorder = RunRecorder(config, store, self.run_id, command or ["bisector", "run"], handler)
+        self.recorder = RunRecorder(config, store, run_id, command or ["bisector", "run"], handler)
+        self.run_id = self.recorder.run_id   # a resumed or continued run keeps its id
         self.cache_dir = config.run.cache_dir or default_cache_dir()
         self._final: Optional[tuple[Plan, PhaseResult]] = None   # the phase the answer comes from
         self._final_measurers: MeasurerFactory = measurers      # (and what measured it)

@@ -45,7 +45,7 @@ def attach_followed(result: BisectResult, followed: BisectResult, command: list[
     result.refine_command, result.widen_command = followed.refine_command, followed.widen_command
     if (followed.refine_command is None and followed.status is Outcome.FOUND
             and followed.mode is CandidateKind.RELEASE and followed.last_good):
-        result.refine_command = with_flags(command, {"--mode": "commits", "--good": followed.last_good.ref,
+        result.refine_command = with_flags(command, {"--mode": "auto", "--good": followed.last_good.ref,
                                                      "--bad": followed.first_bad.ref, "--repo": "<REPO>"})
 
 

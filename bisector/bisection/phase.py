@@ -5,8 +5,8 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Callable, Optional
 
-from bisector.bisection.judge import Judgement, judge
-from bisector.bisection.seam import Measures
+from bisector.decide.judge import Judgement, judge
+from bisector.decide.seam import Measures
 from bisector.core.candidate import Candidate
 from bisector.core.criterion import Calibrated, Criterion, calibrate, needs_endpoints
 from bisector.core.measurement import metric_value, metric_values

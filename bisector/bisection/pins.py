@@ -10,8 +10,8 @@ from typing import Optional
 from packaging.utils import canonicalize_name
 
 from bisector.envs import TORCH, EnvSpec
-from bisector.envs.builders.torch_choice import choose_torch
-from bisector.envs.model.env_spec import parse_pin
+from bisector.envs import choose_torch
+from bisector.core.requirements import parse_pin
 from bisector.errors import UsageError
 
 

@@ -6,20 +6,20 @@ parts of the result (steps, log, notes, counts) are filled from it once, when th
 """
 from __future__ import annotations
 
-import hashlib
 from pathlib import Path
 from typing import Optional, Protocol
 
-from bisector.bisection.judge import Judgement, judge
+from bisector.decide.judge import Judgement, judge
 from bisector.bisection.phase import flipped
-from bisector.bisection.seam import MeasurerFactory, Measures
+from bisector.decide.seam import MeasurerFactory, Measures
 from bisector.job.config import JobConfig
 from bisector.core.candidate import Candidate
 from bisector.core.criterion import Calibrated
 from bisector.core.measurement import Status
 from bisector.core.result import BisectResult, Step
 from bisector.errors import UsageError
-from bisector.store.storage import RunKind, RunRow, StepRow, Store, now
+from bisector.store.run_record import RunRecord, config_hash
+from bisector.store.storage import RunKind, StepRow, Store
 
 
 class Handler(Protocol):
@@ -43,40 +43,34 @@ class SilentHandler:
         pass
 
 
-def config_hash(config: JobConfig) -> str:
-    """Identical jobs share a config hash (how to run them, ``[run]``, aside): ``--resume`` finds a job's
-    runs by it. Each run has its own id (storage.new_run_id); measurements are reused by their own keys."""
-    return hashlib.sha256(config.model_dump_json(exclude={"run"}).encode()).hexdigest()[:12]
-
-
 class RunRecorder:
-    """Records one run of ``config`` in ``store`` under ``run_id`` (see the module)."""
+    """Records one run of ``config`` in ``store`` (see the module); ``run_id``: a stopped run continued
+    under its own id (else a new one)."""
 
-    def __init__(self, config: JobConfig, store: Store, run_id: str, command: list[str],
+    def __init__(self, config: JobConfig, store: Store, run_id: Optional[str], command: list[str],
                  handler: Optional[Handler] = None):
-        self.config, self.store, self.run_id, self.command = config, store, run_id, command
+        self.config, self.store, self.command = config, store, command
+        self.record = RunRecord(store, RunKind.BISECT, command, config.model_dump(mode="json"), config_hash(config),
+                                run_id)
+        self.run_id = self.record.run_id
         self.handler = handler or SilentHandler()
         self.steps: list[Step] = []
         self.notes: list[str] = []
         self._measurers: list[Measures] = []
-        self._started = now()
         self._metric_seen = False
 
     # -- the run row ----------------------------------------------------------------------------
     def begin(self) -> None:
         """A new attempt of the run: its earlier step log goes (the measurements stay stored)."""
-        self._started, self.steps, self.notes, self._measurers, self._metric_seen = now(), [], [], [], False
-        self.store.clear_steps(self.run_id)
-        self.save("running")
+        self.steps, self.notes, self._measurers, self._metric_seen = [], [], [], False
+        self.record.begin()
 
     def save(self, status: str, result: Optional[dict] = None) -> None:
-        self.store.put_run(RunRow(id=self.run_id, created=self._started, updated=now(), kind=RunKind.BISECT,
-                                  command=self.command, config=self.config.model_dump(mode="json"),
-                                  status=status, result=result, config_hash=config_hash(self.config)))
+        self.record.save(status, result)
 
     def forget(self) -> None:
         """A run rejected before its first step leaves no run to list or resume."""
-        self.store.delete_run(self.run_id)
+        self.record.forget()
 
     # -- measuring and steps --------------------------------------------------------------------
     def measurer(self, factory: MeasurerFactory, repo_path: Optional[Path] = None) -> Measures:
@@ -97,14 +91,13 @@ class RunRecorder:
     def step(self, phase: str, c: Candidate, j: Judgement, label: Optional[str] = None) -> Step:
         """Record ``j`` as the next step: stored, shown, kept."""
         self._check_metric(j)
-        reused = self.reused_keys
         step = Step(seq=len(self.steps), phase=phase, candidate=label or c.short, date=c.date, verdict=j.verdict,
                     value=j.value, metric=self.config.criterion.metric, metrics=j.metrics,
                     repeats=len(j.measurements), seconds=round(j.seconds, 3), reason=j.reason,
-                    reused=all(m.key in reused for m in j.measurements))
+                    reused=all(m.reused for m in j.measurements))
         self.steps.append(step)
         stored = c.ref + (f"-revert-{c.revert}" if c.revert else "")   # a revert is not its bad end
-        self.store.add_step(StepRow(run_id=self.run_id, seq=step.seq, candidate=f"{phase} {stored}",
+        self.record.step(StepRow(run_id=self.run_id, seq=step.seq, candidate=f"{phase} {stored}",
                                     verdict=step.verdict, value=step.value, reason=step.reason,
                                     seconds=step.seconds, measurements=[m.key for m in j.measurements]))
         self.handler.step(step)

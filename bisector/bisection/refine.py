@@ -30,7 +30,9 @@ def refinement(recorder: RunRecorder, plan: Plan, res: PhaseResult, cache_dir: P
     good, bad = plan.candidates[res.search.last_good].ref, plan.candidates[res.search.first_bad].ref
     named = None if job.repo else _metadata_repo(recorder, res)
     repo = job.repo or (named if job.clone else None)
-    refine = with_flags(recorder.command, {"--mode": "commits", "--good": good, "--bad": bad, "--repo": "<REPO>"})
+    # auto mode from the two adjacent releases: it finds their tags in the repository (the release versions are
+    # no git refs, so --mode commits with them would not run as printed); their measurements are reused
+    refine = with_flags(recorder.command, {"--mode": "auto", "--good": good, "--bad": bad, "--repo": "<REPO>"})
     if not repo and named:   # the URL the metadata names: --repo takes it as it is, so the line runs as printed
         refine = refine.replace("<REPO>", shlex.quote(named))
     if not repo:

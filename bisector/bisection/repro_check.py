@@ -15,7 +15,7 @@ import shlex
 from pathlib import Path
 from typing import Optional
 
-from bisector.bisection.judge import Judgement, judge
+from bisector.decide.judge import Judgement, judge
 from bisector.bisection.repro_script import ReproScript, sides
 from bisector.bisection.wiring import job_spec
 from bisector.measure.assembly import build_engine
@@ -24,10 +24,11 @@ from bisector.core.candidate import Candidate, CandidateKind
 from bisector.core.criterion import Compare, Criterion, calibrate
 from bisector.core.result import BisectResult, Point, Repro, ReproSide
 from bisector.core.verdict import Verdict
-from bisector.measure.probe_spec import ProbeSpec
+from bisector.job.probe_spec import ProbeSpec
 from bisector.paths import default_cache_dir
 from bisector.sources import git
-from bisector.store.storage import RunRow, Store, now
+from bisector.store.run_record import amend_result
+from bisector.store.storage import RunRow, Store
 
 STATS_RUNS = 3   # a stats-mode run's script, judged by the midpoint: runs per side
 
@@ -72,5 +73,5 @@ def verify(store: Store, result: BisectResult, config: JobConfig, path: Path, sc
 def record(store: Store, run: RunRow, repro: Repro) -> BisectResult:
     """The stored run's result with ``repro``, stored again."""
     result = BisectResult.model_validate(run.result).model_copy(update={"repro": repro})
-    store.put_run(run.model_copy(update={"result": result.model_dump(mode="json"), "updated": now()}))
+    amend_result(store, run, result.model_dump(mode="json"))
     return result

@@ -16,7 +16,7 @@ from __future__ import annotations
 from bisector.job.config import JobConfig
 from bisector.core.criterion import Direction
 from bisector.data import probes_dir
-from bisector.measure.probe_spec import builtin_files, builtin_script
+from bisector.job.probe_spec import builtin_files, builtin_script
 
 _BODY = '''
 

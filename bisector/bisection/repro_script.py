@@ -44,7 +44,7 @@ from bisector.core.result import BisectResult, Point, made_by
 from bisector.core.units import human_value
 from bisector.data import repro_dir
 from bisector.errors import UsageError
-from bisector.measure.probe_spec import builtin_files
+from bisector.job.probe_spec import builtin_files
 from bisector.report.common import result_metric
 from bisector.report.culprit_lines import full_headline
 from bisector.safety.safe_text import one_line, visible

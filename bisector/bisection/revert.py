@@ -16,7 +16,7 @@ import tempfile
 from pathlib import Path
 from typing import Callable
 
-from bisector.bisection.judge import Judgement
+from bisector.decide.judge import Judgement
 from bisector.core.changes import Confirmation, ConfirmationStatus
 from bisector.core.candidate import Candidate
 from bisector.core.verdict import Verdict

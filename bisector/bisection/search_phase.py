@@ -7,7 +7,7 @@ import os
 from bisector.bisection.phase import Phase, PhaseResult
 from bisector.bisection.plan import Plan
 from bisector.bisection.recorder import RunRecorder
-from bisector.bisection.seam import MeasurerFactory
+from bisector.decide.seam import MeasurerFactory
 from bisector.bisection.stats_phase import StatsPhase
 from bisector.core.criterion import Compare
 from bisector.errors import UsageError

@@ -1,11 +1,11 @@
 """A search phase in stats mode: the endpoints' round first (it may already answer), then the search
-with every candidate judged by :class:`~bisector.bisection.paired.PairedJudge`."""
+with every candidate judged by :class:`~bisector.decide.paired.PairedJudge`."""
 from __future__ import annotations
 
 from typing import Optional
 
-from bisector.bisection.judge import Judgement
-from bisector.bisection.paired import PairedJudge
+from bisector.decide.judge import Judgement
+from bisector.decide.paired import PairedJudge
 from bisector.bisection.phase import Phase, PhaseResult
 from bisector.core.criterion import Calibrated, calibrate
 from bisector.core.search import Outcome, SearchResult

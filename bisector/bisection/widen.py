@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from typing import Callable, Optional
 
-from bisector.bisection.judge import Judgement
+from bisector.decide.judge import Judgement
 from bisector.core.candidate import Candidate
 from bisector.core.verdict import Verdict
 

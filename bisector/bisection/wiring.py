@@ -13,10 +13,9 @@ from bisector.bisection.plan import TORCH_COMMITS, JobPlan, commit_plan, release
 from bisector.job.config import JobConfig, JobSection, Mode
 from bisector.data import specs_dir
 from bisector.envs import TORCH, EnvSpec, load_env_spec
-from bisector.envs.builders.base_info import same_version
-from bisector.envs.builders.torch_advice import local_torches
-from bisector.envs.builders.torch_choice import PER_CANDIDATE
-from bisector.envs.model.env_spec import CURRENT, parse_pin
+from bisector.core.requirements import same_version
+from bisector.envs import local_torches
+from bisector.core.requirements import CURRENT, PER_CANDIDATE, parse_pin
 from bisector.errors import UsageError
 from bisector.measure.assembly import Engine, build_engine, check_executor, probe_device
 from bisector.paths import default_cache_dir

@@ -11,6 +11,7 @@ from bisector.cli.followflags import add_followup_flags, followup_overrides
 from bisector.cli.examples import epilog
 from bisector.cli.runflags import add_output_flags, add_torch_flag
 from bisector.errors import UsageError
+from bisector.job.config import RunSection, validated
 from bisector.store.storage import RunKind
 
 RUN, MATRIX = "run", "matrix"
@@ -45,7 +46,11 @@ CRITERION_FLAGS: list[tuple[str, dict[str, Any], str, Optional[str]]] = [
 EXECUTION_HELP = {RUN: ("candidates probed at once (k-way search)",
                         "build the next midpoints' environments while a probe runs"),
                   MATRIX: ("cells measured at once (one probe per GPU when GPUs are present)",
-                           "build the next cells' environments while probes run")}
+                           "build the next cells' environments while probes run"),
+                  "diff": ("probes that share this machine's cores (each gets cores/N; default 1: all of them)",
+                           "build the next setups' environments while a probe runs"),
+                  "probe": ("probes that share this machine's cores (each gets cores/N; default 1: all of them)",
+                            "build nothing ahead (one version: there is no next)")}
 
 
 def _dest(flag: str) -> str:
@@ -70,7 +75,7 @@ COMMAND_HELP = ("-- CMD [ARGS...]: your own program, run unchanged in each candi
 
 def add_command_flags(g) -> None:
     """The command meter's flags (for a program given after ``--``)."""
-    from bisector.measure.command_metrics import metric_names
+    from bisector.job.command_metrics import metric_names
 
     g.add_argument("--measure-skip", type=int, metavar="N",
                    help="with -- CMD: optimizer steps left out as warm-up (default 1)")
@@ -145,6 +150,12 @@ def shared_overrides(args: argparse.Namespace) -> dict[str, Any]:
             "run": {"jobs": args.jobs, "prefetch": args.prefetch, "warm": args.warm, "store": args.store,
                     "cache_dir": args.cache_dir, "env_backend": args.env_backend, "executor": args.executor,
                     "ray_address": args.ray_address}}
+
+
+def run_section(args: argparse.Namespace) -> RunSection:
+    """The ``[run]`` table the execution flags give (``diff`` and ``probe``: how to run them)."""
+    given = {k: v for k, v in shared_overrides(args)["run"].items() if v is not None}
+    return validated(RunSection, given, "the flags")
 
 
 def run_overrides(args: argparse.Namespace) -> dict[str, Any]:
@@ -274,10 +285,7 @@ def _probe_parser(sub) -> None:
     p.add_argument("--fresh", action="store_true", help="measure again (a new repeat; stored ones are kept)")
     p.add_argument("--explain", action="store_true", help="add where the bytes live (by phase and allocation site)")
     p.add_argument("--all", action="store_true", help="list every metric, not only the headline ones")
-    p.add_argument("--json", action="store_true", help="print the whole measurement as JSON")
-    add_output_flags(p)
-    p.add_argument("--store", type=Path, help="SQLite store (default: in the user cache dir)")
-    p.add_argument("--cache-dir", type=Path, help="environment cache")
+    add_execution_flags(p, "probe")
 
 
 def _other_parsers(sub) -> None:
@@ -322,13 +330,7 @@ def _diff_parser(sub) -> None:
     g.add_argument("--follow-repo", metavar="REPO", help="that package's repository, to follow it to its commits")
     add_env_and_probe_flags(p, g)
     add_criterion_flags(p, RUN)
-    g = p.add_argument_group("execution")
-    g.add_argument("--store", type=Path, help="SQLite store (default: in the user cache dir)")
-    g.add_argument("--cache-dir", type=Path, help="environment cache")
-    g.add_argument("--env-backend", choices=["uv", "virtualenv"],
-                   help="how environments are built (default: the env spec's, uv)")
-    g.add_argument("--json", action="store_true", help="print the result as JSON")
-    add_output_flags(g)
+    add_execution_flags(p, "diff")
 
 
 def build_parser() -> argparse.ArgumentParser:

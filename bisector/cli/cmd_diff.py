@@ -9,9 +9,11 @@ bisector.cli.args's ``diff_parser``.
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 
-from bisector.cli.args import CRITERION_FLAGS, probe_overrides
+from bisector.cli.args import CRITERION_FLAGS, probe_overrides, run_section
+from bisector.measure.assembly import check_executor
 from bisector.difference.diff_job import DiffInput, check
 from bisector.difference.diff_model import DiffResult
 from bisector.difference.diff_report import render_diff_json, render_diff_text
@@ -38,12 +40,14 @@ def diff_command(args) -> int:
     """Check everything, then measure; print each trial as a step and the report (text or JSON)."""
     with pages_read_once():
         checked = check(diff_input(args))          # bad input stops here: nothing created or stored
-        check_run_paths(args.store, args.cache_dir)
-        store = Store(args.store or default_store_path())
+        run = run_section(args)
+        check_executor(run.executor, run.ray_address)
+        check_run_paths(run.store, run.cache_dir)
+        store = Store(run.store or default_store_path())
         try:
-            with showing(progress_for()) as say:
-                result = run_diff(checked, store, cache_dir=args.cache_dir, env_backend=args.env_backend,
-                                  handler=PrintHandler(printer=say), command=["bisector", *sys.argv[1:]])
+            with showing(progress_for(open(os.devnull, "w") if args.quiet else None)) as say:
+                result = run_diff(checked, store, run, handler=PrintHandler(printer=say),
+                                  command=["bisector", *sys.argv[1:]])
         finally:
             store.close()
     print(render_diff_json(result) if args.json else render_diff_text(result))

@@ -8,7 +8,7 @@ import sys
 
 from bisector.core.units import human_bytes
 from bisector.envs import EnvCache
-from bisector.envs.builders.torch_venv import read_marker
+from bisector.envs import read_marker
 from bisector.errors import cut, UsageError
 from bisector.paths import default_cache_dir
 

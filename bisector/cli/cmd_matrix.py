@@ -23,11 +23,13 @@ from bisector.matrix.history import grid_history, save_run
 from bisector.matrix.html import write_html
 from bisector.matrix.grid_report import render_text, write_reports
 from bisector.matrix.grid_run import matrix_plan, run_matrix
-from bisector.matrix.issue_drafts import track
+from bisector.matrix.issue_drafts import track, with_releases_between
 from bisector.measure.assembly import check_executor, probe_device
 from bisector.paths import default_cache_dir, default_store_path
-from bisector.sources.index import pages_read_once
-from bisector.store.storage import RunState, Store
+from bisector.sources.index import list_releases, pages_read_once
+from bisector.sources.installer_config import resolve_index_url
+from bisector.store.run_record import config_hash, shown_status, stopped_run
+from bisector.store.storage import RunKind, RunState, Store
 from bisector.store.integrity import check_directory, check_run_paths
 
 
@@ -67,13 +69,20 @@ def matrix_command(args) -> int:
         store = Store(config.run.store or default_store_path())
         cache_dir = config.run.cache_dir or default_cache_dir()
         command = ["bisector", *sys.argv[1:]]
+        stopped = stopped_run(store, RunKind.MATRIX, config_hash(config))
+        if stopped is not None:   # the same command again continues it (same id), as the interrupt said
+            print(f"continuing {shown_status(stopped)} matrix run {stopped.id} (the same grid; every stored "
+                  "measurement is reused)", file=sys.stderr)
         try:
-            result, runner, cells = run_matrix(config, store, cache_dir, args.baseline, command, plan)
+            result, runner, cells = run_matrix(config, store, cache_dir, args.baseline, command, plan,
+                                               stopped.id if stopped else None)
             try:
                 if args.bisect_on_regression and (result.confirmed or result.new_steps):
                     result = bisect_regressions(config, result, runner, cells, store, cache_dir, args.out)
-                result = result.model_copy(update={"issue_drafts": track(_previous_drafts(store, result), result,
-                                                                         config.criterion)})
+                drafts = track(_previous_drafts(store, result), result, config.criterion)
+                index = resolve_index_url(config.matrix.index_url)
+                drafts = with_releases_between(drafts, lambda package: list_releases(index, package))
+                result = result.model_copy(update={"issue_drafts": drafts})
                 drafts = write_drafts(result, config, store, issues)
                 paths = write_reports(result, args.out, issues)
                 if args.html is not None:

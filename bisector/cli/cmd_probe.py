@@ -10,29 +10,28 @@ from __future__ import annotations
 
 import json
 import sys
-import uuid
 
 from bisector.bisection.pins import apply_pins
 from bisector.cli.args import probe_overrides
-from bisector.job.config import RunSection, validated
-from bisector.core.facts import ResultFacts
+from bisector.job.config import validated
+from bisector.core.facts import ProbeResult
 from bisector.core.measurement import Measurement, Status
 from bisector.core.units import human_value
 from bisector.data import specs_dir
 from bisector.envs import load_env_spec
-from bisector.envs.model.env_spec import parse_pin
+from bisector.core.requirements import parse_pin
 from bisector.errors import UsageError
 from bisector.explain.registry import compact_details, explainer_for
 from bisector.job.jobfile import builtin_job, stack
-from bisector.measure.assembly import build_engine, probe_device
-from bisector.measure.executors import ExecutorKind
-from bisector.measure.gpus import gpu_label
-from bisector.measure.command_metrics import DEFAULT_METRIC as COMMAND_METRIC
-from bisector.measure.probe_spec import ProbeSpec
+from bisector.cli.args import run_section
+from bisector.measure.assembly import build_engine, check_executor, probe_device
+from bisector.job.command_metrics import DEFAULT_METRIC as COMMAND_METRIC
+from bisector.job.probe_spec import ProbeSpec
 from bisector.paths import default_store_path
 from bisector.console.live import progress_for, showing
 from bisector.sources.index import find_release, list_releases, release_candidate
 from bisector.sources.installer_config import resolve_index_url
+from bisector.store.run_record import RunRecord
 from bisector.store.storage import RunKind, RunRow, Store, now
 from bisector.store.integrity import check_run_paths
 
@@ -52,19 +51,19 @@ def _header(name: str, version: str, m: Measurement, reused: bool, probe: ProbeS
         else f"measured in {m.seconds:.1f}s"
     why = f" — {m.reason}" if m.reason else ""
     args = f" {' '.join(probe.args)}" if probe.args else ""
-    result = m.result or ResultFacts()
+    result = m.result or ProbeResult()
     meter = f", meter {result.meter}" if result.meter else ""
     lines = [f"{name}=={version}: {m.status.value}, {when}{why}", f"  probe {probe.label()}{args}{meter}"]
     device = result.device
-    if device.get("type") == "cuda":
-        facts = [gpu_label(device) or "an unnamed GPU"]
-        facts += [f"{label} {device[k]}" for k, label in (("driver", "driver"), ("cuda", "CUDA")) if device.get(k)]
+    if device.type == "cuda":
+        facts = [device.gpu_label or "an unnamed GPU"]
+        facts += [f"{label} {value}" for label, value in (("driver", device.driver), ("CUDA", device.cuda)) if value]
         lines.append(f"  on {', '.join(facts)}")
     return lines
 
 
 def _metric_lines(m: Measurement, metric: str | None, everything: bool) -> list[str]:
-    result = m.result or ResultFacts()
+    result = m.result or ProbeResult()
     explainer = explainer_for(result.schema_version, m.metrics, result.fields())
     names = explainer.headline(m.metrics, metric)
     rest = [k for k in sorted(m.metrics) if k not in names]
@@ -79,7 +78,7 @@ def _metric_lines(m: Measurement, metric: str | None, everything: bool) -> list[
 
 
 def _explained(m: Measurement, metric: str | None) -> list[str]:
-    result = m.result or ResultFacts()
+    result = m.result or ProbeResult()
     explainer = explainer_for(result.schema_version, m.metrics, result.fields())
     return [f"  {line}" for line in explainer.one_version(m.metrics, compact_details(result.fields(), m.metrics),
                                                           metric)]
@@ -97,17 +96,19 @@ def probe_command(args) -> int:
     probe, metric = _job_probe(args)
     # a bad probe (a built-in probe's own check of its arguments), store or cache is one line before
     # anything is created
-    probe.check(probe_device(ExecutorKind.LOCAL))
-    check_run_paths(args.store, args.cache_dir)
-    store = Store(args.store or default_store_path())
-    # one probe: exactly one GPU (by UUID) when there are any, else every core
-    engine = build_engine(RunSection(cache_dir=args.cache_dir), store, max_gpus=1)
+    run = run_section(args)
+    check_executor(run.executor, run.ray_address)
+    probe.check(probe_device(run.executor))
+    check_run_paths(run.store, run.cache_dir)
+    store = Store(run.store or default_store_path())
+    # one probe: exactly one GPU (by UUID) when there are any, else the cores --jobs leaves it
+    engine = build_engine(run, store, max_gpus=1)
     measurer = engine.measurer(spec, probe, args.index_url)
     cand = release_candidate(name, release)
     started = now()
     with showing(progress_for()):
         m = measurer.measure(cand, measurer.next_repeat(cand) if args.fresh else 0)
-    reused = m.key in measurer.reused_keys
+    reused = m.reused
     _save_run(store, started, name, release.version, m, reused, probe, metric, args.with_)
     if args.json:
         print(m.model_dump_json(indent=2))
@@ -130,8 +131,7 @@ def _save_run(store: Store, started: str, name: str, version: str, m: Measuremen
               "metric": metric}
     result = {"package": name, "version": version, "status": m.status.value, "measurement": m.key,
               "reused": reused, "metric": metric}
-    store.put_run(RunRow(id=uuid.uuid4().hex[:12], created=started, updated=now(), kind=RunKind.PROBE,
-                         command=["bisector", *sys.argv[1:]], config=config, status=m.status.value, result=result))
+    RunRecord(store, RunKind.PROBE, ["bisector", *sys.argv[1:]], config, created=started).save(m.status.value, result)
 
 
 def render_probe_run(store: Store, run: RunRow, fmt: str) -> str:

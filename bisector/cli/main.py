@@ -14,7 +14,6 @@ from collections import Counter
 from pathlib import Path
 from typing import Optional
 
-from bisector import __version__
 from bisector.bisection.repro_check import record, verify
 from bisector.bisection.repro_script import repro_script
 from bisector.bisection.wiring import bisector_for, preflight
@@ -28,7 +27,8 @@ from bisector.cli.resumed import interrupted_run, resumed, shown
 from bisector.cli.run_kinds import log_text, pick_run, report_text
 from bisector.job.config import JobConfig
 from bisector.job.jobfile import load_config
-from bisector.measure.probe_spec import builtin_names, builtin_version
+from bisector.job.probe_spec import builtin_names, builtin_version
+from bisector.data import VERSION
 from bisector.errors import BisectorError, UsageError
 from bisector.paths import default_store_path
 from bisector.process.procs import SHUTDOWN, Interrupted, request_shutdown, stop_all
@@ -41,6 +41,7 @@ from bisector.safety.safe_text import one_line
 from bisector.report.text import render_text
 from bisector.safety.safe_write import check_output_file, write_atomic
 from bisector.sources.index import pages_read_once
+from bisector.store.run_record import shown_status
 from bisector.store.storage import RunKind, RunRow, Store
 
 
@@ -83,8 +84,8 @@ def cmd_run(args) -> int:
         stopped = interrupted_run(Store(where, read_only=True) if where.is_file() else None, config)
         if stopped is not None:   # the same command again continues it (same id), as the interrupt said
             run_id = stopped.id
-            print(f"continuing interrupted run {run_id} (the same job; every stored measurement is reused)",
-                  file=sys.stderr)
+            print(f"continuing {shown_status(stopped)} run {run_id} (the same job; every stored measurement is "
+                  "reused)", file=sys.stderr)
     with pages_read_once():
         resolved = preflight(config)  # bad input is one line and exit 2 before anything is created or stored
         store = _store(config.run.store)
@@ -152,7 +153,8 @@ def cmd_runs(args) -> int:
         return 0
     runs = [r for r in store.list_runs() if not args.kind or r.kind == args.kind]
     rows = [("run", "config", "updated", "kind", "status", "what")]
-    rows += [(r.id, r.config_hash or "-", _utc(r.updated), str(r.kind), r.status, one_line(_what(r))) for r in runs]
+    rows += [(r.id, r.config_hash or "-", _utc(r.updated), str(r.kind), shown_status(r), one_line(_what(r)))
+             for r in runs]
     widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]) - 1)]
     for row in rows:
         print("  ".join(cell.ljust(w) for cell, w in zip(row, widths)) + "  " + row[-1])
@@ -208,7 +210,7 @@ COMMANDS = {"matrix": matrix_command, "run": cmd_run, "log": cmd_log, "runs": cm
 def version_text() -> str:
     """``bisector --version``: bisector's version and each built-in probe's."""
     probes = ", ".join(f"{name} {builtin_version(name) or '?'}" for name in builtin_names())
-    return f"bisector {__version__} (probes: {probes}; Python {sys.version.split()[0]})"
+    return f"bisector {VERSION} (probes: {probes}; Python {sys.version.split()[0]})"
 
 
 def usage_text(parser) -> str:

@@ -9,12 +9,12 @@ from typing import Optional
 
 from pydantic import ValidationError
 
-from bisector.bisection.recorder import config_hash
+from bisector.store.run_record import config_hash, stopped_run
 from bisector.cli.args import run_overrides
 from bisector.job.config import JobConfig, validated
 from bisector.errors import UsageError
 from bisector.job.jobfile import load_config
-from bisector.store.storage import RunKind, RunRow, RunState, Store
+from bisector.store.storage import RunKind, RunRow, Store
 
 
 def _given(table) -> bool:
@@ -57,12 +57,9 @@ def resumed(args, config_path: Optional[Path], store: Optional[Store]):
 
 def interrupted_run(store: Optional[Store], config: JobConfig) -> Optional[RunRow]:
     """The run that the same command, run again, continues: the latest bisect of this job (its config
-    hash) when it was interrupted. So "run the same command again to resume" holds, and the interrupted
-    run does not stay ``interrupted`` beside a second run that finished the same job."""
-    if store is None:
-        return None
-    runs = store.runs_with_hash(config_hash(config), RunKind.BISECT)
-    return runs[0] if runs and runs[0].status == RunState.INTERRUPTED else None
+    hash) when it stopped before its end (interrupted, or killed outright). So "run the same command
+    again to resume" holds, and the stopped run does not stay beside a second run that finished the job."""
+    return stopped_run(store, RunKind.BISECT, config_hash(config))
 
 
 JOB_TABLES = ("job", "env", "probe", "criterion")

@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import argparse
 
-from bisector.envs.builders.torch_choice import valid_choice
+from bisector.core.requirements import valid_torch_choice
 
 
 def torch_choice(text: str) -> str:
     """--torch's value, checked (argparse's one-line error otherwise)."""
     try:
-        return valid_choice(text)
+        return valid_torch_choice(text)
     except ValueError as exc:
         raise argparse.ArgumentTypeError(str(exc)) from None
 

@@ -5,9 +5,9 @@ import enum
 import statistics
 from typing import Any, Iterable, Optional
 
-from pydantic import BaseModel, ValidationError
+from pydantic import BaseModel, ValidationError, field_serializer, field_validator, model_validator
 
-from bisector.core.facts import EnvFacts, ResultFacts
+from bisector.core.facts import EnvFacts, ProbeResult
 
 
 class Status(enum.StrEnum):
@@ -50,24 +50,48 @@ class Measurement(BaseModel):
     reason: Optional[str] = None
     seconds: float
     created: str = ""
-    details: dict[str, Any] = {}   # as stored; read through the typed views below
+    details: dict[str, Any] = {}   # the run's own records beside the result (see ``detail``)
     run_id: Optional[str] = None
+    reused: bool = False           # read from the store, taken by an earlier run (never stored itself)
+    result: Optional[ProbeResult] = None   # the probe result's fields beside its metrics (None: it wrote none)
+    env: Optional[EnvFacts] = None         # the environment as this measurement used it (None: never built)
 
-    @property
-    def result(self) -> Optional[ResultFacts]:
-        """The probe result's declared fields beside its metrics (None: the probe wrote no result)."""
-        data = (self.details or {}).get("result")
-        return ResultFacts.of(data) if isinstance(data, dict) and data else None
+    @model_validator(mode="before")
+    @classmethod
+    def _typed_once(cls, data: Any) -> Any:
+        """A row as stored keeps the result and the environment in ``details``: typed here, once."""
+        if not isinstance(data, dict) or not isinstance(data.get("details"), dict):
+            return data
+        details = dict(data["details"])
+        raw_result, raw_env = details.pop("result", None), details.pop("env", None)
+        data = {**data, "details": details}
+        if "result" not in data:
+            data["result"] = ProbeResult.of(raw_result) if isinstance(raw_result, dict) and raw_result else None
+        if "env" not in data:
+            try:
+                data["env"] = EnvFacts.model_validate(raw_env) if isinstance(raw_env, dict) else None
+            except ValidationError:
+                data["env"] = None
+        return data
 
-    @property
-    def env(self) -> Optional[EnvFacts]:
-        """The environment as it was when this measurement used it (None: never built, or stored
-        before environments were recorded with their measurements)."""
-        data = (self.details or {}).get("env")
-        try:
-            return EnvFacts.model_validate(data) if isinstance(data, dict) else None
-        except ValidationError:
-            return None
+    @field_validator("result", mode="before")
+    @classmethod
+    def _result_of(cls, value: Any) -> Any:
+        """A result given as data (a JSON round trip, a Ray task's answer) is typed as a stored one is."""
+        return ProbeResult.of(value) if isinstance(value, dict) else value
+
+    @field_serializer("result")
+    def _result_as_written(self, value: Optional[ProbeResult]) -> Optional[dict[str, Any]]:
+        return value.fields() if value is not None else None
+
+    def stored_details(self) -> dict[str, Any]:
+        """``details`` as the store keeps them: the records, the result's fields and the environment."""
+        out = dict(self.details)
+        if self.result is not None:
+            out["result"] = self.result.fields()
+        if self.env is not None:
+            out["env"] = self.env.model_dump(mode="json")
+        return out
 
     def detail(self, name: str, default: Any = None) -> Any:
         """One of the run's own records beside the result (``stderr_tail``, ``launch``, ``proved``,

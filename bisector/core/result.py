@@ -2,12 +2,12 @@
 from __future__ import annotations
 
 import datetime as dt
-import importlib.metadata
 from typing import Any, Optional
 
 from pydantic import BaseModel, model_serializer
 
 from bisector.core.changes import Attribution, Confirmation
+from bisector.data import VERSION
 from bisector.core.candidate import Candidate, CandidateKind
 from bisector.core.search import Outcome
 from bisector.core.stats import SampleEvidence
@@ -113,10 +113,7 @@ class Repro(BaseModel):
 
 def made_by() -> str:
     """The version of bisector that is running (what a result records as its maker)."""
-    try:
-        return importlib.metadata.version("bisector")
-    except importlib.metadata.PackageNotFoundError:
-        return "unknown"
+    return VERSION
 
 
 class BisectResult(BaseModel):

@@ -1,5 +1,5 @@
-"""Files bisector ships as package data: the built-in probes, environment specs, default job and the
-templates of the repro scripts.
+"""What bisector ships: its version, and as package data the built-in probes, environment specs, default
+job and the templates of the repro scripts.
 
 Both are read through :mod:`importlib.resources`, so an installed wheel (pip, pipx, uv tool) finds
 them wherever it lives; nothing depends on the current directory or on a checkout.
@@ -9,6 +9,8 @@ from __future__ import annotations
 import importlib.resources
 import os
 from pathlib import Path
+
+VERSION = "0.1.0"   # bisector's version (pyproject.toml reads it from here)
 
 
 def _dir(name: str) -> Path:

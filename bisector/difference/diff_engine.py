@@ -13,8 +13,8 @@ from __future__ import annotations
 
 from typing import Optional
 
-from bisector.bisection.change_search import ChangeSearch, trial_of
-from bisector.bisection.judge import Judgement, judge
+from bisector.decide.change_search import ChangeSearch, trial_of
+from bisector.decide.judge import Judgement, judge
 from bisector.core.changes import Change, ChangeKind, Trial
 from bisector.core.candidate import Candidate
 from bisector.core.criterion import Calibrated, calibrate, needs_endpoints
@@ -28,7 +28,8 @@ from bisector.difference.setups import changes_between, trial_label, trial_setup
 from bisector.envs import EnvSpec
 from bisector.measure.assembly import Engine
 from bisector.measure.measurer import Measurer
-from bisector.store.storage import RunKind, RunRow, RunState, StepRow, new_run_id, now
+from bisector.store.run_record import RunRecord
+from bisector.store.storage import RunKind, RunState, StepRow
 
 
 class Differ:
@@ -36,16 +37,17 @@ class Differ:
     ``engine`` over ``spec`` and storing in the engine's store; each trial is reported to ``handler.step``."""
 
     def __init__(self, job: DiffJob, candidate: Candidate, spec: EnvSpec, engine: Engine,
-                 handler=None, command: Optional[list[str]] = None):
+                 handler=None, command: Optional[list[str]] = None, run_id: Optional[str] = None):
         self.job, self.candidate, self.spec, self.engine, self.store = job, candidate, spec, engine, engine.store
         self.handler, self.command = handler, command or ["bisector", "diff"]
-        self.run_id = new_run_id()   # every diff its own run; identical ones share job.config_hash
+        # every diff its own run (identical ones share job.config_hash); a stopped one continued keeps its id
+        self.record = RunRecord(self.store, RunKind.DIFF, self.command, job.model_dump(mode="json"),
+                                job.config_hash, run_id)
+        self.run_id = self.record.run_id
         self.trials: list[Trial] = []
         self.steps: list[Step] = []
         self.notes: list[str] = []
         self.measurers: dict[str, Measurer] = {}
-        self.fresh: set[str] = set()       # measurements taken by this run (not reused from the store)
-        self._started = now()
 
     # -- measuring ------------------------------------------------------------------------------
     def measurer(self, setup: Setup) -> Measurer:
@@ -61,7 +63,6 @@ class Differ:
         """The metric of a setup before any threshold exists (the ends, for ``auto``)."""
         m = self.measurer(setup)
         ms = [m.measure(self.candidate, r) for r in range(self.job.criterion.repeats)]
-        self.fresh |= {x.key for x in ms if x.key not in m.reused_keys}
         return metric_value(ms, self.job.criterion.metric)
 
     @property
@@ -72,7 +73,7 @@ class Differ:
     @property
     def reused(self) -> int:
         """Measurements this run took from the store (taken by an earlier run)."""
-        return len(set().union(*(m.reused_keys for m in self.measurers.values())) - self.fresh)
+        return len(set().union(*(m.reused_keys for m in self.measurers.values())))
 
     def note(self, text: str) -> None:
         """A note for the user and the result."""
@@ -85,8 +86,7 @@ class Differ:
         """Measure and judge one setup, store it as a step, keep it as a trial."""
         measurer = self.measurer(setup)
         j = judge(measurer, calibrated, self.candidate)
-        reused = all(m.key in measurer.reused_keys and m.key not in self.fresh for m in j.measurements)
-        t = trial_of(len(self.trials), label, applied, j, reused, sides.get(j.verdict))
+        t = trial_of(len(self.trials), label, applied, j, sides.get(j.verdict))
         self.trials.append(t)
         self._record(t, j)
         return t, j
@@ -96,33 +96,26 @@ class Differ:
                     value=t.value, metric=self.job.criterion.metric, metrics=j.metrics,
                     repeats=len(j.measurements), seconds=round(j.seconds, 3), reason=t.reason, reused=t.reused)
         self.steps.append(step)
-        self.store.add_step(StepRow(run_id=self.run_id, seq=t.seq, candidate=f"diff {t.label}", verdict=t.verdict,
-                                    value=t.value, reason=t.reason, seconds=step.seconds,
-                                    measurements=t.measurements))
+        self.record.step(StepRow(run_id=self.run_id, seq=t.seq, candidate=f"diff {t.label}", verdict=t.verdict,
+                                 value=t.value, reason=t.reason, seconds=step.seconds, measurements=t.measurements))
         if self.handler is not None:
             self.handler.step(step)
 
     # -- the run --------------------------------------------------------------------------------
     def run(self) -> DiffResult:
         """Run the diff to its answer; the run row and every step are stored as they happen."""
-        self.store.clear_steps(self.run_id)
-        self._save(RunState.RUNNING)
+        self.record.begin()
         try:
             result = _Search(self).run()
         except BaseException:
-            self._save(RunState.INTERRUPTED)
+            self.record.save(RunState.INTERRUPTED)
             raise
         self.save(result)
         return result
 
     def save(self, result: DiffResult) -> None:
         """Store the finished run with ``result``."""
-        self._save(result.status, result.model_dump(mode="json"))
-
-    def _save(self, status: str, result: Optional[dict] = None) -> None:
-        self.store.put_run(RunRow(id=self.run_id, created=self._started, updated=now(), kind=RunKind.DIFF,
-                                  command=self.command, config=self.job.model_dump(mode="json"), status=status,
-                                  result=result, config_hash=self.job.config_hash))
+        self.record.save(result.status, result.model_dump(mode="json"))
 
 
 def knobs_of(j: Judgement) -> Optional[dict]:

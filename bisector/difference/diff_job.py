@@ -19,10 +19,10 @@ from bisector.data import specs_dir
 from bisector.difference.diff_model import DiffJob, Setup
 from bisector.difference.setups import changes_between, package_under_test, parse_pins, side_packages
 from bisector.envs import TORCH, EnvSpec, load_env_spec
-from bisector.envs.builders.torch_choice import choose_torch
-from bisector.envs.builders.base_info import HEAVY
+from bisector.envs import choose_torch
+from bisector.envs import HEAVY
 from bisector.errors import UsageError
-from bisector.measure.probe_spec import ProbeSpec
+from bisector.job.probe_spec import ProbeSpec
 from bisector.sources.index import find_release, list_releases, release_candidate
 from bisector.sources.installer_config import resolve_index_url
 

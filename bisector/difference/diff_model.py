@@ -11,7 +11,7 @@ from pydantic import BaseModel, ConfigDict
 from bisector.core.changes import Change, Trial
 from bisector.core.criterion import Criterion
 from bisector.core.result import BisectResult, Step
-from bisector.measure.probe_spec import ProbeSpec
+from bisector.job.probe_spec import ProbeSpec
 
 SIDES = ("A", "B")
 

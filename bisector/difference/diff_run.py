@@ -3,7 +3,7 @@ bisect of a package that is the whole difference, and the stored run with its fi
 from __future__ import annotations
 
 import shlex
-from pathlib import Path
+import sys
 from typing import Optional
 
 from bisector.bisection.wiring import bisector_for
@@ -14,20 +14,27 @@ from bisector.difference.diff_model import DiffResult
 from bisector.job.config import RunSection
 from bisector.job.argv import run_argv
 from bisector.measure.assembly import build_engine
-from bisector.store.storage import Store
+from bisector.store.run_record import shown_status, stopped_run
+from bisector.store.storage import RunKind, Store
 
 
-def run_diff(checked: CheckedDiff, store: Store, cache_dir: Optional[Path] = None,
-             env_backend: Optional[str] = None, handler=None, command: Optional[list[str]] = None) -> DiffResult:
-    """Measure the diff (resuming from ``store``), then follow a package culprit when asked."""
-    command = command or ["bisector", "diff"]
-    engine = build_engine(RunSection(cache_dir=cache_dir, env_backend=env_backend), store)
-    differ = Differ(checked.job, checked.candidate, checked.spec, engine, handler=handler, command=command)
+def run_diff(checked: CheckedDiff, store: Store, run: Optional[RunSection] = None, handler=None,
+             command: Optional[list[str]] = None) -> DiffResult:
+    """Measure the diff on the engine ``run`` (the execution flags) gives; the same diff stopped before its
+    end (interrupted, or killed) is continued under its own id; then follow a package culprit when asked."""
+    command, run = command or ["bisector", "diff"], run or RunSection()
+    engine = build_engine(run, store)
+    stopped = stopped_run(store, RunKind.DIFF, checked.job.config_hash)
+    if stopped is not None:
+        print(f"continuing {shown_status(stopped)} diff {stopped.id} (the same diff; every stored measurement is "
+              "reused)", file=sys.stderr)
+    differ = Differ(checked.job, checked.candidate, checked.spec, engine, handler=handler, command=command,
+                    run_id=stopped.id if stopped else None)
     for text in checked.notes:
         differ.note(text)
     result = differ.run()
     result.command = shlex.join(command)
-    followed = follow_config(checked.job, result, cache_dir, env_backend)
+    followed = follow_config(checked.job, result, run.cache_dir, run.env_backend)
     if followed is not None:
         words = run_argv(followed)
         result.follow_command = shlex.join(words)

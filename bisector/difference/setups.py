@@ -11,7 +11,7 @@ from packaging.utils import canonicalize_name
 from bisector.core.changes import Change, ChangeKind
 from bisector.difference.knobs import arg_changes, apply_args
 from bisector.difference.diff_model import Setup
-from bisector.envs.model.env_spec import parse_pin
+from bisector.core.requirements import parse_pin
 from bisector.errors import UsageError
 
 _LOCK_HINT = "not a NAME==VERSION pin (pip freeze format; editable and URL installs cannot come from an index)"

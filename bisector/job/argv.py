@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from bisector.job.config import JobConfig, JobSection, Mode
 from bisector.core.criterion import Criterion
-from bisector.measure.probe_spec import ProbeSpec
+from bisector.job.probe_spec import ProbeSpec
 
 _JOB_DEFAULTS = JobSection(package="x", good="0", bad="1")
 _CRITERION_DEFAULTS = Criterion()

@@ -13,12 +13,17 @@ from pydantic import BaseModel, ConfigDict, ValidationError, field_validator, mo
 
 from bisector.core.criterion import Compare, Criterion
 from bisector.core.strict_numbers import numbers
-from bisector.envs.builders.torch_choice import valid_choice
-from bisector.envs.model.env_spec import check_urls, parse_pin
+from bisector.core.requirements import check_urls, parse_pin, valid_torch_choice
 from bisector.errors import SHOWN_CHARS, UsageError, cut
-from bisector.measure.executors import ExecutorKind
-from bisector.measure.command_metrics import unknown_metric, with_default_metric
-from bisector.measure.probe_spec import ProbeSpec
+from bisector.job.command_metrics import unknown_metric, with_default_metric
+from bisector.job.probe_spec import ProbeSpec
+
+
+class ExecutorKind(enum.StrEnum):
+    """Where measurements run (``--executor``, ``[run] executor``)."""
+
+    LOCAL = "local"
+    RAY = "ray"
 
 
 class Mode(enum.StrEnum):
@@ -185,7 +190,7 @@ class EnvSection(BaseModel):
     @field_validator("torch")
     @classmethod
     def _choice(cls, value: Optional[str]) -> Optional[str]:
-        return None if value is None else valid_choice(value)
+        return None if value is None else valid_torch_choice(value)
 
 
 class ContrastSection(BaseModel):

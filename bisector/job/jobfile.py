@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Optional
 
 from packaging.utils import canonicalize_name
-from packaging.version import InvalidVersion, Version
+from packaging.version import Version
 
 from pydantic import ValidationError
 

@@ -13,6 +13,7 @@ from bisector.core.verdict import Verdict
 from bisector.matrix.cells import Cell
 from bisector.matrix.failure_line import failure_line, missing_metric_line, oom_line
 from bisector.matrix.grid_result import BaselineCell, CellResult, CellVerdict, MatrixResult
+from bisector.matrix.peaks_said import peaks_said
 
 
 def _reason(ms: list[Measurement], ok: list[Measurement], oom: list[str], metrics: dict, criterion: Criterion):
@@ -89,7 +90,8 @@ def _metric_verdict(cur: CellResult, base: BaselineCell, criterion: Criterion) -
     was_bad = calibrate(criterion, good=good).is_bad_value(good)
     verdict = CellVerdict.REGRESSION if crossed and not was_bad else (
         CellVerdict.SAME if value == good else CellVerdict.MOVED)
-    return {"verdict": verdict, "threshold": threshold}
+    peaks = peaks_said(base.metrics, cur.metrics, metric) if value != good else None
+    return {"verdict": verdict, "threshold": threshold, "peaks": peaks}
 
 
 def still_bad(cell: CellResult, ms: list[Measurement], criterion: Criterion,

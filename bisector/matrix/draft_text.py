@@ -6,6 +6,7 @@ since it was found (still there? worse?), how to reproduce it, and the bisect's 
 named its first bad release (the bisect report's own markdown, from the stored bisect run)."""
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Optional
 
@@ -26,10 +27,13 @@ from bisector.store.storage import Store
 
 
 def title(d: IssueDraft) -> str:
-    """"accelerate 0.28.0: ga_excess_bytes_per_param 0.000 B/param → 1.244 B/param"."""
+    """"accelerate 0.28.0: ga_excess_bytes_per_param 0.000 B/param → 1.244 B/param", with what the peaks behind
+    a derived metric did, without their numbers (": the GA=1 peaks fell, the GA=2 peaks did not change; no
+    peak rose")."""
     at = d.first_bad or d.version
+    peaks = f": {re.sub(r' [(][^()]*[)]', '', d.peaks)}" if d.peaks else ""
     return (f"{d.package} {at}: {d.metric} {human_value(d.good_value, d.metric)} → "
-            f"{human_value(d.bad_value, d.metric)}")
+            f"{human_value(d.bad_value, d.metric)}{peaks}")
 
 
 def _state(d: IssueDraft, criterion: Criterion) -> str:
@@ -75,20 +79,36 @@ def text(d: IssueDraft, result: MatrixResult, config: MatrixConfig, store: Store
     """The draft's markdown."""
     where = "cell" if d.line_is_cell else "grid line"
     lines = ", ".join(md_escape(x) or md_escape(result.packages[0]) for x in d.lines)
-    found = (f"First bad: {md_escape(d.package)} {md_code(d.first_bad)} (bisect run `{d.bisect_run}`)."
-             if d.first_bad else f"Between {md_escape(d.package)} {d.good} (good) and {d.version} (bad): {d.version} "
-             "is the first bad release when no release lies between them; no bisect has checked that yet "
-             "(`bisector matrix --bisect-on-regression` runs one, as does the reproduce command below).")
+    found = _found(d)
     out = [f"# {md_escape(title(d))}", "",
            f"<!-- bisector issue draft {d.file}: grid {result.grid_id}, updated by run {result.run_id} -->", "",
            _state(d, config.criterion), "",
            f"Found as a {d.kind} by a nightly `bisector matrix` of {md_escape(result.packages[0])} "
            f"({md_escape(result.probe)}), on {where}s {lines}: {md_escape(d.metric)} "
            f"{human_value(d.good_value, d.metric)} at {d.package} {d.good}, {human_value(d.bad_value, d.metric)} "
-           f"at {d.version} (criterion: {md_escape(result.criterion)}).", "", found, "",
+           f"at {d.version}" + (f": {md_escape(d.peaks)}" if d.peaks else "")
+           + f" (criterion: {md_escape(result.criterion)}).", "", found, "",
            "## Nights", "", *_nights(d), "",
            "## Reproduce", "", *_fenced_command(_reproduce(d, config))]
     return visible("\n".join(out + _bisect_report(store, d.bisect_run)).rstrip() + "\n")
+
+
+def _found(d: IssueDraft) -> str:
+    """Which release is the first bad one: the bisect's answer, or the index's releases between the two."""
+    package = md_escape(d.package)
+    if d.first_bad:
+        return f"First bad: {package} {md_code(d.first_bad)} (bisect run `{d.bisect_run}`)."
+    bisect = "(`bisector matrix --bisect-on-regression` runs one, as does the reproduce command below)"
+    if d.releases_between == []:
+        return (f"{package} {d.good} and {d.version} are adjacent releases on the package index: {d.version} is the "
+                "first bad release.")
+    if d.releases_between:
+        n, shown = len(d.releases_between), ", ".join(d.releases_between[:3])
+        more = ", ..." if n > 3 else ""
+        return (f"The package index lists {n} release{'s' if n > 1 else ''} of {package} between {d.good} (good) "
+                f"and {d.version} (bad) ({shown}{more}); no bisect has named the first bad one yet {bisect}.")
+    return (f"Between {package} {d.good} (good) and {d.version} (bad): {d.version} is the first bad release when "
+            f"no release lies between them; no bisect has checked that yet {bisect}.")
 
 
 def _fenced_command(command: str) -> list[str]:

@@ -20,8 +20,8 @@ from pydantic import BaseModel, ConfigDict, field_validator, model_validator
 from bisector.job.config import RunSection, layer, read_toml, validated
 from bisector.core.criterion import Compare, Criterion
 from bisector.errors import UsageError
-from bisector.measure.command_metrics import unknown_metric, with_default_metric
-from bisector.measure.probe_spec import ProbeSpec
+from bisector.job.command_metrics import unknown_metric, with_default_metric
+from bisector.job.probe_spec import ProbeSpec
 
 LATEST = re.compile(r"^latest(?:-(\d+))?$")
 _NAME = re.compile(r"^[A-Za-z0-9]([A-Za-z0-9._-]*[A-Za-z0-9])?$")

@@ -93,9 +93,10 @@ def _verdict_cell(cell: CellResult, metric: Optional[str]) -> str:
         limit = f"beyond {_value(cell.threshold, metric or '')}" if cell.threshold is not None else md_escape(
             cell.reason or cell.status)
         again = f", re-measured {_value(cell.confirm_value, metric or '')}" if cell.confirm_value is not None else ""
+        peaks = f"; {md_escape(cell.peaks)}" if cell.peaks else ""
         if cell.confirmed:
-            return f"**REGRESSION** ({limit}{again}, confirmed)"
-        return f"regression? ({limit}{again}, not confirmed)"
+            return f"**REGRESSION** ({limit}{again}, confirmed{peaks})"
+        return f"regression? ({limit}{again}, not confirmed{peaks})"
     reason = f": {md_escape(cell.reason)}" if cell.reason else ""
     if cell.verdict is CellVerdict.LOST:
         return f"**LOST**: {md_escape(cell.status)}{reason}"
@@ -259,7 +260,8 @@ def render_text(result: MatrixResult, paths: dict[str, Path]) -> str:
         state = "confirmed" if cell.confirmed else "not confirmed"
         moved = ", ".join(f"{p} {cell.baseline.versions[p]} -> {cell.versions[p]}" for p in cell.moved_packages)
         why = f" ({cell.reason})" if cell.reason else ""
-        lines.append(f"  regression at {cell.key} [{moved or 'no version moved'}]{why}: {state}")
+        peaks = f"; {cell.peaks}" if cell.peaks else ""
+        lines.append(f"  regression at {cell.key} [{moved or 'no version moved'}]{why}: {state}{peaks}")
     lines += report_cells.text_lines(result) + text_lines(result)
     for b in result.bisects:
         lines.append(f"  bisect {b.package} {b.good}..{b.bad}: {b.status}"

@@ -67,6 +67,7 @@ class CellResult(BaseModel):
     threshold: Optional[float] = None
     confirmed: Optional[bool] = None
     confirm_value: Optional[float] = None
+    peaks: Optional[str] = None          # what the peaks behind a derived metric did (bisector.matrix.peaks_said)
 
     @property
     def moved_packages(self) -> list[str]:
@@ -139,6 +140,7 @@ class VersionStep(BaseModel):
     confirmed: Optional[bool] = None
     confirm_values: list[float] = []
     new: bool = True
+    peaks: Optional[str] = None          # what the peaks behind a derived metric did (bisector.matrix.peaks_said)
 
 
 class BisectAttachment(BaseModel):
@@ -190,6 +192,8 @@ class IssueDraft(BaseModel):
     first_bad: Optional[str] = None
     bisect_run: Optional[str] = None
     nights: list[DraftNight] = []
+    peaks: Optional[str] = None          # what the peaks behind a derived metric did at the step
+    releases_between: Optional[list[str]] = None   # the index's releases between good and version (None: not read)
 
 
 class MatrixResult(BaseModel):

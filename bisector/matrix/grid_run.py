@@ -21,20 +21,21 @@ from bisector.core.measurement import Measurement, oom_cells
 from bisector.core.units import human_value
 from bisector.data import specs_dir
 from bisector.envs import TORCH, EnvSpec, load_env_spec
-from bisector.envs.builders.torch_choice import choose_torch
+from bisector.envs import choose_torch
 from bisector.errors import BisectorError, UndecidedError, UsageError
 from bisector.matrix.cells import Cell, Plan, grid_id, plan_cells
 from bisector.matrix.compare import compare, match_baseline, still_bad, summarise
 from bisector.matrix.failure_line import failure_line, oom_line
 from bisector.matrix.grid_config import MatrixConfig
-from bisector.matrix.history import grid_history, load_baseline, new_run_id, save_run, timestamp
+from bisector.matrix.history import grid_history, load_baseline, save_run, timestamp
+from bisector.store.run_record import new_run_id
 from bisector.matrix.grid_result import CellResult, CellVerdict, MatrixResult
 from bisector.matrix.report_cells import where
 from bisector.matrix.steps import confirm_steps, find_steps, mark_new
 from bisector.matrix.trend import history_lines
 from bisector.measure.assembly import Engine, build_engine
 from bisector.measure.measurer import Measurer
-from bisector.measure.probe_spec import ProbeSpec
+from bisector.job.probe_spec import ProbeSpec
 from bisector.sources.index import Release, release_candidate
 from bisector.store.storage import RunState, Store
 
@@ -120,7 +121,7 @@ class _Progress:
         value = m.metrics.get(self.metric) if self.metric else None
         shown = f" {self.metric}={human_value(value, self.metric)}" if value is not None else ""
         why = failure_line(m) if not m.status.measured else oom_line(oom_cells(m)) if oom_cells(m) else ""
-        stored = " (stored)" if all(x.key in self.runner.reused for x in ms) else ""
+        stored = " (stored)" if all(x.reused for x in ms) else ""
         print(f"  cell {where(cell.versions(self.runner.packages))}: {m.status}{shown}{stored}"
               + (f": {why}" if why else ""), file=sys.stderr, flush=True)
 
@@ -142,9 +143,11 @@ def _measure(config: MatrixConfig, runner: CellRunner, cells: list[Cell]) -> lis
     crit = config.criterion
     ms = runner.measure(list(unique.values()), range(crit.repeats), on_done=_Progress(runner, crit.metric))
     by_versions = dict(zip(unique, ms))
-    out = [summarise(c, runner.packages, by_versions[tuple(s.version for s in c.slots)], crit) for c in cells]
-    reused = runner.reused
-    return [r.model_copy(update={"reused": all(k in reused for k in r.measurements)}) for r in out]
+    out = []
+    for c in cells:
+        ms = by_versions[tuple(s.version for s in c.slots)]
+        out.append(summarise(c, runner.packages, ms, crit).model_copy(update={"reused": all(m.reused for m in ms)}))
+    return out
 
 
 def _confirm(config: MatrixConfig, runner: CellRunner, cells: list[Cell],
@@ -163,10 +166,11 @@ def _confirm(config: MatrixConfig, runner: CellRunner, cells: list[Cell],
     return out
 
 
-def _start(config: MatrixConfig, store: Store, plan: Plan, baseline: Optional[MatrixResult]) -> MatrixResult:
+def _start(config: MatrixConfig, store: Store, plan: Plan, baseline: Optional[MatrixResult],
+           run_id: Optional[str]) -> MatrixResult:
     m, gid = config.matrix, grid_id(config)
     probe = config.probe.label()
-    return MatrixResult(run_id=new_run_id(), created=timestamp(), grid_id=gid, packages=m.packages, grid=m.grid,
+    return MatrixResult(run_id=run_id or new_run_id(), created=timestamp(), grid_id=gid, packages=m.packages, grid=m.grid,
                         pins=m.pins, excluded=plan.excluded, invalid=plan.invalid, notes=list(plan.notes),
                         probe=Path(probe).name if config.probe.path else probe,
                         criterion=describe_against_baseline(config.criterion), criterion_metric=config.criterion.metric,
@@ -190,16 +194,17 @@ def matrix_plan(config: MatrixConfig, cache_dir: Path) -> Plan:
 
 
 def run_matrix(config: MatrixConfig, store: Store, cache_dir: Path, baseline_id: Optional[str],
-               command: list[str], plan: Optional[Plan] = None) -> tuple[MatrixResult, CellRunner, list[Cell]]:
+               command: list[str], plan: Optional[Plan] = None,
+               run_id: Optional[str] = None) -> tuple[MatrixResult, CellRunner, list[Cell]]:
     """Plan (unless the preflight's ``plan`` is given), measure, compare and confirm one matrix run; the
-    run is stored as it starts and ends."""
+    run is stored as it starts and ends (``run_id``: a stopped run of the same grid, continued)."""
     spec = load_env_spec(config.matrix.env, specs_dir())
     if TORCH not in {*config.matrix.packages, *config.matrix.pins}:   # else each cell's torch is its base
         spec = choose_torch(spec, None, config.matrix.packages[0], config.matrix.index_url)
     baseline = load_baseline(store, grid_id(config), baseline_id)
     plan = plan or matrix_plan(config, cache_dir)
     cells = plan.cells
-    result = _start(config, store, plan, baseline)
+    result = _start(config, store, plan, baseline, run_id)
     prefetch = config.run.prefetch if config.run.prefetch is not None else True
     engine = build_engine(config.run, store)
     runner = CellRunner(engine, spec, config.probe, config.matrix.packages, config.matrix.pins,

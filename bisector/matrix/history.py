@@ -2,12 +2,12 @@
 from __future__ import annotations
 
 import datetime as dt
-import uuid
 from typing import Optional
 
 from bisector.errors import UsageError
 from bisector.matrix.grid_config import MatrixConfig
 from bisector.matrix.grid_result import MatrixResult
+from bisector.store.run_record import RunRecord, config_hash
 from bisector.store.storage import RunKind, RunRow, RunState, Store
 
 
@@ -36,11 +36,6 @@ def load_baseline(store: Store, gid: str, run_id: Optional[str]) -> Optional[Mat
 
 def save_run(store: Store, config: MatrixConfig, result: MatrixResult, status: RunState, command: list[str]) -> None:
     """Store the run row (kind="matrix"); the result carries per-cell metrics and measurement keys."""
-    store.put_run(RunRow(id=result.run_id, created=result.created, updated=timestamp(), kind=RunKind.MATRIX,
-                         command=command, config=config.model_dump(mode="json"), status=status,
-                         result=result.model_dump(mode="json") if status is RunState.DONE else None))
-
-
-def new_run_id() -> str:
-    """A fresh matrix run id (every matrix run is its own run)."""
-    return uuid.uuid4().hex[:12]
+    RunRecord(store, RunKind.MATRIX, command, config.model_dump(mode="json"), config_hash(config), result.run_id,
+              result.created).save(status, result.model_dump(mode="json") if status is RunState.DONE else None,
+                                   updated=timestamp())

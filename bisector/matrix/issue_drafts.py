@@ -13,14 +13,16 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import Optional
+from typing import Callable, Optional
 
 from packaging.version import Version
 
 from bisector.core.criterion import Criterion, Direction
 from bisector.matrix.compare import beyond
 from bisector.matrix.grid_result import CellResult, DraftNight, HistoryMethod, IssueDraft, MatrixResult
+from bisector.errors import BisectorError
 from bisector.matrix.steps import line_name
+from bisector.sources.index import Release
 
 
 @dataclass
@@ -36,11 +38,12 @@ class Finding:
     line_is_cell: bool
     good_value: float
     bad_value: float
+    peaks: Optional[str] = None
 
 
 def _findings(result: MatrixResult) -> list[Finding]:
     out = [Finding(s.package, s.good, s.bad, s.metric, "step along the versions", s.line, False, s.good_value,
-                   s.bad_value) for s in result.version_steps if s.confirmed]
+                   s.bad_value, s.peaks) for s in result.version_steps if s.confirmed]
     metric = result.criterion_metric
     for cell in result.confirmed:
         moved = cell.moved_packages
@@ -48,7 +51,7 @@ def _findings(result: MatrixResult) -> list[Finding]:
         if len(moved) == 1 and good is not None and bad is not None and not cell.oom:   # an OOM is no level
             p = moved[0]
             out.append(Finding(p, cell.baseline.versions[p], cell.versions[p], metric, "regression against the "
-                               "baseline", cell.key, True, good, bad))
+                               "baseline", cell.key, True, good, bad, cell.peaks))
     for line in result.history_lines:
         if line.method is not HistoryMethod.E_DIVISIVE:
             continue
@@ -99,7 +102,7 @@ def _new_draft(f: Finding, result: MatrixResult) -> IssueDraft:
     return IssueDraft(file=file_name(f.package, f.bad, f.metric), package=f.package, good=f.good, version=f.bad,
                       metric=f.metric, kind=f.kind, lines=[f.line], line_is_cell=f.line_is_cell,
                       good_value=f.good_value, bad_value=f.bad_value, first_run=result.run_id,
-                      first_created=result.created)
+                      first_created=result.created, peaks=f.peaks)
 
 
 def _bisected(draft: IssueDraft, result: MatrixResult) -> dict:
@@ -138,3 +141,22 @@ def worse(draft: IssueDraft, criterion: Criterion) -> Optional[float]:
     if last is None or last.value == draft.bad_value:
         return None
     return last.value if beyond(criterion, last.value, draft.bad_value)[0] else None
+
+
+def with_releases_between(drafts: list[IssueDraft], releases: Callable[[str], list[Release]]) -> list[IssueDraft]:
+    """Each draft no bisect has named the first bad release of, with the releases the index lists between
+    its good and bad versions (none: they are adjacent, so the bad one is the first bad release);
+    unchanged when the index cannot be read or does not list both ends."""
+    out = []
+    for d in drafts:
+        try:
+            listed = [] if d.first_bad else releases(d.package)
+        except BisectorError:
+            listed = []
+        lo, hi = Version(d.good), Version(d.version)
+        if not listed or lo >= hi or not {lo, hi} <= {r.parsed for r in listed}:
+            out.append(d)
+            continue
+        between = [r.version for r in sorted(listed, key=lambda r: r.parsed) if r.usable and lo < r.parsed < hi]
+        out.append(d.model_copy(update={"releases_between": between}))
+    return out

@@ -5,8 +5,8 @@ from __future__ import annotations
 from typing import Optional
 
 from bisector.core.units import human_value
-from bisector.explain.registry import explainer_for
 from bisector.matrix.grid_result import HistoryChange, HistoryLine, MatrixResult, VersionStep
+from bisector.matrix.peaks_said import peaks_said
 from bisector.report.common import md_escape
 
 
@@ -28,11 +28,11 @@ def findings(result: MatrixResult) -> list[str]:
 def peaks_behind(result: MatrixResult, s: VersionStep) -> str:
     """'; the GA=1 peaks fell (...), the GA=2 peaks did not change; no peak rose' for a derived metric
     whose two cells hold the peaks it is computed from (see Explainer.behind); '' otherwise."""
-    cells = {c.key: c for c in result.cells}
-    good, bad = cells.get(s.good_key), cells.get(s.bad_key)
-    if good is None or bad is None:
-        return ""
-    said = explainer_for(None, {**good.metrics, **bad.metrics}).behind(good.metrics, bad.metrics, s.metric)
+    said = s.peaks
+    if said is None:   # a run stored before steps kept it: from its two cells
+        cells = {c.key: c for c in result.cells}
+        good, bad = cells.get(s.good_key), cells.get(s.bad_key)
+        said = peaks_said(good.metrics, bad.metrics, s.metric) if good is not None and bad is not None else None
     return f"; {said}" if said else ""
 
 

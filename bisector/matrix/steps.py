@@ -14,6 +14,7 @@ from bisector.core.measurement import Measurement, metric_value
 from bisector.matrix.cells import Cell
 from bisector.matrix.compare import beyond, compare
 from bisector.matrix.grid_result import BaselineCell, CellResult, CellVerdict, MatrixResult, VersionStep
+from bisector.matrix.peaks_said import peaks_said
 
 STEP_REPEAT_OFFSET = 1   # re-measurements of a step take repeat max_repeats + 1 (the baseline's take max_repeats)
 
@@ -48,7 +49,7 @@ def find_steps(result: MatrixResult, criterion: Criterion) -> list[VersionStep]:
                 steps.append(VersionStep(line=name, metric=metric, package=cand, good=old.versions[cand],
                                          bad=now.versions[cand], good_key=old.key, bad_key=now.key,
                                          good_value=old.metrics[metric], bad_value=now.metrics[metric],
-                                         threshold=judged.threshold))
+                                         threshold=judged.threshold, peaks=peaks_said(old.metrics, now.metrics, metric)))
     return steps
 
 

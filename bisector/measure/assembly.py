@@ -1,7 +1,7 @@
 """The measuring engine, assembled in one place for every command (run, matrix, diff, probe and the
 follow-ups of each): the store, the environment cache, this machine's GPUs, the executor (``local``
 threads and the GpuPool, or ``ray``: bisector.measure.ray_executor, loaded only when asked for, as Ray
-is the optional extra ``bisector[ray]``) and the cores one probe may use.
+is optional: put ``ray>=2.40`` next to bisector, bisector.sources.install_route) and the cores one probe may use.
 
 Whatever a command measures goes through :meth:`Engine.measurers` or :meth:`Engine.measurer`, so a
 diff measures on the GPUs a bisect would, and a diff's ``--follow`` bisect judges on the same engine.
@@ -13,22 +13,31 @@ import importlib
 import importlib.util
 import re
 import socket
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Optional, Protocol
 
 from bisector.envs import EnvManager, EnvSpec
 from bisector.errors import UsageError
-from bisector.measure.executors import Executor, ExecutorKind, LocalExecutor
+from bisector.sources.install_route import next_to_bisector
+from bisector.job.config import ExecutorKind
+from bisector.measure.executors import Executor, LocalExecutor
 from bisector.measure.gpus import GpuPool, detect_gpus, probe_cpus
 from bisector.measure.measurer import Measurer
 from bisector.measure.measurers import Measurers
-from bisector.measure.probe_spec import ProbeSpec
+from bisector.job.probe_spec import ProbeSpec
 from bisector.paths import default_cache_dir
 from bisector.store.storage import Store
 
 RAY_CONNECT_S = 5.0
-RAY_MISSING = "--executor ray needs Ray, which is not installed here: pip install 'bisector[ray]'"
+RAY = "ray>=2.40"   # pyproject's optional extra [ray]
+
+
+def ray_missing() -> str:
+    """The one line when Ray is not installed: the command that puts it next to bisector on its route."""
+    how = next_to_bisector(RAY)
+    return f"--executor ray needs Ray, which is not installed here: {how}" if how else \
+        f"--executor ray needs Ray, which is not installed here: install {RAY} next to bisector"
 
 
 class EngineSettings(Protocol):
@@ -53,7 +62,7 @@ def check_executor(kind: ExecutorKind, address: Optional[str] = None) -> None:
     if kind is not ExecutorKind.RAY:
         return
     if importlib.util.find_spec("ray") is None:
-        raise UsageError(RAY_MISSING)
+        raise UsageError(ray_missing())
     if address == "auto":
         address = _auto_address()
     if address in (None, "auto", "local"):
@@ -91,7 +100,7 @@ def probe_device(kind: ExecutorKind) -> str:
     return "cuda" if kind is ExecutorKind.RAY else GpuPool(detect_gpus()).device
 
 
-def make_executor(kind: ExecutorKind, envs: EnvManager, gpus: Optional[GpuPool] = None,
+def make_executor(kind: ExecutorKind, envs: EnvManager, gpus: GpuPool,
                   ray_address: Optional[str] = None, cache_dir: Optional[Path] = None, warm: bool = True) -> Executor:
     """The executor of a run; a Ray one is closed (its tasks cancelled) when the process exits. ``warm``:
     the local executor runs built-in probes as forks of warm workers (bisector.measure.warm_pool).
@@ -116,6 +125,7 @@ class Engine:
     pool: GpuPool
     executor: Executor
     jobs: int = 1
+    taken: dict[Optional[str], set[str]] = field(default_factory=dict)   # run id -> the measurements it took
 
     @property
     def cpus(self) -> int:
@@ -125,8 +135,8 @@ class Engine:
 
     def measurers(self, spec: EnvSpec, probe: ProbeSpec, index_url: Optional[str] = None) -> Measurers:
         """The factory of a bisect's per-phase measurers over ``spec`` and ``probe``."""
-        return Measurers(self.store, self.envs, spec, probe, index_url=index_url, gpus=self.pool, cpus=self.cpus,
-                         executor=self.executor)
+        return Measurers(self.store, self.envs, spec, probe, self.executor, index_url=index_url, cpus=self.cpus,
+                         taken=self.taken)
 
     def measurer(self, spec: EnvSpec, probe: ProbeSpec, index_url: Optional[str] = None,
                  run_id: Optional[str] = None, repo_path: Optional[Path] = None) -> Measurer:

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import concurrent.futures as cf
 import contextlib
-import enum
 import os
 from typing import Callable, Collection, Iterator, Optional, Protocol
 
@@ -25,12 +24,6 @@ from bisector.measure.warm_pool import WarmPool
 
 OnDone = Callable[[Measurement], Measurement]
 
-
-class ExecutorKind(enum.StrEnum):
-    """Where measurements run (``--executor``, ``[run] executor``)."""
-
-    LOCAL = "local"
-    RAY = "ray"
 
 
 class Handle:
@@ -93,8 +86,8 @@ class LocalExecutor:
     speculates = False  # spare cores prebuild the next environments instead (the measurer's prefetch)
     builds_here = True
 
-    def __init__(self, envs: EnvManager, gpus: Optional[GpuPool] = None, threads: int = 32, warm: bool = True):
-        self.envs, self.gpus = envs, gpus or GpuPool([])
+    def __init__(self, envs: EnvManager, gpus: GpuPool, threads: int = 32, warm: bool = True):
+        self.envs, self.gpus = envs, gpus
         self.device, self.kind, self.gpu_names = self.gpus.device, self.gpus.kind, self.gpus.names
         self.slots = len(self.gpus.gpus) or (os.cpu_count() or 1)
         self._pool = cf.ThreadPoolExecutor(max_workers=threads, thread_name_prefix="bisector-measure")

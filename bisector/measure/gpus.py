@@ -212,13 +212,6 @@ class GpuPool:
             self._free.put(gpu)
 
 
-def gpu_label(device: dict) -> Optional[str]:
-    """A probe result's GPU as the report shows it: model and memory ("NVIDIA H200, 139.8 GiB")."""
-    name, total = device.get("name"), device.get("total_bytes")
-    if not name:
-        return None
-    return f"{name}, {total / (1 << 30):.1f} GiB" if isinstance(total, (int, float)) and total > 0 else name
-
 
 _RUNTIME_PACKAGE = re.compile(r"^nvidia-cuda-runtime(-cu\d+)?$")
 _LOCAL_LABEL = re.compile(r"\+(cu|rocm)([\d.]+)$")

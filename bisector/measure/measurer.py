@@ -18,10 +18,10 @@ from bisector.core.candidate import Candidate, CandidateKind
 from bisector.core.measurement import RETRIED_ON_RERUN, Measurement, Status
 from bisector.envs import EnvManager, EnvSpec, InstallTarget, Recipe
 from bisector.errors import EnvironmentFailure
-from bisector.measure.executors import Executor, Handle, LocalExecutor
-from bisector.measure.gpus import GpuPool, cuda_runtime
+from bisector.measure.executors import Executor, Handle
+from bisector.measure.gpus import cuda_runtime
 from bisector.measure.nightly_env import NightlyIndex, nightly_fingerprint
-from bisector.measure.probe_spec import ProbeSpec
+from bisector.job.probe_spec import ProbeSpec
 from bisector.measure.take import TakeJob, check_shutdown
 from bisector.process.procs import SHUTDOWN, Interrupted
 from bisector.store.storage import Store
@@ -44,26 +44,25 @@ class _Address:
 class Measurer:
     """Runs and stores measurements for one job (package, environment spec, probe)."""
 
-    def __init__(self, store: Store, envs: EnvManager, spec: EnvSpec, probe: ProbeSpec,
+    def __init__(self, store: Store, envs: EnvManager, spec: EnvSpec, probe: ProbeSpec, executor: Executor,
                  repo_path: Optional[Path] = None, index_url: Optional[str] = None, run_id: Optional[str] = None,
-                 gpus: Optional[GpuPool] = None, cpus: int = 1, executor: Optional[Executor] = None, tag: str = "",
-                 nightly: Optional[NightlyIndex] = None):
+                 cpus: int = 1, tag: str = "", taken: Optional[set[str]] = None, nightly: Optional[NightlyIndex] = None):
         self.store, self.envs, self.spec, self.probe = store, envs, spec, probe
         self.nightly = nightly   # where nightly candidates come from (bisector.measure.nightly_env)
         self.tag = tag   # how progress tells this measurer's environments from the plain ones (" + pins")
         self.repo_path, self.index_url, self.run_id = repo_path, index_url, run_id
         self.probe_fp = probe.fingerprint()
-        self.gpus = gpus or GpuPool([])
         self.cpus = max(1, cpus)
         self._meter: Optional[str] = None  # the meter of this measurer's first measurement
         self.probes_run = 0
         self.reused_keys: set[str] = set()
         self._recipes: dict[InstallTarget, Recipe] = {}
         self._lock = threading.RLock()
-        self.executor: Executor = executor or LocalExecutor(envs, self.gpus)
+        self.executor = executor
         self._inflight: dict[str, Handle] = {}      # measurements on their way, by key
         self._speculative: dict[str, Handle] = {}   # of those, the ones no phase asked for yet
-        self._taken: set[str] = set()               # keys this measurer took (not reused when read back)
+        # keys this run took (shared by the run's measurers): read back, they are not reused
+        self._taken: set[str] = taken if taken is not None else set()
 
     @property
     def exit_code_mode(self) -> bool:
@@ -152,9 +151,10 @@ class Measurer:
             if handle is None:
                 found = self._reusable(address.key)
                 if found is not None:
-                    if found.key not in self._taken:
-                        self.reused_keys.add(found.key)
-                    return found
+                    if found.key in self._taken:
+                        return found
+                    self.reused_keys.add(found.key)
+                    return found.model_copy(update={"reused": True})
                 if address.recipe is None:
                     return self._store(self._base(c, address, repeat).model_copy(
                         update={"status": Status.ENV_FAILED, "reason": address.problem}))
@@ -234,12 +234,12 @@ class Measurer:
         result = m.result
         if m.status is not Status.OK or not result:
             return m
-        ran_on, meter = result.device.get("type"), result.meter
+        ran_on, meter = result.device.type, result.meter
         problem = None
         if ran_on and ran_on != self.executor.device:
             problem = f"the probe ran on {ran_on}, the run measures on {self.executor.device}"
         elif ran_on == "cuda":
-            problem = _other_gpu(result.device.get("name"), self.executor.gpu_names)
+            problem = _other_gpu(result.device.name, self.executor.gpu_names)
         with self._lock:
             if meter and self._meter is None:
                 self._meter = meter

@@ -10,8 +10,8 @@ from typing import Callable, Optional
 from pydantic import ValidationError
 
 from bisector.core.measurement import Status
-from bisector.measure.protocol import RESULT_ENV, ProbeResult
-from bisector.measure.probe_spec import ProbeSpec
+from bisector.core.facts import RESULT_ENV, ProbeResult
+from bisector.job.probe_spec import ProbeSpec
 from bisector.measure.warm_pool import Launch
 from bisector.process.procs import Completed, run_bounded
 
@@ -46,12 +46,10 @@ class ProbeOutcome:
                             result=self.result, stderr_tail=self.stderr_tail)
 
     def details(self) -> dict:
-        """What is stored next to the metrics: the stderr tail, how it was launched and the result's other fields."""
+        """What is stored next to the metrics and the result: the stderr tail, how it was launched."""
         data = {"stderr_tail": self.stderr_tail[-4000:]}
         if self.launch:
             data["launch"] = self.launch
-        if self.result is not None:
-            data["result"] = self.result.model_dump(exclude={"metrics"}, exclude_none=True)
         return data
 
 
@@ -89,7 +87,7 @@ def _read_result(path: Path, done: Completed) -> ProbeOutcome:
                                    "MiB bisector reads: write metrics and small facts to $BISECTOR_RESULT, bulky data "
                                    "to a file of the probe's own")
     try:
-        result = ProbeResult.model_validate(json.loads(path.read_text()))
+        result = ProbeResult.read(json.loads(path.read_text()))
     except ValidationError as exc:
         err = exc.errors()[0]
         where = ".".join(str(p) for p in err["loc"]) or "result"

@@ -21,8 +21,8 @@ import ray.exceptions as rex
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
 from bisector.core.measurement import Measurement, Status
-from bisector.envs.builders.base_info import same_version
-from bisector.envs.model.fingerprint import index_environment
+from bisector.core.requirements import same_version
+from bisector.envs import index_environment
 from bisector.measure.executors import Handle, OnDone, wait_any
 from bisector.measure.ray_task import TaskPayload, TaskResult, probe_files, take_on_node
 from bisector.measure.take import TakeJob

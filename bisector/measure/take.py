@@ -18,13 +18,13 @@ from pydantic import BaseModel, ConfigDict
 from bisector.console import activity
 from bisector.core.measurement import Measurement, Status
 from bisector.envs import Environment, EnvManager, Recipe
-from bisector.envs.builders.backends import site_packages
-from bisector.envs.check.proof import homes_of, proof_env, proof_problems, read_proof, static_report
+from bisector.envs import site_packages
+from bisector.envs import homes_of, proof_env, proof_problems, read_proof, static_report
 from bisector.core.facts import EnvFacts
-from bisector.envs.check.project_url import repository_url
+from bisector.envs import repository_url
 from bisector.errors import EnvironmentFailure
 from bisector.measure.probe_process import ProbeOutcome, run_probe
-from bisector.measure.probe_spec import ProbeSpec
+from bisector.job.probe_spec import ProbeSpec
 from bisector.measure.warm_pool import WarmPool
 from bisector.process.procs import SHUTDOWN, Interrupted
 
@@ -102,12 +102,12 @@ def _take(envs: EnvManager, job: TakeJob, gpu_slot: GpuSlot, recipe: Recipe, war
                 env = envs.settle_health(env, recipe, _proof(env, recipe, proof))
             except EnvironmentFailure as exc:
                 check_shutdown()
-                return base.model_copy(update={"status": Status.ENV_FAILED, "reason": str(exc),
-                                               "details": {"env": env_facts(env).model_dump()},
+                return base.model_copy(update={"status": Status.ENV_FAILED, "reason": str(exc), "env": env_facts(env),
                                                "seconds": time.monotonic() - start})
     details = {**outcome.details(), "env_seconds": round(env_seconds, 3), "probe_seconds": round(outcome.seconds, 3),
-               "env": env_facts(env).model_dump(), "proved": proved(env).model_dump()}
+               "proved": proved(env).model_dump()}
     return base.model_copy(update={"status": outcome.status, "metrics": outcome.metrics, "details": details,
+                                   "result": outcome.result, "env": env_facts(env),
                                    "exit_code": outcome.exit_code, "reason": outcome.reason,
                                    "seconds": time.monotonic() - start})
 

@@ -22,9 +22,9 @@ from pathlib import Path
 from typing import Callable, Optional
 
 from bisector.data import probes_dir
-from bisector.envs.check.proof import HOOK_NAME, MODULES_ENV, PROOF_ENV
-from bisector.measure.probe_spec import ProbeSpec, builtin_files
-from bisector.measure.protocol import RESULT_ENV
+from bisector.envs import HOOK_NAME, MODULES_ENV, PROOF_ENV
+from bisector.job.probe_spec import ProbeSpec, builtin_files
+from bisector.core.facts import RESULT_ENV
 from bisector.measure.warm_server import WarmLost, WarmServer
 from bisector.process.procs import Completed
 

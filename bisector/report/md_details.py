@@ -5,7 +5,6 @@ environment in full, the bisect's own command, the notes and the log."""
 from __future__ import annotations
 
 import json
-import re
 from typing import Optional
 
 from bisector.job.commandline import reproduce_command
@@ -107,9 +106,8 @@ def followed(r: BisectResult) -> list[Block]:
 
 def _criterion(r: BisectResult) -> list[str]:
     metric = result_metric(r)
-    found = re.match(r"^\S+ [<>] (-?\d[\d.]*(?:e[+-]?\d+)?)$", r.criterion or "")
-    human = human_value(float(found[1]), metric) if found and metric else None
-    unit = f" ({md_escape(human)})" if human and human != found[1] else ""
+    human = human_value(r.threshold, metric) if r.threshold is not None and metric else None
+    unit = f" ({md_escape(human)})" if human and human != f"{r.threshold:g}" else ""
     rule = f" — {md_escape(r.decision_rule)}" if r.decision_rule else ""
     return [f"**Criterion:** {md_code(r.criterion)}{unit}{rule}. Probes run: {r.probes_run}, "
             f"measurements reused: {r.measurements_reused}.", ""]

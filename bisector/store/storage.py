@@ -11,7 +11,6 @@ import os
 import sys
 import sqlite3
 import threading
-import uuid
 import weakref
 from pathlib import Path
 from typing import Any, Optional
@@ -35,7 +34,7 @@ CREATE TABLE IF NOT EXISTS measurements (
 );
 CREATE TABLE IF NOT EXISTS runs (
     id TEXT PRIMARY KEY, created TEXT NOT NULL, updated TEXT NOT NULL, kind TEXT NOT NULL,
-    command TEXT NOT NULL, config TEXT NOT NULL, status TEXT NOT NULL, result TEXT, config_hash TEXT
+    command TEXT NOT NULL, config TEXT NOT NULL, status TEXT NOT NULL, result TEXT, config_hash TEXT, owner TEXT
 );
 CREATE TABLE IF NOT EXISTS blobs (hash TEXT PRIMARY KEY, data TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS steps (
@@ -47,12 +46,7 @@ CREATE TABLE IF NOT EXISTS steps (
 STORE_VERSION = "1"
 
 
-RUN_COLUMNS = "id, created, updated, kind, command, config, status, result, config_hash"
-
-
-def new_run_id() -> str:
-    """A fresh run id: every run is its own (two identical runs started at once are two runs)."""
-    return uuid.uuid4().hex[:12]
+RUN_COLUMNS = "id, created, updated, kind, command, config, status, result, config_hash, owner"
 
 
 def now() -> str:
@@ -93,6 +87,7 @@ class RunRow(BaseModel):
     status: str
     result: Optional[dict[str, Any]] = None
     config_hash: Optional[str] = None   # identical jobs share it: what --resume and reuse look up
+    owner: Optional[str] = None         # host:pid:start of the process running it (while it is running)
 
 
 class StepRow(BaseModel):
@@ -134,7 +129,7 @@ class Store:
                 self._set_up(check=not mark.closed_cleanly())
             self._check_version()
             if mark.first:
-                self._add_config_hash()
+                self._add_columns()
             mark.opened()
         except BaseException as exc:
             mark.leave(self._db, clean=False)
@@ -202,17 +197,22 @@ class Store:
             elif row[0] != STORE_VERSION:
                 raise sqlite3.DatabaseError(f"store version {row[0]}, expected {STORE_VERSION}")
 
-    def _add_config_hash(self) -> None:
-        """Stores made before runs had their own ids: add the column; their bisect ids were config hashes."""
+    def _add_columns(self) -> None:
+        """Stores made before runs had their own ids (their bisect ids were config hashes) or an owner:
+        add the columns."""
         columns = {row[1] for row in self._db.execute("PRAGMA table_info(runs)")}
-        if "config_hash" not in columns:
-            with self._tx() as db:
+        with self._tx() as db:
+            if "config_hash" not in columns:
                 db.execute("ALTER TABLE runs ADD COLUMN config_hash TEXT")
                 db.execute("UPDATE runs SET config_hash = id WHERE kind != 'matrix'")
+            if "owner" not in columns:
+                db.execute("ALTER TABLE runs ADD COLUMN owner TEXT")
 
     def _run_columns(self) -> str:
+        """The runs columns to select (an older store read without upgrading it lacks some)."""
         columns = {row[1] for row in self._query("PRAGMA table_info(runs)")}
-        return RUN_COLUMNS if "config_hash" in columns else RUN_COLUMNS.replace("config_hash", "id")
+        cols = RUN_COLUMNS if "config_hash" in columns else RUN_COLUMNS.replace("config_hash", "id")
+        return cols if "owner" in columns else cols.replace("owner", "NULL")
 
     def _tx(self):
         return Transaction(self._db, self._lock, self.path)
@@ -235,7 +235,7 @@ class Store:
     def put_measurement(self, m: Measurement) -> None:
         m = m.model_copy(update={"created": m.created or now()})
         with self._tx() as db:
-            details = externalized(db, m.details, _clean)   # a result's bulky fields kept once, by hash
+            details = externalized(db, m.stored_details(), _clean)   # a result's bulky fields kept once, by hash
             db.execute(
                 "INSERT OR REPLACE INTO measurements VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
                 (m.key, m.package, m.candidate, m.env_fingerprint, m.probe_fingerprint, m.repeat,
@@ -265,10 +265,11 @@ class Store:
     # runs and steps -----------------------------------------------------------------------
     def put_run(self, run: RunRow) -> None:
         with self._tx() as db:
-            db.execute(f"INSERT OR REPLACE INTO runs ({RUN_COLUMNS}) VALUES (?,?,?,?,?,?,?,?,?)",
+            db.execute(f"INSERT OR REPLACE INTO runs ({RUN_COLUMNS}) VALUES (?,?,?,?,?,?,?,?,?,?)",
                        (run.id, run.created, run.updated, run.kind, _clean(json.dumps(run.command)),
                         _clean(json.dumps(run.config)), run.status,
-                        _clean(json.dumps(run.result)) if run.result is not None else None, run.config_hash))
+                        _clean(json.dumps(run.result)) if run.result is not None else None, run.config_hash,
+                        run.owner))
 
     def get_run(self, run_id: Optional[str] = None) -> Optional[RunRow]:
         """The run with this id (or unique id prefix), the latest readable one without one; None when there
@@ -352,4 +353,4 @@ def _run(row: tuple) -> "RunRow | str":
 def _run_row(row: tuple) -> RunRow:
     return RunRow(id=row[0], created=row[1], updated=row[2], kind=row[3], command=json.loads(row[4]),
                   config=json.loads(row[5]), status=row[6], result=json.loads(row[7]) if row[7] else None,
-                  config_hash=row[8])
+                  config_hash=row[8], owner=row[9])

@@ -150,7 +150,7 @@ def test_rss_meter_counts_no_tensors(tmp_path, kind):
 def test_a_hanging_command_is_stopped_at_the_timeout_with_its_whole_tree(tmp_path):
     from bisector.core.measurement import Status
     from bisector.measure.probe_process import run_probe
-    from bisector.measure.probe_spec import ProbeSpec
+    from bisector.job.probe_spec import ProbeSpec
     from tests.support.hostile import processes_with
 
     marker = f"hang-{tmp_path.name}"

@@ -134,7 +134,7 @@ def test_the_same_command_after_an_interrupt_continues_that_run_and_leaves_no_in
 
 
 def test_the_log_names_a_revert_step_by_the_reverted_tree_not_its_bad_end(tmp_path, index_url, store):
-    from bisector.bisection.judge import Judgement
+    from bisector.decide.judge import Judgement
     from bisector.bisection.recorder import RunRecorder
     from bisector.core.candidate import Candidate, CandidateKind
     from bisector.report.text import render_log
@@ -166,7 +166,7 @@ def test_identical_runs_started_at_once_are_two_runs(tmp_path, index_url, store)
 def test_auto_mode_without_a_repository_says_how_to_refine(tmp_path, index_url, store):
     command = ["bisector", "run", "--package", "tinypkg", "--good", "1.0", "--bad", "1.6"]
     result, seen = bisect(job(tmp_path, index_url, mode="auto"), store, FakeMeasurers(STEP), command)
-    assert result.refine_command == ("bisector run --package tinypkg --mode commits --good 1.3.0 --bad 1.4.0 "
+    assert result.refine_command == ("bisector run --package tinypkg --mode auto --good 1.3.0 --bad 1.4.0 "
                                      "--repo '<REPO>'")
     assert seen.notes[-1].startswith("no --repo given: the answer stops at releases; refine with:")
     assert result.notes == seen.notes
@@ -178,7 +178,7 @@ def test_the_refine_command_names_the_repository_the_metadata_names_so_it_runs_a
     monkeypatch.setattr(refine, "metadata_url", lambda res, i: "https://example.org/tinypkg.git")
     command = ["bisector", "run", "--package", "tinypkg", "--good", "1.0", "--bad", "1.6"]
     result, seen = bisect(job(tmp_path, index_url, mode="auto"), store, FakeMeasurers(STEP), command)
-    assert result.refine_command == ("bisector run --package tinypkg --mode commits --good 1.3.0 --bad 1.4.0 "
+    assert result.refine_command == ("bisector run --package tinypkg --mode auto --good 1.3.0 --bad 1.4.0 "
                                      "--repo 'https://example.org/tinypkg.git'")
     assert "<REPO>" not in seen.notes[-1] and "the command below clones it" in seen.notes[-1]
 

@@ -23,7 +23,7 @@ from bisector.envs.model.environment import Environment
 from bisector.envs.cache.gc_policy import select_for_removal
 from bisector.envs.model.info import InterpreterStamp
 from bisector.envs.builders.overlay import choose
-from bisector.envs.builders.tool_runs import short_reason
+from bisector.envs.tooling.tool_runs import short_reason
 from bisector.envs.model.env_spec import companion_requirement
 from bisector.errors import UsageError
 from tests.support import LocalIndex, build_wheel

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from bisector.bisection.judge import judge
+from bisector.decide.judge import judge
 from bisector.core.candidate import Candidate, CandidateKind
 from bisector.core.criterion import Criterion, calibrate
 from bisector.core.measurement import Measurement, Status
@@ -29,9 +29,10 @@ from bisector.matrix.cells import Cell, Slot
 from bisector.matrix.compare import compare, summarise
 from bisector.matrix.grid_result import BaselineCell, CellVerdict
 from bisector.measure.gpus import GpuPool, parse_gpu_list
+from bisector.measure.executors import LocalExecutor
 from bisector.measure.measurer import Measurer
 from bisector.measure.probe_process import run_probe
-from bisector.measure.probe_spec import ProbeSpec
+from bisector.job.probe_spec import ProbeSpec
 from bisector.store.storage import Store
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -359,7 +360,7 @@ def _replayed(tmp_path, result_file: Path):
     base = Measurement(key=result_file.stem, package="accelerate", candidate="0.22.0", env_fingerprint="e",
                        probe_fingerprint="p", repeat=0, status=Status.RUNNING, seconds=0.0)
     return base.model_copy(update={"status": outcome.status, "metrics": outcome.metrics, "details": outcome.details(),
-                                   "reason": outcome.reason, "exit_code": outcome.exit_code})
+                                   "result": outcome.result, "reason": outcome.reason, "exit_code": outcome.exit_code})
 
 
 class _Recorded:
@@ -386,8 +387,9 @@ def _host_side(tmp_path, out: Path):
     facts = json.loads((out / "facts.json").read_text())["facts"]
     (tmp_path / "replay.py").write_text("")  # each result's own replay is written below
     listed = parse_gpu_list(facts.get("nvidia_smi_L") or "", facts.get("nvidia_smi_query") or "")
-    measurer = Measurer(Store(tmp_path / "s.db"), EnvManager(tmp_path / "envs"), EnvSpec(name="plain"),
-                        ProbeSpec(path=tmp_path / "replay.py"), gpus=GpuPool(listed[:1]))
+    envs = EnvManager(tmp_path / "envs")
+    measurer = Measurer(Store(tmp_path / "s.db"), envs, EnvSpec(name="plain"), ProbeSpec(path=tmp_path / "replay.py"),
+                        LocalExecutor(envs, GpuPool(listed[:1])))
     cell = Cell(slots=[Slot(label="0.22.0", version="0.22.0")])
     seen = {}
     for path in sorted((out / "results").glob("*.json")):

@@ -19,27 +19,30 @@ WORKFLOW = ROOT / "examples" / "nightly-matrix.yml"
 JOB = "matrix-cpu"
 
 
-def job() -> dict:
-    return yaml.safe_load(WORKFLOW.read_text())["jobs"][JOB]
+def job(name: str = JOB, workflow: Path = WORKFLOW) -> dict:
+    return yaml.safe_load(workflow.read_text())["jobs"][name]
 
 
-def step(name: str) -> dict:
-    return next(s for s in job()["steps"] if s.get("name") == name)
+def step(name: str, job_name: str = JOB, workflow: Path = WORKFLOW) -> dict:
+    return next(s for s in job(job_name, workflow)["steps"] if s.get("name") == name)
 
 
 def expand(text: str, context: dict[str, str]) -> str:
-    """GitHub's ``${{ expr }}`` with the values of ``context``; an expression it lacks fails the test."""
+    """GitHub's ``${{ expr }}`` with the values of ``context`` (``a || 'default'``: a's value unless it is
+    empty); an expression it lacks fails the test."""
     def one(m: re.Match) -> str:
-        assert m[1] in context, f"the workflow uses ${{{{ {m[1]} }}}}, which this test does not know"
-        return context[m[1]]
+        first, _, default = m[1].partition(" || ")
+        assert first in context, f"the workflow uses ${{{{ {m[1]} }}}}, which this test does not know"
+        return context[first] or default.strip("'")
     return re.sub(r"\$\{\{\s*(.+?)\s*\}\}", one, text)
 
 
-def run_step(name: str, workspace: Path, context: dict[str, str], extra_env: dict[str, str]) -> subprocess.CompletedProcess:
-    given = {**job()["env"], **(step(name).get("env") or {})}   # the job's environment, then the step's
+def run_step(name: str, workspace: Path, context: dict[str, str], extra_env: dict[str, str], job_name: str = JOB,
+             workflow: Path = WORKFLOW) -> subprocess.CompletedProcess:
+    given = {**job(job_name, workflow)["env"], **(step(name, job_name, workflow).get("env") or {})}   # job, then step
     env = {**os.environ, **{k: expand(str(v), context) for k, v in given.items()}, **extra_env}
-    return subprocess.run(["bash", "-e", "-c", expand(step(name)["run"], context)], cwd=workspace, env=env,
-                          capture_output=True, text=True, timeout=1500)
+    return subprocess.run(["bash", "-e", "-c", expand(step(name, job_name, workflow)["run"], context)], cwd=workspace,
+                          env=env, capture_output=True, text=True, timeout=1500)
 
 
 def test_the_workflow_drops_in_installs_bisector_not_the_host_and_pastes_no_input_into_bash(tmp_path):
@@ -54,12 +57,17 @@ def test_the_workflow_drops_in_installs_bisector_not_the_host_and_pastes_no_inpu
             assert not re.search(r"pip install[^\n]*\s\.(\s|$)", run), (name, "installs the host repository")
         install = next(s for s in j["steps"] if s.get("name") == "Install bisector")["run"]
         assert '"$BISECTOR_SOURCE"' in install and j["env"]["BISECTOR_SOURCE"] == "${{ vars.BISECTOR_SOURCE }}"
-    cpu = job()
-    assert cpu["env"]["TORCH"].endswith("+cpu") and cpu["env"]["TORCH_INDEX"] == "https://download.pytorch.org/whl/cpu"
-    assert '"torch==$TORCH" --index-url "$TORCH_INDEX"' in step("Install bisector")["run"]
+    cpu, gpu = job(), job("matrix-gpu")
+    assert cpu["env"]["TORCH"].endswith("+cpu") and not gpu["env"]["TORCH"].endswith("+cpu")   # each its torch
+    assert expand(cpu["env"]["TORCH_INDEX"], {"vars.TORCH_INDEX": ""}) == "https://download.pytorch.org/whl/cpu"
+    assert "/whl/cu" in expand(gpu["env"]["TORCH_INDEX"], {"vars.TORCH_CUDA_INDEX": ""})
+    for name in (JOB, "matrix-gpu"):
+        install = step("Install bisector", name)["run"]
+        assert '-m pip install "torch==$TORCH" "${torch_index[@]}"' in install, name
+        assert install.index('"torch==$TORCH"') < install.index('pip install "$BISECTOR_SOURCE"'), name
     assert "PIP_EXTRA_INDEX_URL" not in cpu["env"]
     # unset, the install stops with one annotated line before anything is installed
-    context = {"github.workspace": str(tmp_path), "vars.BISECTOR_SOURCE": ""}
+    context = {"github.workspace": str(tmp_path), "vars.BISECTOR_SOURCE": "", "vars.TORCH_INDEX": ""}
     done = run_step("Install bisector", tmp_path, context, {})
     assert done.returncode == 2 and done.stdout.startswith("::error::set the repository variable BISECTOR_SOURCE")
     # a hostile baseline stays one argument: it reaches bisector as typed, never run by bash
@@ -92,3 +100,13 @@ def test_the_workflow_uploads_the_page_and_the_drafts_and_alerts_on_every_code()
         assert done.returncode == 1 and done.stdout.startswith(f"::error::bisector matrix: {said}"), done.stdout
 
 
+
+
+def test_the_gpu_job_fails_in_one_line_on_a_torch_that_is_not_a_cuda_build(tmp_path):
+    """The GPU job's check, run as written in a workspace whose .venv has this machine's CPU torch."""
+    import sys
+    subprocess.run([sys.executable, "-m", "venv", "--system-site-packages", "--without-pip", tmp_path / ".venv"], check=True)
+    context = {"vars.BISECTOR_SOURCE": "", "vars.TORCH_CUDA_INDEX": ""}
+    done = run_step("Check the torch is a CUDA build", tmp_path, context, {"PYTHONPATH": ""}, job_name="matrix-gpu")
+    assert done.returncode == 1 and done.stdout == "", done
+    assert done.stderr.count("\n") == 1 and done.stderr.startswith("::error::torch 2.13.0+cpu is not a CUDA build"), done.stderr

@@ -25,7 +25,7 @@ from _meter_cpu import StorageMeter  # noqa: E402
 from _tensor_bytes import storage_objects_preserved  # noqa: E402  (probes/: the shared meter library)
 from _meter_cuda import CudaMeter  # noqa: E402
 
-from bisector.measure.protocol import ProbeResult  # noqa: E402
+from bisector.core.facts import ProbeResult  # noqa: E402
 
 LIVENESS = ["sweep"] + (["finalize"] if storage_objects_preserved() else [])
 

@@ -14,7 +14,7 @@ from bisector.core.criterion import Criterion, exit_code_verdict, failure_verdic
 from bisector.core.measurement import Measurement
 from bisector.core.verdict import Verdict
 from bisector.measure.probe_process import run_probe
-from bisector.measure.probe_spec import ProbeSpec
+from bisector.job.probe_spec import ProbeSpec
 
 PROBES = {
     "ok": "import json, os\njson.dump({'metrics': {'m': 1.5}}, open(os.environ['BISECTOR_RESULT'], 'w'))",

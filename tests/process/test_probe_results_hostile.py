@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from bisector.measure.probe_process import run_probe
-from bisector.measure.probe_spec import ProbeSpec
+from bisector.job.probe_spec import ProbeSpec
 
 PROBES = {
     "deep": "import os\nopen(os.environ['BISECTOR_RESULT'], 'w').write('{\"metrics\": ' + '[' * 100000 + ']' * 100000 + '}')",

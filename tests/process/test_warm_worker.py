@@ -20,7 +20,7 @@ import pytest
 
 from bisector.data import probes_dir
 from bisector.measure.probe_process import run_probe
-from bisector.measure.probe_spec import ProbeSpec
+from bisector.job.probe_spec import ProbeSpec
 from bisector.measure.warm_pool import WarmPool
 from bisector.measure.warm_server import WarmLost, WarmServer
 

@@ -17,8 +17,7 @@ from tests.support.gitfixture import git
 from tests.support.gitrepo import package_files
 from tests.support.tinylm import tiny_lm_source
 
-pytestmark = [pytest.mark.slow,
-              pytest.mark.skipif(os.environ.get("BISECTOR_OFFLINE") == "1", reason="needs the real package index")]
+pytestmark = pytest.mark.skipif(os.environ.get("BISECTOR_OFFLINE") == "1", reason="needs the real package index")
 
 PLANTED = 6
 ARGS = ["--loop=accelerate", "--model-factory=actpkg:build", "--precisions=fp32", "--ga=1", "--sizes=32,64", "--seq-lens=8,64",

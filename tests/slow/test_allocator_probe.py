@@ -10,7 +10,6 @@ import pytest
 from tests.slow.test_probe_run import run_probe
 
 pytest.importorskip("transformers")
-pytestmark = pytest.mark.slow
 
 sys.path[:0] = [os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))), "probes", "ga_memory")]
 

@@ -16,8 +16,8 @@ from bisector.envs.model.info import read_info
 from bisector.store.storage import Store
 from tests.support.gitrepo import commit, init_repo, package_files
 from tests.support.pkgindex import LocalIndex, build_wheel
+from tests.support.printed import run_as_printed
 
-pytestmark = pytest.mark.slow
 PROBES = Path(__file__).resolve().parent.parent / "probes"
 T0 = dt.datetime(2024, 3, 1, tzinfo=dt.timezone.utc)
 DAY = dt.timedelta(days=1)
@@ -88,7 +88,7 @@ def test_the_companion_is_named_and_followed_to_its_first_bad_release(companion_
     assert [s["phase"] for s in out["steps"]].count("attribution") == 2
     refine = out["refine_command"]                       # the next step follows the companion, not alpha
     assert "--package beta " in refine and "--with alpha==1.2" in refine and "--follow" not in refine
-    assert refine.endswith("--mode commits --good 1.1 --bad 1.2 --repo '<REPO>'")
+    assert refine.endswith("--mode auto --good 1.1 --bad 1.2 --repo '<REPO>'")
     again = json.loads(cli(*job).stdout)                                        # resumes from the store
     assert again["probes_run"] == 0 and again["followed"]["probes_run"] == 0
     assert again["attribution"]["kind"] == "companion"
@@ -111,6 +111,10 @@ def test_without_follow_the_refine_hint_is_the_companions_bisect(companion_index
     assert "--package beta --good 1.1 --bad 1.3" in out["refine_command"]
     assert "--with alpha==1.2" in out["refine_command"] and "--no-follow" not in out["refine_command"]
     assert out["headline"].startswith("First bad: alpha 1.2")
+    followed = run_as_printed(out["refine_command"])                   # the companion's bisect, as printed
+    assert followed.returncode == 0, followed.stderr[-3000:]
+    assert json.loads(followed.stdout)["first_bad"]["ref"] == "1.2" and \
+        json.loads(followed.stdout)["headline"].startswith("First bad: beta 1.2")
 
 
 def test_two_companions_that_regress_only_together_are_an_interaction(pair_index, tmp_path):

@@ -5,12 +5,10 @@ import json
 import os
 import subprocess
 import sys
-import pytest
 
 from tests.process.test_breakages import POISONED, SCRIPT  # noqa: F401 (helpers and fixtures)
 
 
-@pytest.mark.slow
 def test_a_skipped_measured_fp16_step_fails_its_cell(tmp_path):
     """A real GradScaler (on the CPU: --fp16-init-scale) that skips the measured step: the cell is an
     error saying so, never a number (without the check it would fail only as an unproved fp16)."""

@@ -11,12 +11,12 @@ from bisector.core.candidate import Candidate, CandidateKind
 from bisector.core.measurement import Status
 from bisector.envs import EnvManager, EnvSpec
 from bisector.measure.gpus import Gpu, GpuPool
+from bisector.measure.executors import LocalExecutor
 from bisector.measure.measurer import Measurer
-from bisector.measure.probe_spec import ProbeSpec
+from bisector.job.probe_spec import ProbeSpec
 from bisector.store.storage import Store
 from tests.support.pkgindex import LocalIndex, build_wheel
 
-pytestmark = pytest.mark.slow
 T0 = dt.datetime(2024, 3, 1, tzinfo=dt.timezone.utc)
 # Claims whatever device $CLAIM says (default: the one it was told), GPU model $CLAIM_NAME, and
 # meter $METER_<candidate>.
@@ -45,8 +45,9 @@ def index(tmp_path_factory):
 def _measurer(tmp_path, env_cache, index, gpus, cpus=1):
     script = tmp_path / "probe.py"
     script.write_text(PROBE)
-    return Measurer(Store(tmp_path / "s.db"), EnvManager(env_cache), EnvSpec(name="plain"), ProbeSpec(path=script),
-                    index_url=index, gpus=GpuPool(gpus), cpus=cpus)
+    envs = EnvManager(env_cache)
+    return Measurer(Store(tmp_path / "s.db"), envs, EnvSpec(name="plain"), ProbeSpec(path=script),
+                    LocalExecutor(envs, GpuPool(gpus)), index_url=index, cpus=cpus)
 
 
 def _cand(version):
@@ -56,9 +57,9 @@ def _cand(version):
 def test_the_probe_is_told_its_device_gpu_and_cores(tmp_path, env_cache, index):
     m = _measurer(tmp_path, env_cache, index, ["GPU-1111"], cpus=3).measure(_cand("1.0"))
     assert m.status is Status.OK
-    assert m.details["result"]["seen"] == {"device": "cuda", "gpu": "GPU-1111", "cpus": "3"}
+    assert m.result.fields()["seen"] == {"device": "cuda", "gpu": "GPU-1111", "cpus": "3"}
     cpu = _measurer(tmp_path, env_cache, index, []).measure(_cand("1.0"))
-    assert cpu.details["result"]["seen"] == {"device": "cpu", "gpu": None, "cpus": "1"}
+    assert cpu.result.fields()["seen"] == {"device": "cpu", "gpu": None, "cpus": "1"}
     assert cpu.key != m.key  # the device kind is part of the store key
 
 

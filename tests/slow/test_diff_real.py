@@ -11,7 +11,6 @@ from bisector.store.storage import RunKind, Store
 from tests.process.test_diff import MODULES, NAMES, PROBES, cli, common, index_url, locks  # noqa: F401 (helpers and fixtures)
 
 
-@pytest.mark.slow
 def test_lock_files_differing_in_six_packages_name_the_one_that_matters(index_url, tmp_path, plain_spec, env_cache):
     a, b = locks(tmp_path)
     args = ["diff", "--with", "tinypkg==1.0", "--a-lock", str(a), "--b-lock", str(b), "--probe",
@@ -41,7 +40,6 @@ def test_lock_files_differing_in_six_packages_name_the_one_that_matters(index_ur
     assert log.splitlines()[0].startswith(f"# bisector diff {out['run_id']}: tinypkg 1.0")
 
 
-@pytest.mark.slow
 def test_a_diff_on_a_gpu_host_measures_on_its_gpus_and_its_follow_judges_like_with_like(
         index_url, tmp_path, plain_spec, env_cache, monkeypatch):
     """With GPUs (logical ones here: CUDA_VISIBLE_DEVICES), every trial of the diff and every step of
@@ -61,7 +59,6 @@ def test_a_diff_on_a_gpu_host_measures_on_its_gpus_and_its_follow_judges_like_wi
     assert {(s["device"], s["gpu"]) for s in seen} == {("cuda", "GPU-logical-0")}
 
 
-@pytest.mark.slow
 def test_follow_bisects_the_package_that_is_the_difference(index_url, tmp_path, plain_spec, env_cache):
     a, b = locks(tmp_path)
     result = bisector.diff("tinypkg", "1.0", a_lock=a, b_lock=b, probe={"path": str(PROBES / "sum_kib.py"),
@@ -73,7 +70,6 @@ def test_follow_bisects_the_package_that_is_the_difference(index_url, tmp_path, 
     assert result.followed.first_bad.ref == "2.0" and result.followed.status == "found"
 
 
-@pytest.mark.slow
 def test_probe_arguments_where_one_matters(index_url, tmp_path, plain_spec, env_cache):
     """Three arguments differ; only --modules reaches the package that matters."""
     proc = cli("diff", "--with", "tinypkg==1.0", "--with", "p4==2.0", "--probe", str(PROBES / "sum_kib.py"),
@@ -87,7 +83,6 @@ def test_probe_arguments_where_one_matters(index_url, tmp_path, plain_spec, env_
     assert "follow_command" not in out or out["follow_command"] is None
 
 
-@pytest.mark.slow
 def test_a_loop_is_searched_knob_by_knob(index_url, tmp_path, plain_spec, env_cache):
     """A's framework loop decides `buffer` itself, so the knobs go onto B's simple loop; one matters."""
     proc = cli("diff", "--with", "tinypkg==1.0", "--probe", str(PROBES / "knob_probe.py"), "--metric", "kib",
@@ -104,7 +99,6 @@ def test_a_loop_is_searched_knob_by_knob(index_url, tmp_path, plain_spec, env_ca
     assert "B + buffer=big" in labels
 
 
-@pytest.mark.slow
 def test_forty_items_with_a_probe_that_always_skips_is_an_honest_undecided(index_url, tmp_path, plain_spec,
                                                                           env_cache):
     flags = [f"--a-arg=--k{i}=a" for i in range(40)] + [f"--b-arg=--k{i}=b" for i in range(40)]
@@ -119,7 +113,6 @@ def test_forty_items_with_a_probe_that_always_skips_is_an_honest_undecided(index
     store.close()
 
 
-@pytest.mark.slow
 @pytest.mark.skipif(os.environ.get("BISECTOR_OFFLINE") == "1", reason="needs accelerate 0.22.0 from the package index")
 def test_seed_the_reporters_trainer_loop_against_the_maintainers_loop_is_one_knob(tmp_path, env_cache):
     """The seed thread: the Trainer loop against the hand-written accelerate loop at accelerate 0.22.0 (the real

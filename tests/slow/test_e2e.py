@@ -16,8 +16,8 @@ import pytest
 import bisector
 from tests.support.gitfixture import make_repo
 from tests.support.pkgindex import LocalIndex, build_wheel
+from tests.support.printed import run_as_printed
 
-pytestmark = pytest.mark.slow
 PROBES = Path(__file__).resolve().parent.parent / "probes"
 T0 = dt.datetime(2024, 3, 1, tzinfo=dt.timezone.utc)
 
@@ -114,7 +114,7 @@ def test_auto_mode_without_repo_prints_refine_command(release_index, tmp_path, e
                "--probe", str(PROBES / "tiny_memory.py"), "--metric", "buffer_kib", "--threshold", "200",
                "--env", str(plain_spec), "--store", str(tmp_path / "s.db"), "--cache-dir", str(env_cache))
     assert proc.returncode == 0, proc.stderr
-    assert "--mode commits --good 1.3.0 --bad 1.4.0 --repo" in proc.stdout
+    assert "--mode auto --good 1.3.0 --bad 1.4.0 --repo" in proc.stdout
 
 
 def test_predates_range_and_no_regression(release_index, tmp_path, env_cache, plain_spec):
@@ -123,6 +123,11 @@ def test_predates_range_and_no_regression(release_index, tmp_path, env_cache, pl
               str(plain_spec), "--store", str(tmp_path / "s.db"), "--cache-dir", str(env_cache), "--json"]
     late = cli("run", "--good", "1.4", "--bad", "1.6", *common)
     assert late.returncode == 3 and json.loads(late.stdout)["status"] == "predates-range"
+    widen = json.loads(late.stdout)["widen_command"]
+    assert widen.startswith("bisector run ") and "--widen" in widen
+    widened = run_as_printed(widen)                                   # the suggestion, as printed
+    assert widened.returncode == 0, widened.stderr[-3000:]
+    assert json.loads(widened.stdout)["first_bad"]["ref"] == "1.4.0"
     early = cli("run", "--good", "1.0", "--bad", "1.3", *common)
     assert early.returncode == 0 and json.loads(early.stdout)["status"] == "no-regression"
 
@@ -145,9 +150,19 @@ def test_killed_run_resumes_with_exactly_the_missing_steps(repo30, tmp_path, env
                 break
     proc.wait(timeout=60)
     assert proc.returncode == -signal.SIGKILL
-    resumed = json.loads(cli(*args).stdout)
+    # killed outright, the run's row still says running, but its process is gone: `runs` says stopped
+    listed = cli("runs", "--store", str(tmp_path / "store.db"))
+    killed = [line.split()[0] for line in listed.stdout.splitlines() if " stopped " in line]
+    assert len(killed) == 1, listed.stdout
+    again = cli(*args)
+    resumed = json.loads(again.stdout)
+    assert f"continuing stopped run {killed[0]}" in again.stderr   # the same command continues that run
+    assert resumed["run_id"] == killed[0]
     assert resumed["probes_run"] == total - 3
     assert resumed["measurements_reused"] == 3
+    rows = [line for line in cli("runs", "--store", str(tmp_path / "store.db")).stdout.splitlines()[1:]
+            if " bisect " in line]
+    assert len(rows) == 1 and rows[0].startswith(killed[0]) and " found " in rows[0]   # no orphan beside it
     assert resumed["first_bad"]["sha"] == reference["first_bad"]["sha"] == shas[17]
     by_id = cli("run", "--resume", "--store", str(tmp_path / "store.db"), "--json")
     assert by_id.returncode == 0 and "resuming run" in by_id.stderr
@@ -280,7 +295,12 @@ def test_auto_mode_refines_to_the_commit_through_the_metadata_repository(tmp_pat
         assert asked.returncode == 0 and json.loads(asked.stdout)["mode"] == "release", asked.stderr
         said = " ".join(asked.stderr.split())   # the note, as wrapped to the log's 100 columns
         assert not (cache / "repos").exists() and f"metadata names file://{repo}" in said
-        assert f"--repo 'file://{repo}'" in json.loads(asked.stdout)["notes"][-1]   # the refine runs as printed
+        refine = json.loads(asked.stdout)["refine_command"]
+        assert f"--repo 'file://{repo}'" in refine and refine in " ".join(json.loads(asked.stdout)["notes"][-1].split())
+        refined = run_as_printed(refine)                                # the refine command, as printed
+        assert refined.returncode == 0, refined.stderr[-3000:]
+        commits = json.loads(refined.stdout)
+        assert commits["mode"] == "commit" and commits["first_bad"]["sha"] == shas[6], commits["headline"]
         # what the releases measured travels with their measurements: with their environments gone, the
         # rerun reuses them from the store and still finds the repository their metadata named
         shutil.rmtree(cache / "envs")

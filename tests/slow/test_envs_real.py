@@ -18,7 +18,6 @@ from tests.support.gitrepo import commit, init_repo, package_files
 from tests.process.test_envs import CONCURRENT, NO_LEAK, ROOT, SCM_PYPROJECT, SPEC, _leftovers, fake_base, index, manager, release, run_in, utc, uv_cache  # noqa: F401 (helpers and fixtures)
 
 
-@pytest.mark.slow
 def test_release_env_shares_torch_without_leaks_and_is_reused(manager, index):
     env = manager.ensure(SPEC, release(index, "1.0"))
     assert env.info.installed_version == "1.0" and "depy==1.0" in env.info.resolved
@@ -37,7 +36,6 @@ def test_release_env_shares_torch_without_leaks_and_is_reused(manager, index):
     assert info["fingerprint"] == env.fingerprint and info["resolved"] == env.info.resolved
 
 
-@pytest.mark.slow
 def test_dependencies_resolved_as_of_candidate_date(manager, index):
     """depy 2.0 (2022) breaks tinypkg 1.0: as of 2021 the env gets depy 1.0 and works."""
     env = manager.ensure(SPEC, release(index, "1.0", as_of=utc(2021, 2, 1)))
@@ -48,7 +46,6 @@ def test_dependencies_resolved_as_of_candidate_date(manager, index):
     assert len(os.listdir(manager.cache_dir / "envs")) == 1 and _leftovers(manager) == []
 
 
-@pytest.mark.slow
 def test_pinned_companion_installs_even_if_newer_than_as_of(manager, index):
     spec = EnvSpec(name="pinned", companions={"helper": "3.0"})
     env = manager.ensure(spec, release(index, "1.0", as_of=utc(2021, 2, 1)))
@@ -58,14 +55,12 @@ def test_pinned_companion_installs_even_if_newer_than_as_of(manager, index):
         manager.ensure(loose, release(index, "1.0", as_of=utc(2021, 2, 1)))
 
 
-@pytest.mark.slow
 def test_health_check_catches_version_mismatch(manager, index):
     with pytest.raises(EnvironmentFailure, match=r"__version__ is 1\.1"):
         manager.ensure(SPEC, release(index, "1.2"))
     assert os.listdir(manager.cache_dir / "envs") == [] and _leftovers(manager) == []
 
 
-@pytest.mark.slow
 def test_resolution_failure_is_environment_failure(manager, index):
     with pytest.raises(EnvironmentFailure) as err:
         manager.ensure(SPEC, release(index, "9.9"))
@@ -75,7 +70,6 @@ def test_resolution_failure_is_environment_failure(manager, index):
     assert os.listdir(manager.cache_dir / "envs") == [] and _leftovers(manager) == []
 
 
-@pytest.mark.slow
 def test_commit_env_is_exactly_that_commit(manager, index, tmp_path):
     repo = init_repo(tmp_path / "repo")
     files = package_files("tinypkg", "1.1.dev0", dependencies=["depy"], module_source="MARK = 'one'\n")
@@ -98,7 +92,6 @@ def test_commit_env_is_exactly_that_commit(manager, index, tmp_path):
         manager.ensure(SPEC, InstallTarget(package="tinypkg", source=repo, revision="c" * 40, index_url=index))
 
 
-@pytest.mark.slow
 def test_two_processes_end_with_one_env(tmp_path, index):
     cache = tmp_path / "shared"
     procs = [subprocess.Popen([sys.executable, "-c", CONCURRENT, str(cache), index], cwd=ROOT,
@@ -110,7 +103,6 @@ def test_two_processes_end_with_one_env(tmp_path, index):
     assert len(os.listdir(cache / "envs")) == 1 and os.listdir(cache / "tmp") == []
 
 
-@pytest.mark.slow
 def test_damaged_envs_are_rebuilt(manager, index):
     env = manager.ensure(SPEC, release(index, "1.1"))
     shutil.rmtree(env.path / env.info.dist_info.rsplit("/", 1)[0] / "tinypkg")   # half-deleted
@@ -131,7 +123,6 @@ def test_damaged_envs_are_rebuilt(manager, index):
     assert kept.info.created == last.info.created and kept.info.interpreter == last.info.interpreter
 
 
-@pytest.mark.slow
 def test_gc_keep_last_and_max_size(manager, index):
     envs = [manager.ensure(SPEC, release(index, "1.0", as_of=utc(2021, 2, d))) for d in (1, 2, 3)]
     manager.ensure(SPEC, release(index, "1.0", as_of=utc(2021, 2, 1)))        # most recently used now
@@ -146,7 +137,6 @@ def test_gc_keep_last_and_max_size(manager, index):
     assert cache.gc(max_size=0)[0].fingerprint == envs[0].fingerprint and cache.list() == []
 
 
-@pytest.mark.slow
 def test_prefetch_builds_in_background_without_duplicates(manager, index, monkeypatch):
     calls: list[str] = []
     real_build = builder_mod.build
@@ -164,7 +154,6 @@ def test_prefetch_builds_in_background_without_duplicates(manager, index, monkey
     assert sorted(calls) == sorted({first.fingerprint, second.fingerprint})   # each built exactly once
 
 
-@pytest.mark.slow
 def test_falls_back_to_virtualenv_pip_when_uv_is_unusable(tmp_path, index, uv_cache, monkeypatch, caplog):
     monkeypatch.setattr(backends_mod.UvBackend, "unusable", lambda self: "uv not found (test)")
     manager = EnvManager(tmp_path / "cache")
@@ -177,7 +166,6 @@ def test_falls_back_to_virtualenv_pip_when_uv_is_unusable(tmp_path, index, uv_ca
     assert "falling back to virtualenv + pip" in caplog.text
 
 
-@pytest.mark.slow
 def test_path_base_overlay_and_torch_constraints(tmp_path, index, fake_base):
     """The candidate sees the base's torch closure only; a dated fakedep 1.0 that misses
     torch's fakedep>=2 is re-resolved to a newer release."""
@@ -195,7 +183,6 @@ def test_path_base_overlay_and_torch_constraints(tmp_path, index, fake_base):
     assert out.stdout.split() == ["1.0", "site-packages", "None"]
 
 
-@pytest.mark.slow
 def test_torch_version_base_is_built_once_with_pip(tmp_path, index):
     manager = EnvManager(tmp_path / "cache")
     spec = EnvSpec(name="tb", base="torch==1.0", index_url=index)
@@ -206,7 +193,6 @@ def test_torch_version_base_is_built_once_with_pip(tmp_path, index):
     assert run_in(env, "import torch, usesdep").returncode == 0
 
 
-@pytest.mark.slow
 @pytest.mark.skipif(os.environ.get("BISECTOR_NETWORK_TESTS") != "1", reason="needs the real package index")
 def test_default_spec_builds_old_accelerate(tmp_path):
     """accelerate 0.20.3 as of its upload, transformers as of then, torch from the base."""
@@ -219,7 +205,6 @@ def test_default_spec_builds_old_accelerate(tmp_path):
     assert any(r.startswith("transformers==4.30") for r in env.info.resolved)
 
 
-@pytest.mark.slow
 def test_commit_of_a_setuptools_scm_package_builds_with_its_git_version(manager, index, tmp_path):
     """`git archive` has no .git; the build still gets the version git gives that commit."""
     repo = init_repo(tmp_path / "repo")

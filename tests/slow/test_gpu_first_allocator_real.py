@@ -10,7 +10,6 @@ import pytest
 from tests.process.test_gpu_first_allocator import STEP  # noqa: F401 (helpers and fixtures)
 
 
-@pytest.mark.slow
 def test_cpu_dry_run_writes_the_step_file(tmp_path):
     pytest.importorskip("torch")
     env = {**os.environ, "DEV": "cpu", "OUT": str(tmp_path)}

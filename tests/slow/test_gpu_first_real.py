@@ -2,13 +2,11 @@
 from __future__ import annotations
 
 import json
-import pytest
 from tests.process.test_gpu_first import _host_side, dry_run  # noqa: F401 (helpers and fixtures)
 
 import gf  # noqa: E402 (bench/gpu_first is on sys.path once the process half is imported)
 
 
-@pytest.mark.slow
 def test_the_dry_run_writes_every_steps_files_and_check_md(dry_run):
     out, proc = dry_run
     assert proc.returncode == 0, proc.stderr[-2000:]
@@ -23,7 +21,6 @@ def test_the_dry_run_writes_every_steps_files_and_check_md(dry_run):
     assert proc.stdout.rstrip().endswith(check.rstrip())  # printed last
 
 
-@pytest.mark.slow
 def test_the_host_reads_what_the_dry_run_brought_back(dry_run, tmp_path):
     out, _ = dry_run
     seen, listed = _host_side(tmp_path, out)

@@ -16,7 +16,6 @@ from tests.support.hostile import SECRET_ENV, commits, processes_with
 from tests.process.test_hostile import BAD_PROBES, LEFT_BEHIND, ROOT, SECRETS, SECRET_PROBE, _bisector, _damage, _leaver_run, _leftovers, _slow, _store_text, _store_with_runs, mounted, world  # noqa: F401 (helpers and fixtures)
 
 
-@pytest.mark.slow
 @pytest.mark.parametrize("how", [_slow("processes", f"a probe that leaves a {h}") for h in LEFT_BEHIND])
 def test_nothing_a_probe_leaves_behind_outlives_it(how, world, tmp_path, env_cache):
     how = how.removeprefix("a probe that leaves a ")
@@ -28,7 +27,6 @@ def test_nothing_a_probe_leaves_behind_outlives_it(how, world, tmp_path, env_cac
     assert _leftovers(marker) == []
 
 
-@pytest.mark.slow
 @pytest.mark.parametrize("how, why", [(_slow("processes", "a hanging probe with children, past its timeout"), "hang"),
                                       (_slow("processes", "a crashing probe that started a daemon"), "crash")])
 def test_a_probe_that_cannot_measure_stops_at_the_endpoints_and_leaves_nothing(how, why, world, tmp_path):
@@ -44,7 +42,6 @@ def test_a_probe_that_cannot_measure_stops_at_the_endpoints_and_leaves_nothing(h
     assert _leftovers(marker) == []
 
 
-@pytest.mark.slow
 @pytest.mark.parametrize("sig", [_slow("signals", "kill -9 of bisector mid-probe"),
                                  _slow("signals", "SIGTERM of bisector mid-probe"),
                                  _slow("signals", "Ctrl-C of bisector mid-probe")])
@@ -62,7 +59,6 @@ def test_a_dying_bisector_takes_its_probe_and_everything_it_started(sig, world, 
     assert _leftovers(marker) == []
 
 
-@pytest.mark.slow
 @pytest.mark.parametrize("name", [_slow("probes", n) for n in BAD_PROBES])
 def test_a_probe_that_measures_nothing_is_one_line_before_any_inner_candidate(name, world, tmp_path):
     cmd, message = BAD_PROBES[name]
@@ -86,7 +82,6 @@ def test_a_probe_that_measures_nothing_is_one_line_before_any_inner_candidate(na
     assert [r.status for r in runs] == ["undecided"]   # not left "running" or "interrupted"
 
 
-@pytest.mark.slow
 def test_a_flooding_probe_is_bounded(world, tmp_path, env_cache):
     script = tmp_path / "flood.py"
     script.write_text("import sys, tinypkg\nfor _ in range(200000):\n    print('x' * 100)\n"
@@ -98,7 +93,6 @@ def test_a_flooding_probe_is_bounded(world, tmp_path, env_cache):
     assert (tmp_path / "s.db").stat().st_size < 2_000_000   # 20 MB of output per probe, a tail of it stored
 
 
-@pytest.mark.slow
 def test_planted_secrets_come_out_of_no_command(world, tmp_path):
     home = tmp_path / "home"
     home.mkdir()
@@ -147,7 +141,6 @@ def test_planted_secrets_come_out_of_no_command(world, tmp_path):
     assert "~/probe.py" in everything["console"] and "***@git.example.com" in everything["store"]
 
 
-@pytest.mark.slow
 def test_a_store_in_a_read_only_directory_is_read_not_written(mounted, tmp_path, capsys):
     _store_with_runs(mounted / "s.db", 3)
     assert subprocess.run(["mount", "-o", "remount,ro", str(mounted)]).returncode == 0
@@ -163,7 +156,6 @@ def test_a_store_in_a_read_only_directory_is_read_not_written(mounted, tmp_path,
     assert not (tmp_path / "c").exists()
 
 
-@pytest.mark.slow
 def test_a_full_disk_is_one_line_and_the_store_stays_sound(mounted, world, tmp_path, env_cache):
     filler = mounted / "filler"
     store = mounted / "s.db"
@@ -187,7 +179,6 @@ def test_a_full_disk_is_one_line_and_the_store_stays_sound(mounted, world, tmp_p
     assert sqlite3.connect(store).execute("PRAGMA integrity_check").fetchone()[0] == "ok"
 
 
-@pytest.mark.slow
 def test_a_store_left_open_by_a_killed_run_is_checked_and_then_resumed(world, tmp_path, env_cache, monkeypatch):
     import bisector.store.storage as storage
     checks = []
@@ -213,7 +204,6 @@ def test_a_store_left_open_by_a_killed_run_is_checked_and_then_resumed(world, tm
     assert _leftovers(marker) == []
 
 
-@pytest.mark.slow
 def test_recover_copies_every_readable_row_and_refuses_an_open_store(tmp_path, capsys):
     path = tmp_path / "s.db"
     _store_with_runs(path)

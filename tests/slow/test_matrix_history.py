@@ -24,7 +24,6 @@ from bisector.store.storage import RunKind, RunRow, RunState, Store
 from tests.support.pkgindex import LocalIndex, build_wheel
 from tests.unit.test_matrix import matrix_cli, tiny_source, write_config
 
-pytestmark = pytest.mark.slow
 T0 = dt.datetime(2024, 3, 1, tzinfo=dt.timezone.utc)
 PNG = b"\x89PNG\r\n\x1a\n"
 

@@ -15,7 +15,6 @@ from bisector.store.storage import RunRow, RunState, Store
 from tests.support.pkgindex import LocalIndex, build_wheel
 from tests.unit.test_matrix import PROBE, tiny_source, write_config
 
-pytestmark = pytest.mark.slow
 T0 = dt.datetime(2024, 3, 1, tzinfo=dt.timezone.utc)
 SUM_KIB = Path(__file__).resolve().parent.parent / "probes" / "sum_kib.py"
 

@@ -24,7 +24,6 @@ from bisector.cli.main import main
 from tests.support.pkgindex import LocalIndex, build_wheel
 from tests.unit.test_matrix import matrix_cli, tiny_source, write_config
 
-pytestmark = pytest.mark.slow
 T0 = dt.datetime(2024, 3, 1, tzinfo=dt.timezone.utc)
 DRAFT = "tinypkg-1.3.0-buffer_kib.md"
 

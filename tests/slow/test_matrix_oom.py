@@ -17,8 +17,7 @@ from tests.support.pkgindex import LocalIndex, build_wheel
 from tests.support.tinylm import tiny_lm_source
 from tests.unit.test_matrix import matrix_cli
 
-pytestmark = [pytest.mark.slow,
-              pytest.mark.skipif(os.environ.get("BISECTOR_OFFLINE") == "1", reason="needs the real package index")]
+pytestmark = pytest.mark.skipif(os.environ.get("BISECTOR_OFFLINE") == "1", reason="needs the real package index")
 T0 = dt.datetime(2026, 11, 1, tzinfo=dt.timezone.utc)   # recent: the pinned accelerate's needs resolve as of it
 OOM_AT = '''
 

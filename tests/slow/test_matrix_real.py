@@ -4,14 +4,12 @@ from __future__ import annotations
 import datetime as dt
 import json
 import os
-import pytest
 from bisector.store.storage import Store
 from tests.support.pkgindex import LocalIndex, build_wheel
 
 from tests.unit.test_matrix import GOLDEN, PNG_SIGNATURE, T0, matrix_cli, normalise, scenario, tiny_source, write_config  # noqa: F401 (helpers and fixtures)
 
 
-@pytest.mark.slow
 def test_history_is_stored_and_unchanged_cells_are_reused(scenario):
     first, second, third = scenario["first"], scenario["second"], scenario["third"]
     assert first["code"] == 0 and first["out"]["probes_run"] == 2 and first["out"]["baseline_run"] is None
@@ -29,7 +27,6 @@ def test_history_is_stored_and_unchanged_cells_are_reused(scenario):
     store.close()
 
 
-@pytest.mark.slow
 def test_planted_step_is_a_confirmed_regression_exit_1(scenario):
     third = scenario["third"]
     assert third["code"] == 1 and third["out"]["exit_code"] == 1
@@ -45,7 +42,6 @@ def test_planted_step_is_a_confirmed_regression_exit_1(scenario):
     assert step["good_value"] == 100 and step["bad_value"] == 400 and step["confirm_values"] == [100, 400]
 
 
-@pytest.mark.slow
 def test_plot_is_a_valid_png(scenario):
     import matplotlib.image
     png = scenario["third"]["dir"] / "plot-buffer_kib.png"
@@ -55,7 +51,6 @@ def test_plot_is_a_valid_png(scenario):
     assert "](plot-buffer_kib.png)" in (scenario["third"]["dir"] / "matrix.md").read_text()
 
 
-@pytest.mark.slow
 def test_markdown_table_matches_golden(scenario):
     text = normalise((scenario["third"]["dir"] / "matrix.md").read_text())
     if os.environ.get("BISECTOR_UPDATE_GOLDEN"):
@@ -63,7 +58,6 @@ def test_markdown_table_matches_golden(scenario):
     assert text == GOLDEN.read_text()
 
 
-@pytest.mark.slow
 def test_bisect_on_regression_attaches_a_report_naming_the_first_bad(scenario):
     run = scenario["bisect"]
     assert run["code"] == 1
@@ -77,14 +71,12 @@ def test_bisect_on_regression_attaches_a_report_naming_the_first_bad(scenario):
     assert (run["dir"] / attached["report_file"]).read_text() == attached["markdown"]
 
 
-@pytest.mark.slow
 def test_nothing_measured_exit_3(scenario):
     crash = scenario["crash"]
     assert crash["code"] == 3 and crash["out"]["baseline_run"] is None  # another probe: another grid
     assert {c["status"] for c in crash["out"]["cells"]} == {"crashed"}
 
 
-@pytest.mark.slow
 def test_two_package_grid_with_exclude_pins_companions(tmp_path, env_cache, plain_spec, monkeypatch, capsys):
     idx = LocalIndex(tmp_path / "idx")
     for day, version in enumerate(["1.0.0", "1.1.0"]):

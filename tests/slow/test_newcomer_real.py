@@ -5,13 +5,11 @@ import json
 import os
 import subprocess
 import sys
-import pytest
 from bisector.cli.main import main
 
 from tests.process.test_newcomer import JOB, _read_pty, _run, index_url  # noqa: F401 (helpers and fixtures)
 
 
-@pytest.mark.slow
 def test_rejected_runs_are_not_listed_or_resumed(tmp_path, index_url, capsys, env_cache, plain_spec):
     store = str(tmp_path / "s.db")
     ok = ["run", *JOB, "--good", "1.0", "--bad", "1.2", "--index-url", index_url, "--store", store,
@@ -24,7 +22,6 @@ def test_rejected_runs_are_not_listed_or_resumed(tmp_path, index_url, capsys, en
     assert len(listed) == 1 and "no-regression" in listed[0]
 
 
-@pytest.mark.slow
 def test_identical_runs_at_once_are_two_runs_and_resume_picks_by_config_hash(tmp_path, index_url, env_cache,
                                                                               plain_spec):
     store = str(tmp_path / "s.db")
@@ -49,7 +46,6 @@ def test_identical_runs_at_once_are_two_runs_and_resume_picks_by_config_hash(tmp
     assert other.returncode == 2 and "no bisect run of this job (config hash" in other.stderr
 
 
-@pytest.mark.slow
 def test_live_progress_on_a_terminal_and_plain_lines_otherwise(tmp_path, index_url, env_cache, plain_spec):
     probe = tmp_path / "slow_probe.py"
     probe.write_text("import json, os, sys, time\nfor i in range(6):\n    print(f'working {i}', file=sys.stderr, "

@@ -15,12 +15,10 @@ import sys
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-import pytest
 
 from bisector.store.storage import Store
 from tests.support.gitfixture import make_repo
 
-pytestmark = pytest.mark.slow
 PROBE = Path(__file__).resolve().parent.parent / "probes" / "noisy_timer.py"
 SEEDS, AT_ONCE, PLANTED, BASE = range(20), 3, 3, 0.025
 

@@ -14,7 +14,7 @@ import time
 
 import pytest
 
-from bisector.measure.protocol import ProbeResult
+from bisector.core.facts import ProbeResult
 from tests.support.tinylm import tiny_lm_source
 
 pytest.importorskip("torch")
@@ -25,7 +25,6 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 SCRIPT = os.path.join(ROOT, "probes", "ga_memory", "__main__.py")
 SMALL = ["--sizes", "64,96,128"]
 
-pytestmark = pytest.mark.slow
 
 
 def run_probe(tmp_path, *args, python=sys.executable, name="result.json"):
@@ -186,7 +185,7 @@ def oldest_python(tmp_path_factory):
                            "--store", str(root / "s.db"), "--cache-dir", str(root / "cache")],
                           capture_output=True, text=True, timeout=900)
     assert proc.returncode == 0, proc.stderr[-3000:]
-    env = json.loads(proc.stdout)["details"]["env"]["path"]
+    env = json.loads(proc.stdout)["env"]["path"]
     return os.path.join(env, "bin", "python")
 
 

@@ -12,12 +12,13 @@ from bisector.core.candidate import Candidate, CandidateKind
 from bisector.core.measurement import Status
 from bisector.envs import EnvManager, EnvSpec
 from bisector.envs.model.info import read_info
+from bisector.measure.executors import LocalExecutor
+from bisector.measure.gpus import GpuPool
 from bisector.measure.measurer import Measurer
-from bisector.measure.probe_spec import ProbeSpec
+from bisector.job.probe_spec import ProbeSpec
 from bisector.store.storage import Store
 from tests.support.pkgindex import LocalIndex, build_wheel
 
-pytestmark = pytest.mark.slow
 T0 = dt.datetime(2024, 3, 1, tzinfo=dt.timezone.utc)
 IMPORTS = "import json, os, tinypkg\njson.dump({'metrics': {'v': float(tinypkg.__version__.split('.')[1])}}, " \
           "open(os.environ['BISECTOR_RESULT'], 'w'))\n"
@@ -36,7 +37,8 @@ def index(tmp_path_factory):
 
 def _measure(tmp_path, index, version, probe: ProbeSpec):
     envs = EnvManager(tmp_path / "cache", defer_health=True)
-    measurer = Measurer(Store(tmp_path / "s.db"), envs, EnvSpec(name="plain"), probe, index_url=index)
+    measurer = Measurer(Store(tmp_path / "s.db"), envs, EnvSpec(name="plain"), probe, LocalExecutor(envs, GpuPool([])),
+                        index_url=index)
     m = measurer.measure(Candidate(package="tinypkg", kind=CandidateKind.RELEASE, ref=version, date=T0))
     return m, read_info(envs.layout.env_dir(measurer._address(
         Candidate(package="tinypkg", kind=CandidateKind.RELEASE, ref=version, date=T0), 0).recipe.dir_name))

@@ -17,7 +17,7 @@ from bisector.core.candidate import Candidate, CandidateKind
 from bisector.core.measurement import Status
 from bisector.envs import EnvManager, load_env_spec
 from bisector.measure.measurer import Measurer
-from bisector.measure.probe_spec import ProbeSpec
+from bisector.job.probe_spec import ProbeSpec
 from bisector.store.storage import Store
 from tests.support.gitfixture import make_repo
 from tests.support.pkgindex import LocalIndex, build_wheel
@@ -28,7 +28,6 @@ from ray.cluster_utils import Cluster  # noqa: E402
 
 from bisector.measure.ray_executor import RayExecutor  # noqa: E402
 
-pytestmark = pytest.mark.slow
 T0 = dt.datetime(2024, 3, 1, tzinfo=dt.timezone.utc)
 
 
@@ -104,7 +103,7 @@ def test_retries_spent_are_a_lost_skip_with_the_reason(cluster, repo40, tmp_path
     log = tmp_path / "log.jsonl"
     probe = ProbeSpec(path=HOLD, args=[str(log), str(tmp_path / "never"), "0"])
     measurer = Measurer(Store(tmp_path / "s.db"), EnvManager(env_cache), load_env_spec(str(plain_spec), Path(".")),
-                        probe, repo_path=repo, run_id="t", executor=RayExecutor(cache_dir=str(env_cache)))
+                        probe, RayExecutor(cache_dir=str(env_cache)), repo_path=repo, run_id="t")
 
     def kill_every_attempt():
         for n in range(3):

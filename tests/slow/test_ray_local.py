@@ -16,7 +16,7 @@ from bisector.core.candidate import Candidate, CandidateKind
 from bisector.core.measurement import Measurement, Status
 from bisector.envs import EnvManager, InstallTarget, load_env_spec
 from bisector.measure.measurer import Measurer
-from bisector.measure.probe_spec import ProbeSpec
+from bisector.job.probe_spec import ProbeSpec
 from bisector.store.storage import Store
 from tests.support.gitfixture import make_repo
 from tests.support.raytools import HOLD, alive, commit_args, events, loopback, wait_for
@@ -26,7 +26,6 @@ from bisector.measure import ray_executor  # noqa: E402 - needs Ray
 from bisector.measure.ray_task import TaskPayload, TaskResult, probe_files, take_on_node  # noqa: E402
 from bisector.measure.take import Proved, TakeJob  # noqa: E402
 
-pytestmark = pytest.mark.slow
 
 
 @pytest.fixture(scope="module")
@@ -49,7 +48,7 @@ def _commit(shas: list[str], i: int) -> Candidate:
 def _measurer(tmp_path: Path, env_cache: Path, plain_spec: Path, repo: Path, probe: ProbeSpec) -> Measurer:
     envs = EnvManager(env_cache)
     return Measurer(Store(tmp_path / "s.db"), envs, load_env_spec(str(plain_spec), Path(".")), probe,
-                    repo_path=repo, run_id="t", executor=ray_executor.RayExecutor(cache_dir=str(env_cache)))
+                    ray_executor.RayExecutor(cache_dir=str(env_cache)), repo_path=repo, run_id="t")
 
 
 def test_two_probes_at_once_on_disjoint_gpus_and_a_third_waits(ray_local, repo12, tmp_path, env_cache, plain_spec):

@@ -15,7 +15,6 @@ import pytest
 from bisector.envs import EnvCache
 from tests.support.gitfixture import make_repo
 
-pytestmark = pytest.mark.slow
 PROBES = Path(__file__).resolve().parent.parent / "probes"
 
 

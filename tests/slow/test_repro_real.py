@@ -13,7 +13,6 @@ from bisector.store.storage import Store
 from tests.process.test_repro import PROBES, _cli, _probe_result, ga_job, ga_result, tiny_index  # noqa: F401 (helpers and fixtures)
 
 
-@pytest.mark.slow
 @pytest.mark.parametrize("args", [("--loop=accelerate", "--sizes=64,128"),
                                   ("--loop=trainer", "--sizes=64", "--precision-via=env")])
 def test_the_ga_memory_script_measures_the_bytes_the_probe_measures(tmp_path, args):
@@ -39,7 +38,6 @@ def test_the_ga_memory_script_measures_the_bytes_the_probe_measures(tmp_path, ar
     assert alone.returncode == (1 if verdict == "BAD" else 0) and "cell 1/" in alone.stderr
 
 
-@pytest.mark.slow
 @pytest.mark.parametrize("probe", [("--probe", str(PROBES / "tiny_memory.py"), "--metric", "buffer_kib",
                                     "--threshold", "200"), ("--probe-cmd", f"sh {PROBES / 'tiny_exitcode.sh'}")])
 def test_the_repro_is_verified_in_both_environments_and_recorded_in_the_run(probe, tiny_index, tmp_path, env_cache,
@@ -68,7 +66,6 @@ def test_the_repro_is_verified_in_both_environments_and_recorded_in_the_run(prob
     assert json.loads(again.stdout)["repro"] == repro and "probing" not in again.stderr   # stored: nothing reran
 
 
-@pytest.mark.slow
 def test_a_script_that_does_not_show_the_step_is_not_verified(tiny_index, tmp_path, env_cache, plain_spec):
     store = tmp_path / "s.db"
     ran = _cli("run", "--package", "tinypkg", "--mode", "releases", "--good", "1.0", "--bad", "1.5", "--index-url",

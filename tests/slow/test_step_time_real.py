@@ -6,7 +6,6 @@ import pytest
 from tests.process.test_step_time import TINY, run_probe  # noqa: F401 (helpers and fixtures)
 
 
-@pytest.mark.slow
 def test_result_has_step_times_tokens_per_second_and_the_machine(tmp_path):
     code, result, err = run_probe(tmp_path, *TINY)
     assert code == 0, err
@@ -27,7 +26,6 @@ def test_result_has_step_times_tokens_per_second_and_the_machine(tmp_path):
     assert other["probe"]["config_hash"] != result["probe"]["config_hash"]
 
 
-@pytest.mark.slow
 def test_bad_arguments_and_a_missing_gpu_are_one_line_errors(tmp_path):
     code, result, err = run_probe(tmp_path, "--precisions", "fp16")
     assert code == 2 and "--precisions takes fp32 and bf16, not fp16" in err and not result
@@ -35,7 +33,6 @@ def test_bad_arguments_and_a_missing_gpu_are_one_line_errors(tmp_path):
     assert code != 0 and "sees no CUDA device" in err and not result
 
 
-@pytest.mark.slow
 def test_each_precision_is_proved_and_a_bf16_that_ran_in_fp32_is_an_error(tmp_path):
     code, result, err = run_probe(tmp_path, *TINY)
     assert code == 0, err

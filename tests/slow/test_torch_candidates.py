@@ -16,7 +16,6 @@ import pytest
 from bisector.envs import EnvCache, EnvManager, EnvSpec, InstallTarget
 from tests.support.pkgindex import LocalIndex, build_wheel
 
-pytestmark = pytest.mark.slow
 T0 = dt.datetime(2024, 3, 1, tzinfo=dt.timezone.utc)
 TORCH_VERSIONS = ["2.0.0", "2.1.0", "2.2.0", "2.3.0", "2.4.0"]   # 2.3.0 plants the step
 PROBE = """

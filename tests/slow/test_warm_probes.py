@@ -18,13 +18,12 @@ from pathlib import Path
 import pytest
 
 from bisector.measure.probe_process import run_probe
-from bisector.measure.probe_spec import ProbeSpec
+from bisector.job.probe_spec import ProbeSpec
 from bisector.measure.warm_pool import WarmPool
 from bisector.measure.warm_server import WarmServer
 from bisector.data import probes_dir
 from tests.process.test_warm_worker import wait_gone
 
-pytestmark = pytest.mark.slow
 PYTHON = Path(sys.executable)
 TINY = ["--hidden=64", "--layers=1", "--heads=2", "--vocab=128", "--seq-len=16", "--batch=2", "--warmup=1", "--steps=3"]
 GA_SMALL = ["--sizes=64,128"]

@@ -10,7 +10,6 @@ import pytest
 from tests.process.test_workers import ROOT, SELF_KILLING  # noqa: F401 (helpers and fixtures)
 
 
-@pytest.mark.slow
 def test_the_probe_survives_a_killed_worker_and_says_how_it_ended(tmp_path):
     pytest.importorskip("torch")
     (tmp_path / "selfkill.py").write_text(SELF_KILLING)

@@ -1,5 +1,5 @@
 """The one fake outside the search core, and only behind the driver's measuring seam
-(bisector.bisection.seam): measurements come from a table, no environment is built, no probe runs.
+(bisector.decide.seam): measurements come from a table, no environment is built, no probe runs.
 
 A table maps a candidate's ref (a version, or a commit's full SHA) to what each repeat measures:
 a number (the metric's value), a :class:`Status` (that failure), an int exit code (with
@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Callable, Mapping, Optional, Union
 
 from bisector.core.candidate import Candidate
+from bisector.core.facts import EnvFacts, ProbeResult
 from bisector.core.measurement import Measurement, Status
 from bisector.envs import EnvSpec
 
@@ -32,13 +33,15 @@ Entry = Union[float, Status, list]
 
 
 class FakeMeasurer:
-    """Measures from ``table``; a (ref, repeat) measured before by any measurer of the same factory is
-    "reused" (counted in ``reused_keys``, no probe), as the store would make it."""
+    """Measures from ``table``; a (ref, repeat) measured before by an earlier run's measurer of the same
+    factory is "reused" (counted in ``reused_keys``, no probe), as the store would make it; one this run
+    took is read back as it is."""
 
     def __init__(self, table: Mapping[str, Entry], seen: dict, metric: str = "m", exit_code_mode: bool = False,
                  pins: Optional[dict] = None, setups: Optional[Callable[[str, dict], Entry]] = None,
-                 envs: Optional[Mapping[str, dict]] = None):
+                 run_id: Optional[str] = None, envs: Optional[Mapping[str, dict]] = None):
         self.table, self.seen, self.metric, self.exit_code_mode = table, seen, metric, exit_code_mode
+        self.run_id = run_id
         self.envs = dict(envs or {})   # ref -> the environment facts its measurements record (EnvFacts fields)
         self.pins, self.setups = dict(pins or {}), setups
         self.probes_run = 0
@@ -51,10 +54,13 @@ class FakeMeasurer:
         self.asked.append((c.ref, repeat))
         key = f"{c.ref}:{c.revert or ''}:{repeat}:{sorted(self.pins.items())}"
         if key in self.seen:
+            found = self.seen[key]
+            if found.run_id == self.run_id:
+                return found
             self.reused_keys.add(key)
-            return self.seen[key]
+            return found.model_copy(update={"reused": True})
         self.probes_run += 1
-        self.seen[key] = m = self._measurement(c, repeat, key)
+        self.seen[key] = m = self._measurement(c, repeat, key).model_copy(update={"run_id": self.run_id})
         return m
 
     def _measurement(self, c: Candidate, repeat: int, key: str) -> Measurement:
@@ -66,13 +72,13 @@ class FakeMeasurer:
             return base.model_copy(update={"status": value, "reason": f"{value.value} in the fake probe"})
         if self.exit_code_mode:
             return base.model_copy(update={"status": Status.EXIT_CODE, "exit_code": int(value)})
-        details = {"result": {"schema_version": "fake/1", "probe": {"name": "fake", "version": "1"},
-                              "peak_phase": "backward" if value > 1.5 else "forward"}}
-        if c.ref in self.envs:
-            details["env"] = {"path": "fake", **self.envs[c.ref]}
+        fields = {"schema_version": "fake/1", "probe": {"name": "fake", "version": "1"},
+                  "peak_phase": "backward" if value > 1.5 else "forward"}
         if isinstance(value, PartialOom):
-            details["result"]["oom_cells"] = value.cells
-        return base.model_copy(update={"metrics": {self.metric: float(value), "other": 7.0}, "details": details})
+            fields["oom_cells"] = value.cells
+        env = EnvFacts(path="fake", **self.envs[c.ref]) if c.ref in self.envs else None
+        return base.model_copy(update={"metrics": {self.metric: float(value), "other": 7.0},
+                                       "result": ProbeResult.of(fields), "env": env})
 
     def prefetch(self, candidates: list[Candidate]) -> None:
         self.prefetched.append([c.ref for c in candidates])
@@ -108,7 +114,8 @@ class FakeMeasurers:
         return other
 
     def __call__(self, run_id: str, repo_path: Optional[Path] = None) -> FakeMeasurer:
-        measurer = FakeMeasurer(self.table, self.seen, **{k: v for k, v in self.options.items() if k != "contrast"})
+        measurer = FakeMeasurer(self.table, self.seen, run_id=run_id,
+                                **{k: v for k, v in self.options.items() if k != "contrast"})
         self.made.append(measurer)
         return measurer
 

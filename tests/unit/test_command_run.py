@@ -14,8 +14,8 @@ from bisector.cli.main import main
 from bisector.core.criterion import Criterion, calibrate
 from bisector.core.units import human_value
 from bisector.job.jobfile import load_config
-from bisector.measure.command_metrics import metric_names, unknown_metric
-from bisector.measure.probe_spec import ProbeSpec
+from bisector.job.command_metrics import metric_names, unknown_metric
+from bisector.job.probe_spec import ProbeSpec
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "probes" / "command"))
 from _aggregate import METRICS, read_records, summarize  # noqa: E402

@@ -133,12 +133,15 @@ def test_notes_printed_while_the_run_went_are_not_printed_again():
 
 def test_an_attribution_environment_is_named_with_its_pins(tmp_path):
     from bisector.envs import EnvManager, EnvSpec
+    from bisector.measure.executors import LocalExecutor
+    from bisector.measure.gpus import GpuPool
     from bisector.measure.measurers import Measurers
-    from bisector.measure.probe_spec import ProbeSpec
+    from bisector.job.probe_spec import ProbeSpec
     from bisector.store.storage import Store
 
-    plain = Measurers(Store(tmp_path / "s.db"), EnvManager(tmp_path / "cache"), EnvSpec(name="plain"),
-                      ProbeSpec(cmd="true"))
+    envs = EnvManager(tmp_path / "cache")
+    plain = Measurers(Store(tmp_path / "s.db"), envs, EnvSpec(name="plain"), ProbeSpec(cmd="true"),
+                      LocalExecutor(envs, GpuPool([])))
     assert plain("r1").tag == ""   # "building the environment of accelerate 0.28.0"
     assert plain.pinned({"transformers": "4.37.2"})("r1").tag == " + transformers==4.37.2"
 

@@ -1,7 +1,9 @@
 """The executor seam's usage errors (fast: no Ray started): one line, exit 2, nothing created."""
 from __future__ import annotations
 
+import shlex
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -28,7 +30,9 @@ def test_executor_ray_without_ray_says_what_to_install(tmp_path, capsys, monkeyp
         argv = ["matrix", "--config", str(config), "--store", str(store), "--out", str(tmp_path / "out"),
                 "--executor", "ray"]
     err = _one_line_exit_2(capsys, main(argv))
-    assert err == "bisector: error: --executor ray needs Ray, which is not installed here: pip install 'bisector[ray]'\n"
+    python = shlex.quote(sys.executable).replace(str(Path.home()), "~")   # the home directory is redacted
+    assert err == f"bisector: error: --executor ray needs Ray, which is not installed here: {python} -m pip install " \
+        "'ray>=2.40'\n"   # this route: pip (never bisector's extra by name: it is on no index)
     assert not store.exists() and not (tmp_path / "out").exists()
 
 

@@ -1,6 +1,7 @@
 """The typed facts a measurement carries (bisector/core/facts.py)."""
 from __future__ import annotations
 
+from bisector.core.facts import Device
 from bisector.core.measurement import Measurement, Status, oom_cells
 
 
@@ -16,6 +17,6 @@ def test_a_results_declared_fields_are_typed_and_a_custom_probes_mistyped_ones_n
     assert (ga.result.cell_errors, ga.result.knobs, ga.result.meter) == (2, {"ga": 2}, "cpu-dispatch")
     assert oom_cells(ga) == ["fp32.ga1.h64"]
     odd = m({"device": "cpu", "cells": 3, "cell_errors": "none", "mine": [1]})
-    assert odd.result.device == {} and odd.result.cells == [] and odd.result.cell_errors == 0
+    assert odd.result.device == Device() and odd.result.cells == [] and odd.result.cell_errors == 0
     assert odd.result.fields() == {"device": "cpu", "cells": 3, "cell_errors": "none", "mine": [1]}
     assert m({}).result is None and oom_cells(m({})) == []

@@ -12,12 +12,13 @@ from types import SimpleNamespace
 import pytest
 
 from bisector.bisection.boundary import environment_facts
-from bisector.core.facts import ResultFacts
+from bisector.core.facts import Device, ProbeResult
 from bisector.core.candidate import Candidate, CandidateKind
 from bisector.envs import EnvManager, EnvSpec
-from bisector.measure.gpus import Gpu, GpuPool, cuda_runtime, detect_gpus, effective_jobs, gpu_label
+from bisector.measure.gpus import Gpu, GpuPool, cuda_runtime, detect_gpus, effective_jobs
+from bisector.measure.executors import LocalExecutor
 from bisector.measure.measurer import Measurer
-from bisector.measure.probe_spec import ProbeSpec
+from bisector.job.probe_spec import ProbeSpec
 from bisector.store.storage import Store
 
 
@@ -168,8 +169,9 @@ def test_nvidia_smi_and_nvml_give_one_gpu_the_same_identity(nvidia_smi, tmp_path
 
 
 def _measurer(tmp_path, gpus):
-    return Measurer(Store(tmp_path / "s.db"), EnvManager(tmp_path / "envs"), EnvSpec(name="plain"),
-                    ProbeSpec(path=tmp_path / "probe.py"), gpus=GpuPool(gpus))
+    envs = EnvManager(tmp_path / "envs")
+    return Measurer(Store(tmp_path / "s.db"), envs, EnvSpec(name="plain"), ProbeSpec(path=tmp_path / "probe.py"),
+                    LocalExecutor(envs, GpuPool(gpus)))
 
 
 def _base(provided):
@@ -208,9 +210,9 @@ def test_cuda_runtime_of_an_environment():
 def test_the_report_shows_the_gpu_its_memory_driver_and_cuda():
     device = {"type": "cuda", "name": "NVIDIA H200", "total_bytes": 150754820096, "driver": "570.86.15",
               "cuda": "13.0"}
-    facts = environment_facts(ResultFacts(device=device, meter="cuda"), {}, "accelerate")
+    facts = environment_facts(ProbeResult(device=device, meter="cuda"), {}, "accelerate")
     assert (facts["gpu"], facts["driver"], facts["cuda"]) == ("NVIDIA H200, 140.4 GiB", "570.86.15", "13.0")
-    assert gpu_label({"name": "NVIDIA H200"}) == "NVIDIA H200" and gpu_label({}) is None
+    assert Device(name="NVIDIA H200").gpu_label == "NVIDIA H200" and Device().gpu_label is None
 
 
 def test_bisector_probe_says_which_gpu_measured(tmp_path):
@@ -224,5 +226,5 @@ def test_bisector_probe_says_which_gpu_measured(tmp_path):
     (tmp_path / "p.py").write_text("")
     lines = _header("accelerate", "0.22.0", m, False, ProbeSpec(path=tmp_path / "p.py"))
     assert lines[-1] == "  on NVIDIA H200, 140.4 GiB, driver 570.86.15, CUDA 13.0"
-    cpu = m.model_copy(update={"details": {"result": {"device": {"type": "cpu"}, "meter": "cpu-dispatch"}}})
+    cpu = m.model_copy(update={"result": ProbeResult.of({"device": {"type": "cpu"}, "meter": "cpu-dispatch"})})
     assert len(_header("accelerate", "0.22.0", cpu, False, ProbeSpec(path=tmp_path / "p.py"))) == 2

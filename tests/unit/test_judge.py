@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from bisector.bisection.judge import judge
+from bisector.decide.judge import judge
 from bisector.core.candidate import Candidate, CandidateKind
 from bisector.core.criterion import Criterion, calibrate
 from bisector.core.measurement import Status

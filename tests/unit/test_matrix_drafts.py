@@ -84,3 +84,35 @@ def test_a_draft_without_a_bisect_says_when_its_bad_version_is_the_first_bad(tmp
     md = text(draft, result, config, Store(tmp_path / "s.db"))
     assert f"(bad): {draft.version} is the first bad release when no release lies between them" in md
     assert "no bisect has named" not in md   # adjacent releases: nothing is left to name
+
+
+def test_the_index_says_whether_the_two_releases_are_adjacent(tmp_path):
+    """Without a bisect, the draft reads the index: adjacent releases name the first bad release plainly;
+    releases between them are listed; an index that cannot be read leaves the hedge."""
+    import datetime as dt
+    from bisector.errors import BisectorError
+    from bisector.matrix.draft_text import text
+    from bisector.matrix.grid_config import MatrixConfig
+    from bisector.matrix.issue_drafts import with_releases_between
+    from bisector.sources.index import Release
+    from bisector.store.storage import Store
+    config = MatrixConfig.model_validate({"matrix": {"grid": {"acc": ["1.0.0", "latest"], "tf": ["4.0"]}},
+                                          "probe": {"name": "ga_memory"}})
+    result = night(1, "1.5.0", 2.0, [step("1.5.0", 2.0)])
+    [draft] = track([], result, CRIT)
+    when = dt.datetime(2025, 1, 1, tzinfo=dt.timezone.utc)
+    index = lambda *versions: lambda package: [Release(version=v, uploaded=when) for v in versions]  # noqa: E731
+    [adjacent] = with_releases_between([draft], index("0.9.0", "1.0.0", "1.5.0", "1.6.0"))
+    assert adjacent.releases_between == []
+    md = text(adjacent, result, config, Store(tmp_path / "s.db"))
+    assert "acc 1.0.0 and 1.5.0 are adjacent releases on the package index: 1.5.0 is the first bad release." in md
+    assert "when no release lies between" not in md and "no bisect has" not in md
+    [apart] = with_releases_between([draft], index("1.0.0", "1.1.0", "1.2.0", "1.3.0", "1.4.0", "1.5.0"))
+    md = text(apart, result, config, Store(tmp_path / "s2.db"))
+    assert ("The package index lists 4 releases of acc between 1.0.0 (good) and 1.5.0 (bad) (1.1.0, 1.2.0, 1.3.0, ...); "
+            "no bisect has named the first bad one yet") in md
+
+    def unreadable(package):
+        raise BisectorError("index down")
+    assert with_releases_between([draft], unreadable) == [draft]
+    assert with_releases_between([draft], index("1.5.0")) == [draft]      # the good end is not listed: no claim

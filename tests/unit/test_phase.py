@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from bisector.bisection.judge import judge
+from bisector.decide.judge import judge
 from bisector.bisection.phase import Phase
 from bisector.bisection.widen import walk_back
 from bisector.core.candidate import Candidate, CandidateKind

@@ -63,7 +63,7 @@ def found_commit() -> BisectResult:
     r = BisectResult(
         run_id="a1b2c3d4e5f6", package="accelerate", mode="commit", status="found",
         reason=f"{SHA[5][:10]} is the first bad candidate and {SHA[4][:10]} the last good one",
-        criterion="peak_bytes > 1.47e+08", first_bad=_commit(5, NASTY, 181 * mib, 1234, {"peak_bytes": 181 * mib}),
+        criterion="peak_bytes > 1.47e+08", threshold=1.47e8, first_bad=_commit(5, NASTY, 181 * mib, 1234, {"peak_bytes": 181 * mib}),
         last_good=_commit(4, "Refactor the loop (#1200)", 100 * mib, 1200, {"peak_bytes": 100 * mib}),
         probes_run=5, measurements_reused=1, steps=steps, compare_link=f"{REPO}/compare/{SHA[4]}...{SHA[5]}",
         command="bisector run --package accelerate --mode commits --repo https://github.com/huggingface/accelerate"
@@ -134,7 +134,7 @@ def release_ga() -> BisectResult:
     point = dict(kind="release", pr=None)
     r = BisectResult(
         run_id="0f1e2d3c4b5a", package="accelerate", mode="release", status="found",
-        reason="0.22.0 is the first bad candidate and 0.21.0 the last good one", criterion=f"{metric} > 1.15625",
+        reason="0.22.0 is the first bad candidate and 0.21.0 the last good one", criterion=f"{metric} > 1.15625", threshold=1.15625,
         first_bad=Point(ref="0.22.0", date=T0 + dt.timedelta(days=90), value=1.9375, metrics=bm, details=compact_details(bd), **point),
         last_good=Point(ref="0.21.0", date=T0 + dt.timedelta(days=60), value=0.375, metrics=gm, details=compact_details(gd), **point),
         probes_run=15, steps=steps, refine_command="bisector run --package accelerate --mode commits --good 0.21.0"
@@ -179,7 +179,7 @@ def predates() -> BisectResult:
     return BisectResult(
         run_id="999999999999", package="tinypkg", mode="release", status="predates-range",
         reason=f"the good endpoint 1.4.0 already measured bad; try an older good, e.g.: {widen}",
-        criterion="buffer_kib > 200", metric="buffer_kib",
+        criterion="buffer_kib > 200", metric="buffer_kib", threshold=200.0,
         first_bad=_release("1.4.0", 400.0, "4.29.2"), probes_run=2, steps=steps, widen_command=widen,
         command=widen.removesuffix(" --widen"), log=_log(steps), good_end=_release("1.4.0", 400.0, "4.29.2"),
         bad_end=_release("1.6.0", 400.0, "4.32.0"))
@@ -197,6 +197,7 @@ def no_regression() -> BisectResult:
     return BisectResult(
         run_id="888888888888", package="tinypkg", mode="release", status="no-regression",
         reason="the bad endpoint 1.3.0 measured good", criterion="buffer_kib > 200", metric="buffer_kib",
+        threshold=200.0,
         last_good=_release("1.3.0", 100.0, "4.32.0"), good_end=_release("1.0.0", 100.0, "4.30.0"),
         bad_end=_release("1.3.0", 100.0, "4.32.0"), probes_run=2, steps=steps, log=_log(steps),
         command="bisector run --package tinypkg --good 1.0 --bad 1.3 --metric buffer_kib --threshold 200")

@@ -8,7 +8,7 @@ import random
 
 import pytest
 
-from bisector.bisection.paired import PairedJudge, boundary_evidence
+from bisector.decide.paired import PairedJudge, boundary_evidence
 from bisector.bisection.stats_phase import StatsPhase
 from bisector.job.config import JobConfig, validated
 from bisector.job.jobfile import stack

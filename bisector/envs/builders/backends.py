@@ -7,7 +7,6 @@ pip (pip.conf, PIP_INDEX_URL, ...). No index host is ever written here.
 """
 from __future__ import annotations
 
-import datetime as dt
 import functools
 import importlib.util
 import shutil
@@ -15,53 +14,15 @@ import sys
 from pathlib import Path
 from typing import Optional
 
-from packaging.requirements import Requirement
-from packaging.utils import canonicalize_name
-from pydantic import BaseModel
 
-from bisector.envs.builders.tool_runs import clean_env, run
+from bisector.envs.tooling.tool_runs import clean_env, run
+from bisector.envs.model.layout import env_python, site_packages
+from bisector.envs.model.recipe import InstallPlan, iso
 from bisector.errors import EnvironmentFailure
 from bisector.sources.installer_config import uv_binary
 
 FAR_FUTURE = "2999-01-01T00:00:00Z"
 
-
-
-class InstallPlan(BaseModel):
-    """What to install into a fresh candidate venv, backend-neutral."""
-
-    requirements: list[str]
-    constraints: dict[str, str] = {}
-    provided: dict[str, str] = {}
-    cutoff: Optional[dt.datetime] = None
-    lifted: list[str] = []
-    index_url: Optional[str] = None
-    extra_index_urls: list[str] = []
-
-    def lifted_requirements(self) -> list[str]:
-        """Requirements (and constraints) of the lifted packages, for installers lacking per-package cutoffs."""
-        names = {canonicalize_name(n) for n in self.lifted}
-        out = [r for r in self.requirements if canonicalize_name(Requirement(r).name) in names]
-        out += [f"{n}{s}" for n, s in self.constraints.items() if n in names]
-        return out
-
-
-def iso(moment: dt.datetime) -> str:
-    """RFC 3339 UTC timestamp (microseconds kept), as installers take it."""
-    return moment.astimezone(dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
-
-
-def site_packages(env_dir: Path) -> Path:
-    """The env's site-packages dir."""
-    found = sorted(env_dir.glob("lib/python*/site-packages")) or sorted(env_dir.glob("Lib/site-packages"))
-    if not found:
-        raise EnvironmentFailure(f"no site-packages in {env_dir}")
-    return found[0]
-
-
-def env_python(env_dir: Path) -> Path:
-    """The env's interpreter."""
-    return env_dir / "bin" / "python"
 
 
 class Backend:

@@ -7,7 +7,8 @@ import sys
 from pathlib import Path
 
 from bisector.envs.builders import torch_venv
-from bisector.envs.builders.base_info import BaseInfo, cached_base, check_python, venv_python
+from bisector.envs.tooling.base_info import cached_base, check_python, venv_python
+from bisector.envs.model.info import BaseInfo
 from bisector.envs.model.layout import CacheLayout
 from bisector.envs.model.env_spec import CURRENT, NO_BASE, EnvSpec
 from bisector.errors import UsageError

@@ -19,8 +19,8 @@ from typing import Optional
 
 from pydantic import BaseModel
 
-from bisector.envs.builders.base_info import installed_dists
-from bisector.envs.builders.tool_runs import log
+from bisector.envs.tooling.base_info import installed_dists
+from bisector.envs.tooling.tool_runs import log
 
 Entry = tuple[str, int]    # (RECORD hash, size)
 ROOT = "torch"

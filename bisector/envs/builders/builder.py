@@ -15,16 +15,17 @@ from typing import Optional
 
 from packaging.specifiers import SpecifierSet
 
-from bisector.envs.builders.backends import Backend, PipBackend, env_python, site_packages
-from bisector.envs.builders.base_info import installed_dists, torch_git, torch_source
+from bisector.envs.builders.backends import Backend, PipBackend
+from bisector.envs.model.layout import env_python, site_packages
+from bisector.envs.tooling.base_info import installed_dists, torch_git, torch_source
 from bisector.envs.builders.commit_wheels import commit_wheel
 from bisector.envs.model.environment import Environment, venv_run_env
 from bisector.envs.check.health import HealthReport, probe, problems, provided_conflicts
-from bisector.envs.cache.fsops import disk_usage
+from bisector.envs.tooling.fsops import disk_usage
 from bisector.envs.model.info import EnvInfo, InterpreterStamp, utcnow, write_info
 from bisector.envs.model.layout import CacheLayout
 from bisector.envs.builders.overlay import ensure_overlay, install_pth
-from bisector.envs.builders.tool_runs import log
+from bisector.envs.tooling.tool_runs import log
 from bisector.envs.check.proof import install_hook, static_report
 from bisector.envs.model.recipe import Recipe
 from bisector.errors import EnvironmentFailure

@@ -28,7 +28,8 @@ from typing import Optional
 from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import canonicalize_name
 
-from bisector.envs.builders.backends import Backend, InstallPlan
+from bisector.envs.builders.backends import Backend
+from bisector.envs.model.recipe import InstallPlan
 from bisector.envs.model.layout import CacheLayout
 from bisector.envs.builders.once import build_once
 from bisector.envs.builders.scm_version import commit_version, pretend_version_env

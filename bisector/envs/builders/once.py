@@ -12,7 +12,7 @@ from typing import Callable, Optional, TypeVar
 
 from filelock import FileLock, Timeout
 
-from bisector.envs.cache.fsops import discard
+from bisector.envs.tooling.fsops import discard
 from bisector.envs.model.layout import CacheLayout
 from bisector.errors import EnvironmentFailure
 

@@ -19,12 +19,10 @@ from typing import Optional
 
 from packaging.utils import canonicalize_name
 
-from bisector.envs.builders.base_info import BaseInfo
-from bisector.envs.model.layout import CacheLayout
+from bisector.envs.model.info import BaseInfo
+from bisector.envs.model.layout import COMPLETE, PTH_NAME, CacheLayout
 from bisector.envs.builders.once import build_once
 
-PTH_NAME = "zz_bisector_base.pth"
-COMPLETE = ".bisector-overlay-complete"
 Item = tuple[tuple[str, ...], str]          # (path parts below the site dir, owner)
 
 

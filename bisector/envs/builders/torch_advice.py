@@ -1,19 +1,25 @@
-"""What the no-torch stop suggests: a torch the user already has first (a wheel pip's configuration
-offers locally: ``--torch`` builds its base with pip, which takes it), then one put next to bisector the way it was
-installed (``pipx inject``, ``uv tool install --with``, ``pip install``), each with its download size.
+"""What the no-torch stop suggests: a torch the user already has first (the torch of another of their
+interpreters, when it is a real release that can be installed again here; else a wheel pip's configuration
+offers locally: ``--torch`` builds its base with pip, which takes it), else the index's newest; each with
+what it downloads, and the command that puts it next to bisector the way bisector was installed
+(bisector.sources.install_route: ``pipx inject``, ``uv tool install --with``, ``uv pip install``, ``pip install``).
 Every suggestion is a command that runs as printed on that route; none names bisector as a package on
 the index (it is not published there)."""
 from __future__ import annotations
 
-import shlex
+import re
 import sys
-import tomllib
 from pathlib import Path
 from typing import NamedTuple, Optional
 
 from packaging.utils import canonicalize_name, parse_wheel_filename
+from packaging.version import Version
 
-from bisector.envs.builders.torch_size import _compatible_tags, local_sources
+from bisector.envs.builders.torch_elsewhere import other_torches
+from bisector.envs.builders.torch_size import _compatible_tags, describe_or_unknown, local_sources
+from bisector.errors import BisectorError
+from bisector.sources.index import list_releases
+from bisector.sources.installer_config import resolve_index_url
 
 
 class LocalTorch(NamedTuple):
@@ -47,40 +53,54 @@ def local_torches() -> list[LocalTorch]:
         return []
 
 
-def _uv_source(prefix: Path) -> Optional[str]:
-    """The source ``uv tool install`` installed bisector from (its receipt), as uv takes it back."""
+class Offer(NamedTuple):
+    version: str            # what --torch takes
+    source: str             # where it comes from, in words
+    cost: str               # 'no download (local files: ...)', 'a 2.42 GiB download (...)'
+    requirement: str        # what goes next to bisector: the local wheel's path, or torch==X
+
+
+def _exact(a: str, b: str) -> bool:
+    return Version(a) == Version(b)
+
+
+def index_torches(index_url: Optional[str]) -> list[str]:
+    """The usable torch releases the index lists, oldest first (none when it cannot be read)."""
     try:
-        receipt = tomllib.loads((prefix / "uv-receipt.toml").read_text())
-    except (OSError, ValueError):
-        return None
-    for req in (receipt.get("tool") or {}).get("requirements") or []:
-        if not isinstance(req, dict) or canonicalize_name(str(req.get("name", ""))) != "bisector":
-            continue
-        for key in ("editable", "directory", "path", "url"):
-            if isinstance(req.get(key), str):
-                return ("--editable " if key == "editable" else "") + req[key]
-        if isinstance(req.get("git"), str):
-            return "git+" + req["git"].removeprefix("git+")
-    return None
+        return [r.version for r in list_releases(resolve_index_url(index_url), "torch") if r.usable]
+    except BisectorError:
+        return []
 
 
-def route() -> tuple[str, Optional[str]]:
-    """How bisector was installed: ('pipx', venv name), ('uv', source or None) or ('pip', None)."""
-    prefix = Path(sys.prefix)
-    if (prefix / "pipx_metadata.json").exists():
-        return "pipx", prefix.name
-    if (prefix / "uv-receipt.toml").exists():
-        return "uv", _uv_source(prefix)
-    return "pip", None
+def cost_of(version: str, index_url: Optional[str]) -> str:
+    """'no download (local files: ...)' or 'a 2.42 GiB download (...)' for installing ``torch==version``
+    for bisector's interpreter, as pip would (bisector.envs.builders.torch_size)."""
+    said = describe_or_unknown(version, Path(sys.executable), sys.version.split()[0], index_url)
+    return re.sub(r"^torch \S+: ", "", said)
 
 
-def next_to_bisector(requirement: str) -> Optional[str]:
-    """The command that installs ``requirement`` (a ``torch==X`` or a wheel's path) next to bisector on
-    its install route; None where no runnable one can be said (a uv tool whose source is unknown)."""
-    how, detail = route()
-    requirement = shlex.quote(requirement)
-    if how == "pipx":
-        return f"pipx inject {shlex.quote(str(detail))} {requirement}"
-    if how == "uv":
-        return f"uv tool install --reinstall {detail} --with {requirement}" if detail else None
-    return f"{shlex.quote(sys.executable)} -m pip install {requirement}"
+def offers(index_url: Optional[str]) -> list[Offer]:
+    """What --torch can take with the least download first: another interpreter's torch (a real release
+    that a local wheel or the index serves again), a local wheel, the index's newest."""
+    local, listed, out = local_torches(), index_torches(index_url), []
+    for other in other_torches():
+        wheel = next((t for t in local if _exact(t.version, other.version)), None)
+        public = Version(other.version).public
+        if wheel is not None:
+            out.append(Offer(other.version, f"the torch of {other.python}, as a wheel pip's configuration offers "
+                             "locally", cost_of(other.version, index_url), str(wheel.wheel)))
+        elif any(_exact(v, other.version) for v in listed):
+            out.append(Offer(other.version, f"the torch of {other.python}, from the index",
+                             cost_of(other.version, index_url), f"torch=={other.version}"))
+        elif any(_exact(v, public) for v in listed):
+            out.append(Offer(public, f"the release of {other.python}'s torch {other.version}, from the index",
+                             cost_of(public, index_url), f"torch=={public}"))
+        if out:
+            break
+    if not out and local:
+        t = local[0]
+        out.append(Offer(t.version, "a wheel pip's configuration offers locally", cost_of(t.version, index_url),
+                         str(t.wheel)))
+    if listed and not any(_exact(o.version, listed[-1]) for o in out):
+        out.append(Offer(listed[-1], "the index's newest", cost_of(listed[-1], index_url), f"torch=={listed[-1]}"))
+    return out

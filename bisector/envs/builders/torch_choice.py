@@ -9,40 +9,25 @@
 * ``per-candidate``: no shared torch; each environment resolves its own, as of its candidate's date.
 
 When bisector's interpreter has no torch and the job chooses none, the run stops before the first
-build and says what each choice would download, a torch already here (a local wheel) first.
+build and says what each choice would download, a torch the user already has (another interpreter's, a
+local wheel) first.
 """
 from __future__ import annotations
 
 import importlib.metadata
 import sys
-from pathlib import Path
 from typing import Optional
 
 from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
-from packaging.version import InvalidVersion, Version
 
-from bisector.envs.builders.base_info import same_version
-from bisector.envs.builders.torch_advice import local_torches, next_to_bisector
-from bisector.envs.builders.torch_size import describe_or_unknown
-from bisector.envs.model.env_spec import CURRENT, NO_BASE, TORCH, EnvSpec
-from bisector.errors import BisectorError, UsageError, cut
-from bisector.sources.index import list_releases
-from bisector.sources.installer_config import resolve_index_url
-
-PER_CANDIDATE = "per-candidate"
+from bisector.core.requirements import CURRENT, NO_BASE, PER_CANDIDATE, TORCH, same_version
+from bisector.sources.install_route import next_to_bisector
+from bisector.envs.builders.torch_advice import offers
+from bisector.envs.model.env_spec import EnvSpec
+from bisector.errors import UsageError
 
 
-def valid_choice(value: str) -> str:
-    """'current', 'per-candidate' or a PEP 440 version; ValueError otherwise."""
-    value = value.strip()
-    if value in (CURRENT, PER_CANDIDATE):
-        return value
-    try:
-        Version(value.removeprefix("=="))
-    except ValueError:   # InvalidVersion, or a number past Python's int-string limit
-        raise ValueError(f"{cut(value)!r} is neither 'current', 'per-candidate' nor a torch version like 2.13.0") from None
-    return value.removeprefix("==")
 
 
 def interpreter_torch() -> Optional[str]:
@@ -53,38 +38,29 @@ def interpreter_torch() -> Optional[str]:
         return None
 
 
-def _newest_torch(index_url: Optional[str]) -> Optional[str]:
-    try:
-        releases = [r for r in list_releases(resolve_index_url(index_url), TORCH) if r.usable]
-    except BisectorError:
-        return None
-    return releases[-1].version if releases else None
+def _download(cost: str) -> str:
+    """'a 2.42 GiB download' from a cost phrase ('no download' for local files)."""
+    return cost.split(" (", 1)[0]
 
 
 def no_torch_message(index_url: Optional[str]) -> str:
-    """Why the run stops when nothing decides the torch: a torch already here first (a local wheel pip's
-    configuration offers), then one from the index, each with what it downloads and the command that
-    puts it next to bisector on its install route (bisector.envs.builders.torch_advice)."""
-    python, version = Path(sys.executable), sys.version.split()[0]
+    """Why the run stops when nothing decides the torch: a torch the user already has first (another
+    interpreter's, a local wheel pip's configuration offers), else the index's newest, each with what it
+    downloads and the command that puts it next to bisector on its install route; then
+    ``--torch per-candidate`` with its size (bisector.envs.builders.torch_advice)."""
     here = f"bisector's interpreter ({sys.executable}) has no torch and this job does not choose one"
-    local = local_torches()
-    if local:
-        t = local[0]
-        cost = describe_or_unknown(t.version, python, version, index_url).removeprefix(f"torch {t.version}: ")
-        beside = next_to_bisector(str(t.wheel))
-        first = (f"--torch {t.version} (a wheel pip's configuration offers locally: {cost})"
-                 + (f", or put that wheel next to bisector: {beside}" if beside else ""))
-        rest = "else --torch per-candidate (each candidate's own torch from the index)"
-    else:
-        newest = _newest_torch(index_url)
-        cost = describe_or_unknown(newest, python, version, index_url).removeprefix(f"torch {newest}: ") \
-            if newest else "size unknown: the index lists no torch"
-        example = newest or "X.Y.Z"
-        beside = next_to_bisector(f"torch=={example}") if newest else None
-        first = (f"--torch {example} ({cost}; built once)"
-                 + (f", or put it next to bisector: {beside} (the same download)" if beside else ""))
-        rest = "or --torch per-candidate (each candidate's own: a download per torch version)"
-    return f"{here}. Choose: {first}; {rest}; [env] torch in bisect.toml does the same"
+    found = offers(index_url)
+    if not found:
+        return (f"{here}. Choose: --torch X.Y.Z (size unknown: neither the index nor pip's configuration offers "
+                "a torch) or --torch per-candidate (or [env] torch in bisect.toml)")
+    first = found[0]
+    beside = next_to_bisector(first.requirement)
+    choose = (f"--torch {first.version} ({first.source}: {first.cost})"
+              + (f", or put it next to bisector: {beside} ({_download(first.cost)})" if beside else ""))
+    newest = found[-1]
+    per = (f"else --torch per-candidate (each candidate's torch from the index, a download per version: "
+           f"{newest.version}, the newest, is {_download(newest.cost)})")
+    return f"{here}. Choose: {choose}; {per} (or [env] torch in bisect.toml)"
 
 
 def _with_torch_requirement(spec: EnvSpec) -> list[str]:
@@ -109,9 +85,10 @@ def choose_torch(spec: EnvSpec, choice: Optional[str], package: str, index_url: 
         return spec.model_copy(update={"base": NO_BASE, "requirements": _with_torch_requirement(spec)})
     if choice == CURRENT:
         if not have:
-            local = local_torches()
-            beside = next_to_bisector(str(local[0].wheel) if local else "torch")
-            how = f"install one next to bisector ({beside}), or choose" if beside else "choose"
+            found = offers(index_url or spec.index_url)
+            beside = next_to_bisector(found[0].requirement) if found else None
+            how = (f"install one next to bisector ({beside}: {_download(found[0].cost)}), or choose" if beside
+                   else "choose")
             raise UsageError(f"--torch current: bisector's interpreter ({sys.executable}) has no torch; {how} "
                              "--torch X.Y.Z or --torch per-candidate")
         return spec.model_copy(update={"base": CURRENT})

@@ -19,7 +19,7 @@ from packaging.version import InvalidVersion, Version
 from pydantic import BaseModel
 
 from bisector.core.units import human_bytes
-from bisector.envs.builders.tool_runs import clean_env, run
+from bisector.envs.tooling.tool_runs import clean_env, run
 from bisector.errors import BisectorError, EnvironmentFailure
 from bisector.sources.index import content_length, fetch_project, project_url
 from bisector.sources.installer_config import pip_settings, resolve_index_url, uv_binary

@@ -13,8 +13,8 @@ from typing import Optional
 
 from filelock import FileLock, Timeout
 
-from bisector.envs.builders.base_info import described_prefixes
-from bisector.envs.cache.fsops import discard, disk_usage, sweep
+from bisector.envs.tooling.base_info import described_prefixes
+from bisector.envs.tooling.fsops import discard, disk_usage, sweep
 from bisector.envs.cache.gc_policy import BaseUse, select_bases, select_for_removal
 from bisector.envs.model.info import EnvInfo, read_info
 from bisector.envs.cache.inuse import is_in_use, unused

@@ -13,7 +13,7 @@ from concurrent.futures import Future
 from typing import Any, Callable, Optional
 
 from bisector.console import activity
-from bisector.envs.builders.tool_runs import log
+from bisector.envs.tooling.tool_runs import log
 from bisector.errors import EnvironmentFailure
 
 

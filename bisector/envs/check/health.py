@@ -18,8 +18,10 @@ from packaging.utils import canonicalize_name
 from packaging.version import Version
 from pydantic import BaseModel
 
-from bisector.envs.builders.base_info import BaseInfo, installed_dists, requirements_of, same_version
-from bisector.envs.builders.tool_runs import run, short_reason
+from bisector.envs.tooling.base_info import installed_dists, requirements_of
+from bisector.envs.model.info import BaseInfo
+from bisector.core.requirements import same_version
+from bisector.envs.tooling.tool_runs import run, short_reason
 from bisector.envs.model.env_spec import InstallTarget
 from bisector.errors import EnvironmentFailure
 

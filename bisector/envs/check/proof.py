@@ -18,7 +18,7 @@ from importlib.metadata import PathDistribution
 from pathlib import Path
 from typing import Optional
 
-from bisector.envs.builders.base_info import BaseInfo
+from bisector.envs.model.info import BaseInfo
 from bisector.envs.check.health import HealthReport, problems
 from bisector.envs.model.env_spec import InstallTarget
 

@@ -5,9 +5,9 @@ import enum
 from pathlib import Path
 from typing import Optional
 
-from bisector.envs.builders.backends import env_python, site_packages
+from bisector.envs.model.layout import env_python, site_packages
 from bisector.envs.model.info import EnvInfo, InterpreterStamp, read_info
-from bisector.envs.builders.overlay import COMPLETE, PTH_NAME
+from bisector.envs.model.layout import COMPLETE, PTH_NAME
 
 
 class State(enum.Enum):

@@ -12,14 +12,14 @@ from typing import Annotated, Literal, Optional
 from packaging.requirements import InvalidRequirement, Requirement
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.utils import canonicalize_name
-from packaging.version import InvalidVersion, Version
+from packaging.version import Version
 from pydantic import AfterValidator, BaseModel, ConfigDict, ValidationError, field_validator, model_validator
 
+from bisector.core.requirements import CURRENT, NO_BASE, TORCH, check_urls, parse_pin  # noqa: F401 (the spec's words)
 from bisector.errors import UsageError
 
+
 AS_OF_CANDIDATE = "as-of-candidate"
-CURRENT, NO_BASE = "current", "none"   # bisector's interpreter's torch; no shared torch (each env its own)
-TORCH = "torch"   # never a companion: a torch version is the base (``torch==X``)
 _NAME_RE = re.compile(r"^([A-Z0-9]|[A-Z0-9][A-Z0-9._-]*[A-Z0-9])$", re.IGNORECASE)
 _SHA_RE = re.compile(r"^[0-9a-f]{40}$")
 _ENV_VAR_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
@@ -40,13 +40,6 @@ def valid_sha(sha: str) -> str:
         raise ValueError(f"not a full 40-hex commit SHA: {sha!r}")
     return sha.lower()
 
-
-def check_urls(value):
-    """An index URL (or list of them) must be http(s):// or file://."""
-    for url in [value] if isinstance(value, str) else (value or []):
-        if not re.match(r"^(https?|file)://[^\s]+$", url):
-            raise ValueError(f"{url!r} is not an http(s):// or file:// URL")
-    return value
 
 
 def companion_requirement(name: str, value: str) -> tuple[str, bool]:
@@ -73,17 +66,6 @@ def companion_requirement(name: str, value: str) -> tuple[str, bool]:
     pinned = len(items) == 1 and items[0].operator in ("==", "===") and "*" not in items[0].version
     return f"{name}{spec}", pinned
 
-
-def parse_pin(text: str) -> tuple[str, str]:
-    """'accelerate==0.27.2' -> ('accelerate', '0.27.2'); ValueError when it is not one exact pin."""
-    try:
-        req = Requirement(text)
-    except InvalidRequirement:
-        raise ValueError(f"{text!r} is not a requirement like accelerate==0.22.0") from None
-    pins = [s for s in req.specifier if s.operator in ("==", "===")]
-    if len(pins) != 1 or len(req.specifier) != 1 or req.extras or req.marker or req.url:
-        raise ValueError(f"{text!r} must pin one version with ==")
-    return req.name, pins[0].version
 
 
 def _check_name(value: str) -> str:

@@ -7,7 +7,8 @@ from pathlib import Path
 from typing import Mapping
 
 from bisector.envs.model.info import EnvInfo
-from bisector.envs.builders.tool_runs import REDIRECTING_VARS
+
+REDIRECTING_VARS = ("PYTHONPATH", "PYTHONHOME", "PYTHONSTARTUP", "PYTHONUSERBASE")   # variables that would send a probe's interpreter elsewhere
 
 
 @dataclass(frozen=True)

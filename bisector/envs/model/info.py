@@ -10,6 +10,7 @@ from typing import Optional
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
+from bisector.core.requirements import TORCH
 from bisector.envs.model.env_spec import InstallTarget
 from bisector.redact import redact_text
 
@@ -104,3 +105,34 @@ def read_info(env_dir: Path) -> Optional[EnvInfo]:
 def write_info(env_dir: Path, info: EnvInfo) -> None:
     """Store the env's info atomically (an index URL's credentials masked: only the recipe in memory holds them)."""
     write_atomic(env_dir / INFO_NAME, redact_text(info.model_dump_json(indent=1), home=False))
+
+
+class BaseDist(BaseModel):
+    """One installed distribution of the base that candidates may see."""
+
+    name: str
+    version: str
+    dist_info: str
+    site_dir: str
+
+
+class BaseInfo(BaseModel):
+    """A described base: interpreter, torch closure, provided set, constraints, fingerprint."""
+
+    spec: str
+    python: str
+    python_version: str
+    site_dirs: list[str]
+    markers: dict[str, str]
+    closure: list[BaseDist]
+    provided: dict[str, str]
+    constraints: dict[str, str]
+    stamp: dict[str, object]
+    fingerprint: str
+    torch_build: Optional[str] = None   # torch's own __version__, local label kept (2.11.0+cu130)
+    torch_git: Optional[str] = None     # the commit torch was built from (its version.py's git_version)
+
+    @property
+    def torch_version(self) -> Optional[str]:
+        """The base's torch version, if it has torch."""
+        return self.provided.get(TORCH)

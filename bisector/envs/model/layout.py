@@ -9,6 +9,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+from bisector.errors import EnvironmentFailure
+
+PTH_NAME = "zz_bisector_base.pth"           # the .pth that puts a base's overlay on an env's path
+COMPLETE = ".bisector-overlay-complete"    # an overlay directory's marker: populated whole
+
 
 @dataclass(frozen=True)
 class CacheLayout:
@@ -61,3 +66,16 @@ class CacheLayout:
         for path in (self.envs, self.locks, self.tmp):
             path.mkdir(parents=True, exist_ok=True)
         return self
+
+
+def site_packages(env_dir: Path) -> Path:
+    """The env's site-packages dir."""
+    found = sorted(env_dir.glob("lib/python*/site-packages")) or sorted(env_dir.glob("Lib/site-packages"))
+    if not found:
+        raise EnvironmentFailure(f"no site-packages in {env_dir}")
+    return found[0]
+
+
+def env_python(env_dir: Path) -> Path:
+    """The env's interpreter."""
+    return env_dir / "bin" / "python"

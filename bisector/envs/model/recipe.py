@@ -10,11 +10,35 @@ from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 from pydantic import BaseModel, ConfigDict
 
-from bisector.envs.builders.backends import InstallPlan
-from bisector.envs.builders.base_info import BaseInfo, same_version
+from bisector.envs.model.info import BaseInfo
+from bisector.core.requirements import same_version
 from bisector.envs.model.fingerprint import dir_name, env_fingerprint
 from bisector.envs.model.env_spec import TORCH, EnvSpec, InstallTarget
 from bisector.errors import UsageError
+
+
+class InstallPlan(BaseModel):
+    """What to install into a fresh candidate venv, backend-neutral."""
+
+    requirements: list[str]
+    constraints: dict[str, str] = {}
+    provided: dict[str, str] = {}
+    cutoff: Optional[dt.datetime] = None
+    lifted: list[str] = []
+    index_url: Optional[str] = None
+    extra_index_urls: list[str] = []
+
+    def lifted_requirements(self) -> list[str]:
+        """Requirements (and constraints) of the lifted packages, for installers lacking per-package cutoffs."""
+        names = {canonicalize_name(n) for n in self.lifted}
+        out = [r for r in self.requirements if canonicalize_name(Requirement(r).name) in names]
+        out += [f"{n}{s}" for n, s in self.constraints.items() if n in names]
+        return out
+
+
+def iso(moment: dt.datetime) -> str:
+    """RFC 3339 UTC timestamp (microseconds kept), as installers take it."""
+    return moment.astimezone(dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
 class Recipe(BaseModel):

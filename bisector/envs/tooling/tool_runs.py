@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Mapping, Optional, Sequence
 
 from bisector.console import activity
+from bisector.envs.model.environment import REDIRECTING_VARS
 from bisector.errors import EnvironmentFailure
 from bisector.process.procs import run_bounded
 
@@ -20,7 +21,6 @@ _NOISE = re.compile(
     re.IGNORECASE,
 )
 _DECOR = re.compile(r"^[\s×╰─▶│├└┬┴┼╭╮╯→|]+")
-REDIRECTING_VARS = ("PYTHONPATH", "PYTHONHOME", "PYTHONSTARTUP", "PYTHONUSERBASE")
 
 
 def clean_env(extra: Optional[Mapping[str, str]] = None) -> dict[str, str]:

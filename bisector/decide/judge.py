@@ -4,7 +4,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Optional
 
-from bisector.bisection.seam import Measures
+from bisector.decide.seam import Measures
 from bisector.core.candidate import Candidate
 from bisector.core.criterion import Calibrated, Criterion, exit_code_verdict, failure_verdict
 from bisector.core.measurement import Measurement, Status, medians, metric_value, metric_values, oom_cells

@@ -32,10 +32,9 @@ class Measures(Protocol):
 
 
 class MeasurerFactory(Protocol):
-    """Makes each phase's measurer; says which spec environments follow and which GPUs probes get."""
+    """Makes each phase's measurer; says which spec environments follow and how many measure at once."""
 
     spec: EnvSpec
-    gpus: list[str]
     slots: int          # measurements that can run at once
     speculates: bool    # spare slots measure the likely next candidates
 

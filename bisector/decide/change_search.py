@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Callable, Optional
 
-from bisector.bisection.judge import Judgement
+from bisector.decide.judge import Judgement
 from bisector.core.changes import Change, Trial
 from bisector.core.ddmin import Subset, Trial as Outcome, ddmin
 
@@ -21,11 +21,12 @@ MeasureSubset = Callable[[Subset], Trial]
 OutcomeOf = Callable[[Trial], Outcome]
 
 
-def trial_of(seq: int, label: str, applied: list[Change], j: Judgement, reused: bool,
-             side: Optional[str]) -> Trial:
-    """A measured setup as a trial: its verdict and value, the side it landed on, its measurements."""
+def trial_of(seq: int, label: str, applied: list[Change], j: Judgement, side: Optional[str]) -> Trial:
+    """A measured setup as a trial: its verdict and value, the side it landed on, its measurements (reused
+    when every one was taken by an earlier run)."""
     return Trial(seq=seq, label=label, applied=[c.name for c in applied], verdict=j.verdict, value=j.value,
-                 side=side, reason=j.reason, reused=reused, measurements=[m.key for m in j.measurements])
+                 side=side, reason=j.reason, reused=bool(j.measurements) and all(m.reused for m in j.measurements),
+                 measurements=[m.key for m in j.measurements])
 
 
 class ChangeSearch:

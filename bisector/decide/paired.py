@@ -25,8 +25,8 @@ import threading
 from dataclasses import dataclass
 from typing import Optional
 
-from bisector.bisection.judge import Judgement
-from bisector.bisection.seam import Measures
+from bisector.decide.judge import Judgement
+from bisector.decide.seam import Measures
 from bisector.core.candidate import Candidate
 from bisector.core.criterion import Criterion, Direction, failure_verdict
 from bisector.core.measurement import Measurement, Status

@@ -18,7 +18,6 @@ import pytest
 from bisector.store.storage import Store
 from tests.support.gitfixture import make_repo
 
-pytestmark = pytest.mark.slow
 PLANTED = 5
 
 PROBE_HEAD = """\

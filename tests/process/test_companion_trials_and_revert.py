@@ -10,7 +10,7 @@ import subprocess
 import pytest
 
 from bisector.bisection.companion_trials import attribute
-from bisector.bisection.judge import Judgement
+from bisector.decide.judge import Judgement
 from bisector.bisection.revert import confirm_by_revert
 from bisector.core.changes import AttributionKind, ConfirmationStatus
 from bisector.core.candidate import Candidate, CandidateKind
@@ -31,7 +31,7 @@ def table(rule):
         verdict = rule(c.ref, pins)
         seen.append((c.ref, dict(pins)))
         value = {Verdict.BAD: 2.0, Verdict.GOOD: 1.0}.get(verdict)
-        return Judgement(verdict, f"m={value}" if value else "skip: env failed", value, []), False
+        return Judgement(verdict, f"m={value}" if value else "skip: env failed", value, [])
     return judge_setup, seen
 
 

@@ -3,6 +3,7 @@ histories, the percent fallback, which change points are regressions and which a
 code they give, the steps along the versions within one run, and the HTML page's pieces."""
 from __future__ import annotations
 
+import json
 import random
 
 import pytest
@@ -163,3 +164,38 @@ def test_a_matrix_step_of_a_derived_cost_says_what_the_peaks_did():
     text = "\n".join(markdown_sections(now.model_copy(update={"version_steps": [step]})))
     assert "the GA=1 peaks fell (bf16 -1.896 B/param, fp32 -0.652 B/param), the GA=2 peaks did not change; no peak rose" \
         in text.replace("\\", "")
+
+
+def test_a_baseline_regression_and_its_draft_say_what_the_peaks_did(tmp_path):
+    """The step's peaks ride on the step, the regressed cell and the draft: matrix.json, the verdict cell of
+    matrix.md, the terminal line, the draft's title and its "Found as" line all say that no peak rose."""
+    from bisector.matrix.compare import compare
+    from bisector.matrix.draft_text import text, title
+    from bisector.matrix.grid_config import MatrixConfig
+    from bisector.matrix.grid_report import JSON_FILE, render_text, table, write_reports
+    from bisector.matrix.grid_result import BaselineCell
+    from bisector.matrix.issue_drafts import track
+    from bisector.store.storage import Store
+    from tests.unit.test_report import GOOD_SLOPES, ga_side
+    metric, said = "ga_excess_bytes_per_param", "the GA=1 peaks fell (bf16 -1.896 B/param, fp32 -0.652 B/param)"
+    bad_slopes = {**GOOD_SLOPES, ("bf16", 1): GOOD_SLOPES[("bf16", 1)] - 1.896,
+                  ("fp32", 1): GOOD_SLOPES[("fp32", 1)] - 0.652}
+    (good, _), (bad, _) = ga_side(GOOD_SLOPES, "m0.backward"), ga_side(bad_slopes, "m0.backward")
+    crit = Criterion(metric=metric, threshold=0.5)
+    cell = CellResult(key="latest", labels=["latest"], versions={"acc": "0.28.0"}, status="ok", metrics=bad)
+    judged = compare(cell, BaselineCell(versions={"acc": "0.27.2"}, status="ok", metrics=good), crit, exit_mode=False)
+    assert judged.verdict == "regression" and judged.peaks.startswith(said) and judged.peaks.endswith("; no peak rose")
+    judged = judged.model_copy(update={"confirmed": True})
+    now = MatrixResult(run_id="r", created="2025-01-02T00:00:00+00:00", grid_id="g", packages=["acc"], grid={},
+                       probe="ga_memory", criterion="c", criterion_metric=metric, metrics=[metric], cells=[judged],
+                       baseline_run="r0", baseline_created="2025-01-01T00:00:00")
+    assert said in table(now)[-1].replace("\\", "") and said in render_text(now, {})
+    paths = write_reports(now, tmp_path / "out", tmp_path / "issues")
+    assert json.loads(paths["json"].read_text())["cells"][0]["peaks"] == judged.peaks and paths["json"].name == JSON_FILE
+    [draft] = track([], now, crit)
+    assert title(draft) == ("acc 0.28.0: ga_excess_bytes_per_param 0.000 B/param → 1.244 B/param: the GA=1 peaks "
+                            "fell, the GA=2 peaks did not change; no peak rose")
+    config = MatrixConfig.model_validate({"matrix": {"grid": {"acc": ["latest"]}}, "probe": {"name": "ga_memory"}})
+    md = text(draft, now, config, Store(tmp_path / "s.db")).replace("\\", "")
+    found = next(line for line in md.splitlines() if line.startswith("Found as"))
+    assert f"1.244 B/param at 0.28.0: {said}" in found and found.count("no peak rose") == 1

@@ -21,60 +21,17 @@ from typing import Optional
 from packaging.requirements import InvalidRequirement, Requirement
 from packaging.specifiers import SpecifierSet
 from packaging.utils import canonicalize_name
-from packaging.version import InvalidVersion, Version
-from pydantic import BaseModel, ValidationError
+from pydantic import ValidationError
 
-from bisector.envs.builders import _pyinfo
-from bisector.envs.model.info import InterpreterStamp, write_atomic
+from bisector.envs.tooling import _pyinfo
+from bisector.envs.model.info import BaseDist, BaseInfo, InterpreterStamp, write_atomic
 from bisector.envs.model.layout import CacheLayout
-from bisector.envs.builders.tool_runs import clean_env, run
+from bisector.envs.tooling.tool_runs import clean_env, run
 from bisector.envs.model.env_spec import CURRENT, NO_BASE, TORCH, EnvSpec
 from bisector.errors import UsageError
 
 ROOT = TORCH
 HEAVY = re.compile(r"^(torch|triton|pytorch-triton(-.+)?|nvidia-.+|cuda-.+|intel-.+)$")
-
-
-class BaseDist(BaseModel):
-    """One installed distribution of the base that candidates may see."""
-
-    name: str
-    version: str
-    dist_info: str
-    site_dir: str
-
-
-class BaseInfo(BaseModel):
-    """A described base: interpreter, torch closure, provided set, constraints, fingerprint."""
-
-    spec: str
-    python: str
-    python_version: str
-    site_dirs: list[str]
-    markers: dict[str, str]
-    closure: list[BaseDist]
-    provided: dict[str, str]
-    constraints: dict[str, str]
-    stamp: dict[str, object]
-    fingerprint: str
-    torch_build: Optional[str] = None   # torch's own __version__, local label kept (2.11.0+cu130)
-    torch_git: Optional[str] = None     # the commit torch was built from (its version.py's git_version)
-
-    @property
-    def torch_version(self) -> Optional[str]:
-        """The base's torch version, if it has torch."""
-        return self.provided.get(ROOT)
-
-
-def same_version(installed: str, wanted: str) -> bool:
-    """PEP 440 ``==``: equal versions; a local label (``+cpu``, ``+cu130``) counts only when ``wanted``
-    has one. torch's wheels say ``2.11.0`` in their metadata and ``2.11.0+cu130`` in ``__version__``:
-    one torch, whose label is a fact about its build (reported, never part of its identity)."""
-    try:
-        have, want = Version(installed), Version(wanted)
-    except InvalidVersion:
-        return installed == wanted
-    return have == want if want.local else have.public == want.public
 
 
 def installed_dists(site_dirs: list[str]) -> dict[str, tuple[PathDistribution, str, Path]]:
