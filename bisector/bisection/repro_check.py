@@ -58,8 +58,10 @@ def verify(store: Store, result: BisectResult, config: JobConfig, path: Path, sc
     repo = None
     if good.kind is CandidateKind.COMMIT and config.job.repo:
         repo = git.open_repo(config.job.repo, config.run.cache_dir or default_cache_dir())
-    measurer = build_engine(config.run, store).measurer(job_spec(config), probe, config.job.index_url, s.run_id,
-                                                        repo)
+    measurers = build_engine(config.run, store).measurers(job_spec(config), probe, config.job.index_url)
+    if config.job.nightly_index:   # torch's nightlies come from their own index
+        measurers = measurers.nightlies(config.job.nightly_index)
+    measurer = measurers(s.run_id, repo)
     runs = STATS_RUNS if config.criterion.compare is Compare.STATS else config.criterion.repeats
     criterion = Criterion() if script.shell else Criterion(
         metric=script.metric, threshold=script.threshold, direction=script.direction, repeats=runs, max_repeats=runs)

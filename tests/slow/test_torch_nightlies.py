@@ -153,6 +153,13 @@ def test_releases_then_nightlies_then_the_commits_between_two_nightlies(world, t
     assert f"commits {shas[5][:10]}..{shas[8][:10]} (3 commits): {commits['link']}" in verdict
     print("\n" + text)   # what docs/install.md shows
 
+    # the repro pins the two nightlies by version and index, and reproduces the step in both environments
+    repro = cli("report", out["run_id"], "--repro", str(tmp_path / "repro.py"), "--store", str(tmp_path / "s.db"))
+    assert repro.returncode == 0 and "reproduces it" in repro.stdout, repro.stdout + repro.stderr
+    script = (tmp_path / "repro.py").read_text().replace("\n#     ", " ")
+    for day in ("20261003", "20261004"):
+        assert f"pip install --pre --index-url {world['nightly']} torch==2.14.0.dev{day}+cpu &&" in script
+
     # each nightly is a base of its own; the torch files they have in common are stored once
     bases = sorted(p.name.rsplit("-", 1)[0] for p in (cache / "bases").glob("torch-*"))
     assert bases == ["torch-2.13.0", "torch-2.14.0", "torch-2.14.0.dev20261003+cpu", "torch-2.14.0.dev20261004+cpu"]

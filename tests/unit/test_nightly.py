@@ -17,6 +17,7 @@ from bisector.core.search import Outcome
 from bisector.envs import EnvSpec
 from bisector.errors import UsageError
 from bisector.measure.nightly_env import nightly_fingerprint
+from bisector.bisection.repro_script import header
 from bisector.report.common import commit_range_line, headline
 from bisector.report.md_visible import verdict_line
 from bisector.sources.nightly import (Nightly, between_days, between_releases, by_day, candidate, nightlies_from_page,
@@ -160,3 +161,18 @@ def test_a_relabelled_wheel_is_a_valid_wheel_of_the_new_version_with_a_true_reco
         for path, digest, size in lines:
             if digest:
                 assert (digest, int(size)) == (_record_hash(zf.read(path)), len(zf.read(path))), path
+
+
+def test_the_repro_pins_the_two_nightlies_by_exact_version_and_index():
+    env = {"python": "3.11.7", "torch": "2.14.0.dev20261003+cpu", "torch git": "a" * 40,
+           "pytorch-triton": "3.7.0+0123456789"}
+    result = _result(CommitRange(index_url="https://nightly.example.invalid/whl/nightly/cpu/", older="a" * 40,
+                                 newer="b" * 40)).model_copy(update={"command": "bisector run --package torch"})
+    result.last_good.env = env
+    result.first_bad.env = {**env, "torch": "2.14.0.dev20261004+cpu", "torch git": "b" * 40}
+    head = "\n".join(header(result, "repro.py", "exit 0", None, False)).replace("\n#     ", " ")   # (unwrapped)
+    for day in ("20261003", "20261004"):   # (the torch pin names its pytorch-triton build exactly)
+        assert (f"pip install --pre --index-url https://nightly.example.invalid/whl/nightly/cpu/ "
+                f"torch==2.14.0.dev{day}+cpu pytorch-triton==3.7.0 &&") in head, head
+    assert "uv run --no-project --prerelease allow --default-index https://nightly.example.invalid/whl/nightly/cpu/" in head
+    assert "# first bad: torch 2.14.0.dev20261004+cpu (torch git: " + "b" * 40 + ")" in head
