@@ -11,6 +11,8 @@ from packaging.utils import canonicalize_name
 
 from bisector.bisection.boundary import also_changed, boundary_sides, environment_section, judged_side, \
     point_environment
+from bisector.bisection.nightly_plan import is_nightly_plan
+from bisector.bisection.nightly_range import commit_range
 from bisector.decide.paired import boundary_evidence
 from bisector.bisection.phase import PhaseResult
 from bisector.bisection.plan import Plan
@@ -41,6 +43,7 @@ class RunFacts:
     spec: EnvSpec
     widen_stop: Optional[str] = None    # where --widen stopped and why, when it found no GOOD release
     outer: Optional[tuple[Plan, PhaseResult]] = None   # the phase over the whole range (its endpoints)
+    cache_dir: Optional[Path] = None    # where a repository URL is cloned (a nightly range's count)
 
 
 def assemble(run: RunFacts, plan: Plan, phase: PhaseResult) -> BisectResult:
@@ -54,11 +57,15 @@ def assemble(run: RunFacts, plan: Plan, phase: PhaseResult) -> BisectResult:
             p.link, p.pr_link = f"{repo_url}/commit/{p.sha}", f"{repo_url}/pull/{p.pr}" if p.pr else None
     sides = boundary_sides(phase, _first_result(phase))
     good_end, bad_end = _ends(run, *(run.outer or (plan, phase)))
+    nightly = is_nightly_plan(plan)
+    commits = commit_range(job, phase, repo_url, run.cache_dir) if nightly else None
     return BisectResult(
-        run_id=run.run_id, package=job.package, mode=plan.candidates[0].kind, status=status, reason=reason,
+        run_id=run.run_id, package=job.package, mode=CandidateKind.NIGHTLY if nightly else plan.candidates[0].kind,
+        status=status, reason=reason,
         find_fix=job.find_fix, criterion=phase.calibrated.describe(), metric=run.config.criterion.metric,
         first_bad=first, last_good=last, ambiguous=[plan.candidates[i].short for i in s.ambiguous],
-        compare_link=compare_link(repo_url, last, first, job.repo), widen_command=widen,
+        compare_link=commits.link if commits else compare_link(repo_url, last, first, job.repo),
+        commit_range=commits, widen_command=widen,
         command=shlex.join(run.command), decision_rule=describe_rule(run.config.criterion, run.config.probe.exit_code_mode),
         probe=_probe_facts(run.config, phase),
         environment=environment_section(sides, job.package, run.spec.name, _base_label(job.package, run.spec)),
@@ -169,7 +176,7 @@ def _probe_facts(config: JobConfig, phase: PhaseResult) -> dict:
 
 def _base_label(package: str, spec: EnvSpec) -> str:
     if canonicalize_name(package) == TORCH:
-        return "torch==<candidate> (each torch release is its own base)"
+        return "torch==<candidate> (each torch release or nightly is its own base)"
     if spec.base == NO_BASE:
         return "none (--torch per-candidate: each environment resolves its own torch)"
     return spec.base

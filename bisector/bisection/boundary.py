@@ -25,6 +25,8 @@ def environment_facts(result: ProbeResult, env: dict, package: str, companions: 
                 **{k: v for k, v in result.versions.items() if v and v != "None"}}
     device = result.device
     facts = {"python": versions.get("python"), "torch": versions.get("torch"), "torch from": env.get("torch from")}
+    if canonicalize_name(package) == "torch":   # bisecting torch: the commit each build was made from
+        facts["torch git"] = env.get("torch git")
     if device.type == "cuda":
         facts.update(cuda=device.cuda, gpu=device.gpu_label, driver=device.driver)
     elif device.type or device.name:
@@ -39,7 +41,7 @@ def point_environment(side: Side, package: str, companions: Iterable[str]) -> tu
     """A reported point's environment facts (the package under test and the spec's companions
     included) and every package of it as ``name==version`` (what a repro pins)."""
     result, env = side
-    pins = sorted(f"{k}=={v}" for k, v in env.items() if k not in ("python", "torch from"))
+    pins = sorted(f"{k}=={v}" for k, v in env.items() if k not in ("python", "torch from", "torch git"))
     return environment_facts(result, env, package, companions, own=True), pins
 
 

@@ -1,6 +1,7 @@
 """The Bisector: the bisect's modes (releases, widened back when good is already bad, then in auto mode
-the commits between the boundary releases; commits alone), each phase's search and its follow-ups,
-recorded through one RunRecorder. Measuring goes through the ``measurers`` it is handed (the seam)."""
+the commits between the boundary releases, or for torch the nightlies between them; nightlies alone;
+commits alone), each phase's search and its follow-ups, recorded through one RunRecorder. Measuring goes
+through the ``measurers`` it is handed (the seam)."""
 from __future__ import annotations
 
 import shlex
@@ -14,8 +15,8 @@ from bisector.bisection.contrast import contrast_of, reference_of
 from bisector.bisection.follow_up import attach_followed
 from bisector.decide.judge import judge
 from bisector.bisection.phase import PhaseResult
-from bisector.bisection.plan import (TORCH_COMMITS, TORCH_STOPS, Plan, commit_plan, older_releases,
-                                     release_plan)
+from bisector.bisection.nightly_plan import NO_NIGHTLY_INDEX, after_releases, nightly_plan
+from bisector.bisection.plan import TORCH_COMMITS, Plan, commit_plan, older_releases, release_plan
 from bisector.bisection.recorder import Handler, RunRecorder, SilentHandler
 from bisector.bisection.refine import refinement
 from bisector.bisection.search_phase import search_phase
@@ -48,6 +49,7 @@ class Bisector:
         self.run_id = self.recorder.run_id   # a resumed or continued run keeps its id
         self.cache_dir = config.run.cache_dir or default_cache_dir()
         self._final: Optional[tuple[Plan, PhaseResult]] = None   # the phase the answer comes from
+        self._final_measurers: MeasurerFactory = measurers      # (and what measured it)
         self._outer: Optional[tuple[Plan, PhaseResult]] = None   # the phase over the whole range
 
     def run(self) -> BisectResult:
@@ -88,6 +90,11 @@ class Bisector:
             if torch or not job.repo:
                 raise UsageError(TORCH_COMMITS if torch else "--mode commits needs --repo (a local path or a git URL)")
             return self._answer(commit_plan(job, job.repo, self.cache_dir), "commits", outer=True)
+        if job.mode is Mode.NIGHTLIES:
+            if not torch:
+                raise UsageError(f"--mode nightlies is torch's (nightly wheels from --nightly-index), not {job.package}'s")
+            return self._answer(nightly_plan(job, self._stored()), "nightlies", outer=True,
+                                measurers=self.measurers.nightlies(job.nightly_index))
         plan = self.releases or release_plan(job)
         res, widen_stop = search_phase("releases", plan, self.measurers, self.recorder), None
         if res.search.outcome is Outcome.PREDATES_RANGE and job.widen and not job.find_fix:
@@ -98,12 +105,28 @@ class Bisector:
         if job.mode is not Mode.AUTO or result.status is not Outcome.FOUND or attributed:
             return result   # an attributed step is refined by following the attribution, not the candidate
         if torch:
-            self.recorder.note(TORCH_STOPS)
-            return result
+            return self._nightlies(plan, res, result)
         refined = refinement(self.recorder, plan, res, self.cache_dir)
         if refined.commits is None:
             return result.model_copy(update={"refine_command": refined.command})
         return self._answer(refined.commits, "commits")
+
+    def _nightlies(self, plan: Plan, res: PhaseResult, result: BisectResult) -> BisectResult:
+        """torch after its releases: the nightlies between the boundary releases, from the nightly index."""
+        job = self.config.job
+        if not job.nightly_index:
+            self.recorder.note(NO_NIGHTLY_INDEX)
+            return result
+        nightlies, said = after_releases(job, plan, res, self._stored())
+        self.recorder.note(said)
+        if nightlies is None:
+            return result
+        return self._answer(nightlies, "nightlies", measurers=self.measurers.nightlies(job.nightly_index))
+
+    def _stored(self) -> list[str]:
+        """The versions of the package measured with this probe before (a deleted nightly among them)."""
+        fingerprint = self.config.probe.fingerprint()
+        return [m.candidate for m in self.store.measurements_for(self.config.job.package, fingerprint)]
 
     def _widen(self, plan: Plan, res: PhaseResult) -> tuple[Plan, PhaseResult, Optional[str]]:
         """Walk back from good in growing steps (1, 2, 4, ...) until a release is GOOD, then bisect."""
@@ -116,17 +139,21 @@ class Bisector:
         wider = release_plan(self.config.job.model_copy(update={"good": found.ref, "bad": plan.candidates[0].ref}))
         return wider, search_phase("releases", wider, self.measurers, rec), None
 
-    def _answer(self, plan: Plan, name: str, outer: bool = False) -> BisectResult:
-        phase = search_phase(name, plan, self.measurers, self.recorder)
+    def _answer(self, plan: Plan, name: str, outer: bool = False,
+                measurers: Optional[MeasurerFactory] = None) -> BisectResult:
+        measurers = measurers or self.measurers
+        phase = search_phase(name, plan, measurers, self.recorder)
         self._outer = (plan, phase) if outer else self._outer
-        return self._finish(plan, phase)
+        return self._finish(plan, phase, measurers=measurers)
 
-    def _finish(self, plan: Plan, phase: PhaseResult, widen_stop: Optional[str] = None) -> BisectResult:
+    def _finish(self, plan: Plan, phase: PhaseResult, widen_stop: Optional[str] = None,
+                measurers: Optional[MeasurerFactory] = None) -> BisectResult:
         """The phase's result with what a found boundary gets: attribution, follow, revert confirmation."""
         rec, self._final = self.recorder, (plan, phase)
-        facts = RunFacts(run_id=self.run_id, config=self.config, command=rec.command, spec=self.measurers.spec,
-                         widen_stop=widen_stop, outer=self._outer)
-        result, follow = Aftermath(rec, self.measurers, plan, phase, self.cache_dir).finish(
+        self._final_measurers = measurers = measurers or self.measurers
+        facts = RunFacts(run_id=self.run_id, config=self.config, command=rec.command, spec=measurers.spec,
+                         widen_stop=widen_stop, outer=self._outer, cache_dir=self.cache_dir)
+        result, follow = Aftermath(rec, measurers, plan, phase, self.cache_dir).finish(
             assemble(facts, plan, phase))
         if follow is not None:
             followed = Bisector(follow.config, self.store, follow.measurers, handler=rec.handler,
@@ -139,7 +166,7 @@ class Bisector:
         the answer came from."""
         result.reference = reference_of(self.config)
         if self._final is not None:
-            result.contrast = contrast_of(self.config, self.recorder, self.measurers, *self._final)
+            result.contrast = contrast_of(self.config, self.recorder, self._final_measurers, *self._final)
         return result
 
 

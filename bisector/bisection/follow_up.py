@@ -86,7 +86,7 @@ def follow_config(config: JobConfig, attribution: Attribution, first_bad: Candid
     pins = follow_pins(attribution, first_bad, job.pins)
     if pins is None:
         return None
-    mode = Mode.AUTO if job.mode is Mode.COMMITS else job.mode
+    mode = Mode.AUTO if job.mode in (Mode.COMMITS, Mode.NIGHTLIES) else job.mode
     return follow_job(config, companion.name, companion.a, companion.b, pins, mode)
 
 

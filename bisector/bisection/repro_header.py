@@ -27,6 +27,7 @@ from packaging.version import InvalidVersion, Version
 from bisector.bisection.boundary import STACK
 from bisector.core.candidate import CandidateKind
 from bisector.core.result import BisectResult, Point, made_by
+from bisector.envs import HEAVY
 from bisector.errors import UsageError
 from bisector.job.commandline import reproduce_command
 from bisector.report.culprit_lines import full_headline
@@ -220,12 +221,24 @@ def install_lines(s: BisectResult, repo: Optional[str], index: IndexUse) -> list
         reqs = [quoted(r) for r in installs(s, p, repo)]
         torch = [r for r in reqs if r.startswith(("torch==", "'torch=="))]
         rest = [r for r in reqs if r not in torch]
+        nightly = _nightly_flags(s, p)
+        if nightly:   # torch and what it pins exactly (a triton build) come from the nightly index, as the day's
+            rest = [r for r in rest if not HEAVY.match(canonicalize_name(r.strip("'").split("==", 1)[0]))]
         out.append(f"python3 -m venv {venv}")
         if torch:
-            out.append(" ".join([f"{venv}/bin/pip", "install", *flags, *torch]))
+            out.append(" ".join([f"{venv}/bin/pip", "install", *(nightly or flags), *torch]))
         if rest:
             out.append(" ".join([f"{venv}/bin/pip", "install", *flags, "--no-deps", *rest]))
     return out
+
+
+def _nightly_flags(s: BisectResult, p: Point) -> list[str]:
+    """A torch nightly installs from the nightly index the bisect read, as the pre-release it is (pip's
+    words; none for any other side)."""
+    url = s.commit_range.index_url if s.commit_range else None
+    if p.kind is not CandidateKind.NIGHTLY or not url:
+        return []
+    return ["--pre", "--index-url", shlex.quote(url)]
 
 
 def header(result: BisectResult, name: str, expect: str, repo: Optional[str], shell: bool,
@@ -242,7 +255,8 @@ def header(result: BisectResult, name: str, expect: str, repo: Optional[str], sh
                       "clone, not named here); set it first: export REPO_URL=file:///path/to/clone".split()), "#"]
     for label, p in (("last good", good), ("first bad", bad)):
         facts = "; ".join(_facts(s, p))
-        out.append(f"# {label}: {s.package} {one_line(p.ref[:12])}" + (f" ({facts})" if facts else ""))
+        shown_ref = p.ref if p.kind is CandidateKind.NIGHTLY else p.ref[:12]
+        out.append(f"# {label}: {s.package} {one_line(shown_ref)}" + (f" ({facts})" if facts else ""))
     where = index.index_url or "pip's own configuration (none named)"
     extra = f", with {', '.join(index.extra_index_urls)}" if index.extra_index_urls else ""
     left = f"; {index.left_out} index(es) of the bisect's machine left out" if index.left_out else ""

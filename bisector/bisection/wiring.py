@@ -7,6 +7,7 @@ from typing import Optional
 from packaging.utils import canonicalize_name
 
 from bisector.bisection.driver import Bisector, Handler
+from bisector.bisection.nightly_plan import nightly_plan
 from bisector.bisection.pins import apply_pins
 from bisector.bisection.plan import TORCH_COMMITS, JobPlan, commit_plan, release_plan
 from bisector.job.config import JobConfig, JobSection, Mode
@@ -49,6 +50,11 @@ def preflight(config: JobConfig) -> JobPlan:
     if job.mode is Mode.COMMITS or job.repo:
         _check_repository(config)
     if job.mode is Mode.COMMITS:
+        return JobPlan(spec=spec)
+    if job.mode is Mode.NIGHTLIES:
+        if canonicalize_name(job.package) != TORCH:
+            raise UsageError(f"--mode nightlies is torch's (nightly wheels from --nightly-index), not {job.package}'s")
+        nightly_plan(job, [])   # the days exist, of one build
         return JobPlan(spec=spec)
     return JobPlan(spec=spec, releases=release_plan(job))
 
@@ -94,6 +100,8 @@ def _check_repository(config: JobConfig) -> None:
             git.validate_ref(job.good), git.validate_ref(job.bad)
         return
     path = local_repository(job.repo)
+    if canonicalize_name(job.package) == TORCH:
+        return   # torch's repository is read, never built: the commits between two nightlies are counted in it
     ref = "HEAD"
     if job.mode is Mode.COMMITS:
         ref = commit_plan(job, job.repo, config.run.cache_dir or default_cache_dir()).candidates[-1].ref

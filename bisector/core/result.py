@@ -69,6 +69,20 @@ class Step(BaseModel):
         return f"{self.verdict} {self.phase} {self.candidate}{value}{repeats} ({self.seconds:.1f}s){reason}"
 
 
+class CommitRange(BaseModel):
+    """The nightly level's answer in commits: the nightly index the nightlies came from (credentials
+    masked), the commits the two boundary builds say they were built from (``torch.version.git_version``,
+    older first), the compare view between them, and how many commits lie between them when a clone of
+    the repository was at hand (``--repo``), else why that count is missing."""
+
+    index_url: Optional[str] = None
+    older: Optional[str] = None
+    newer: Optional[str] = None
+    link: Optional[str] = None
+    commits: Optional[int] = None
+    why_no_count: Optional[str] = None
+
+
 class Contrast(BaseModel):
     """Another setting of the same probe (its ``args``) measured at the range's two ends: how a
     different setup (accelerate's own loop, say) sees the same versions."""
@@ -127,7 +141,8 @@ class BisectResult(BaseModel):
     the range's ends. Each of these is serialized only when known, so results stored before they
     existed read and render as they did. So are ``good_end`` / ``bad_end`` (the range's endpoints as
     measured), ``threshold`` (the criterion's, calibrated), ``repo_url`` (where commit, PR and compare
-    links point), ``bisector_version`` (what made the result) and ``repro`` (``bisector report --repro``).
+    links point), ``bisector_version`` (what made the result), ``repro`` (``bisector report --repro``) and
+    ``commit_range`` (torch's nightly level: the commits between the last good and first bad nightlies).
     ``evidence`` (stats mode only, else not serialized): each boundary candidate's samples, the good
     endpoint's samples it was compared with, the p-values and the shift.
     """
@@ -168,6 +183,7 @@ class BisectResult(BaseModel):
     repo_url: Optional[str] = None
     bisector_version: Optional[str] = None
     repro: Optional[Repro] = None
+    commit_range: Optional[CommitRange] = None   # torch's nightly level: the commits between two nightlies
     units: dict[str, str] = {}   # metric -> the unit its probe declared (bisector.core.units), when any did
 
     @model_validator(mode="after")
@@ -179,7 +195,7 @@ class BisectResult(BaseModel):
     def _only_what_is_known(self, handler):
         data = handler(self)
         for key in ("metric", "reference", "contrast", "attribution", "confirmation", "followed", "good_end",
-                    "bad_end", "threshold", "repo_url", "bisector_version", "repro"):
+                    "bad_end", "threshold", "repo_url", "bisector_version", "repro", "commit_range"):
             if getattr(self, key) is None:
                 data.pop(key, None)
         if not self.evidence:

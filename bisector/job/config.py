@@ -31,6 +31,7 @@ class Mode(enum.StrEnum):
     """What the candidates are."""
 
     RELEASES = "releases"
+    NIGHTLIES = "nightlies"   # torch's dated nightly wheels from the nightly index (good/bad: days or versions)
     COMMITS = "commits"
     AUTO = "auto"
 
@@ -53,6 +54,7 @@ class JobSection(BaseModel):
     env: str = "default"
     pins: list[str] = []            # --with PKG==VERSION: exact companions over the env spec
     index_url: Optional[str] = None
+    nightly_index: Optional[str] = None   # torch: the index of its nightly wheels (auto mode goes on to them)
     attribute: bool = True          # when companions moved too, find which change explains the step
     follow: Optional[bool] = None   # bisect the companion that explains it (None: yes, when it is one)
     follow_repo: Optional[str] = None   # the companion's repository, for its commits
@@ -85,7 +87,7 @@ class JobSection(BaseModel):
             raise ValueError("must be an http(s) URL of the repository's web page")
         return value
 
-    @field_validator("index_url")
+    @field_validator("index_url", "nightly_index")
     @classmethod
     def _index(cls, value: Optional[str]) -> Optional[str]:
         return check_urls(value)

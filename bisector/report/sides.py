@@ -7,6 +7,7 @@ from __future__ import annotations
 from typing import Callable, Optional
 
 from bisector.job.commandline import reproduce_command
+from bisector.core.candidate import CandidateKind
 from bisector.core.result import BisectResult, Point
 from bisector.core.search import Outcome
 from bisector.core.units import human_value
@@ -80,7 +81,7 @@ def _env_items(s: BisectResult, p: Point, differ: set[str], code: Callable[[str]
     env = p.env
     items = [f"Python {code(env['python'])}"] if env.get("python") else []
     items += [f"torch {code(env['torch'])}"] if env.get("torch") and s.package != "torch" else []
-    items.append(f"{esc(s.package)} {code(p.ref[:10])}")
+    items.append(f"{esc(s.package)} {code(p.ref[:10] if p.kind is CandidateKind.COMMIT else p.ref)}")
     items += [f"{esc(k)} {code(v)}" for k, v in env.items() if k in differ]
     device = [f"{_DEVICE_WORD.get(k, '')}{env[k]}" for k in DEVICE if env.get(k)]
     if device:

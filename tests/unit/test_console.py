@@ -135,7 +135,7 @@ def test_an_attribution_environment_is_named_with_its_pins(tmp_path):
     from bisector.envs import EnvManager, EnvSpec
     from bisector.measure.executors import LocalExecutor
     from bisector.measure.gpus import GpuPool
-    from bisector.measure.measurer import Measurers
+    from bisector.measure.measurers import Measurers
     from bisector.job.probe_spec import ProbeSpec
     from bisector.store.storage import Store
 
