@@ -10,6 +10,7 @@ from packaging.utils import canonicalize_name
 from bisector.bisection.phase import PhaseResult
 from bisector.core.facts import ProbeResult
 from bisector.core.measurement import Status
+from bisector.core.requirements import Pin
 
 STACK = ("torch", "transformers", "accelerate")
 Side = tuple[ProbeResult, dict]   # (the probe's result, the environment's name -> version)
@@ -39,9 +40,9 @@ def environment_facts(result: ProbeResult, env: dict, package: str, companions: 
 
 def point_environment(side: Side, package: str, companions: Iterable[str]) -> tuple[dict, list[str]]:
     """A reported point's environment facts (the package under test and the spec's companions
-    included) and every package of it as ``name==version`` (what a repro pins)."""
+    included) and every package of it as a pin (what a repro pins)."""
     result, env = side
-    pins = sorted(f"{k}=={v}" for k, v in env.items() if k not in ("python", "torch from", "torch git"))
+    pins = sorted(Pin(k, v) for k, v in env.items() if k not in ("python", "torch from", "torch git"))
     return environment_facts(result, env, package, companions, own=True), pins
 
 

@@ -29,7 +29,7 @@ from bisector.core.candidate import CandidateKind
 from bisector.core.result import BisectResult, Point, made_by
 from bisector.envs import HEAVY
 from bisector.errors import UsageError
-from bisector.job.commandline import reproduce_command
+from bisector.job.commandline import portable_words
 from bisector.report.culprit_lines import full_headline
 from bisector.report.sides import shown
 from bisector.safety.safe_text import one_line
@@ -124,8 +124,7 @@ def installable(name: str, version: str) -> Optional[str]:
 def _held(p: Point) -> dict[str, str]:
     """Every package of the side's environment, name -> version: its pins, then its facts."""
     held = {}
-    for pin in p.pins:
-        name, _, version = pin.partition("==")
+    for name, version in p.pins:
         held[canonicalize_name(name)] = version
     for name, version in p.env.items():
         if name not in NOT_PACKAGES:
@@ -175,14 +174,10 @@ def _facts(s: BisectResult, p: Point) -> list[str]:
     return out
 
 
-def portable(command: str, repo: Optional[str], repo_url: Optional[str] = None) -> str:
+def portable(words: list[str], repo: Optional[str], repo_url: Optional[str] = None) -> str:
     """The bisect's command with no path of this machine: a local ``--repo`` clone as the repository's URL
     (``repo_url``, what the install lines name) or else ``$REPO_URL``, any other path (``--env``,
     ``--probe``, ``--config``, one inside a probe command) as ``<PATH>``."""
-    try:
-        words = shlex.split(command)
-    except ValueError:
-        return one_line(_ABS_PATH.sub(PATH_PLACEHOLDER, command))
     out, local = [], bool(repo) and not git.is_url(repo)
     for i, word in enumerate(words):
         flag, eq, value = word.partition("=") if word.startswith("--") and "=" in word else ("", "", word)
@@ -271,14 +266,14 @@ def header(result: BisectResult, name: str, expect: str, repo: Optional[str], sh
     for venv in VENVS.values():
         out.append(f"#   . {venv}/bin/activate && sh {name}" if shell else f"#   {venv}/bin/python {name}")
     out.append("# (With uv: `uv venv good` and `uv pip install --python good/bin/python` with the same arguments.)")
-    pins = [[x for x in p.pins if not x.startswith(f"{s.package}==")] for p in (good, bad)]
+    pins = [[str(x) for x in p.pins if canonicalize_name(x.name) != canonicalize_name(s.package)] for p in (good, bad)]
     moved = [f"{x} (last good)" for x in sorted(set(pins[0]) - set(pins[1]))] + [
         f"{x} (first bad)" for x in sorted(set(pins[1]) - set(pins[0]))]
     device = good.env.get("gpu") or good.env.get("cpu")
     out += ["#", f"# The bisect ran Python {good.env.get('python', '?')}" + (f" on {device}" if device else "") + "."]
     out += wrap("#   differing between the sides, besides the package: ", moved) if moved else []
     out += ["#", *wrap("# Expected: ", expect.split())]
-    bisect = reproduce_command(result.command)
+    bisect = portable_words(result.command)
     if bisect:
         command = portable(bisect, repo, result.repo_url)
         said = f"; {PATH_PLACEHOLDER}: a path of the bisect's machine, left out" if PATH_PLACEHOLDER in command else ""

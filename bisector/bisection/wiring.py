@@ -15,7 +15,7 @@ from bisector.data import specs_dir
 from bisector.envs import TORCH, EnvSpec, load_env_spec
 from bisector.core.requirements import same_version
 from bisector.envs import local_torches
-from bisector.core.requirements import CURRENT, PER_CANDIDATE, parse_pin
+from bisector.core.requirements import CURRENT, PER_CANDIDATE
 from bisector.errors import UsageError
 from bisector.measure.assembly import Engine, build_engine, check_executor, probe_device
 from bisector.paths import default_cache_dir
@@ -61,13 +61,12 @@ def preflight(config: JobConfig) -> JobPlan:
 
 def check_pins(job: JobSection, spec: EnvSpec) -> None:
     """Every ``--with`` pin names a release on its index (torch's, the base's, included)."""
-    for text in job.pins:
-        name, version = parse_pin(text)
+    for name, version in job.pins:
         index_url = resolve_index_url(spec.index_url if canonicalize_name(name) == TORCH else job.index_url)
         try:
             find_release(list_releases(index_url, name), version)
         except UsageError as exc:
-            raise UsageError(f"--with {text}: {exc}") from None
+            raise UsageError(f"--with {name}=={version}: {exc}") from None
 
 
 def check_torch(choice: Optional[str], spec: EnvSpec) -> None:

@@ -2,13 +2,15 @@
 from __future__ import annotations
 
 import datetime as dt
+import shlex
 from typing import Any, Optional
 
-from pydantic import BaseModel, model_serializer, model_validator
+from pydantic import BaseModel, field_serializer, field_validator, model_serializer, model_validator
 
 from bisector.core.changes import Attribution, Confirmation
 from bisector.data import VERSION
 from bisector.core.candidate import Candidate, CandidateKind
+from bisector.core.requirements import Pin, held_pin
 from bisector.core.search import Outcome
 from bisector.core.stats import SampleEvidence
 from bisector.core.units import declare
@@ -31,7 +33,16 @@ class Point(BaseModel):
     metrics: dict[str, float] = {}
     details: dict[str, Any] = {}     # compact probe facts behind the value: per-cell peaks, peak phases
     env: dict[str, str] = {}         # its environment: python, torch, the ML stack and companions, device, meter
-    pins: list[str] = []             # every package of its environment, name==version (a repro's pins)
+    pins: list[Pin] = []             # every package of its environment, name and version (a repro's pins)
+
+    @field_validator("pins", mode="before")
+    @classmethod
+    def _typed_pins(cls, value: Any) -> Any:
+        return [held_pin(x) for x in value] if isinstance(value, list) else value
+
+    @field_serializer("pins")
+    def _pin_words(self, value: list[Pin]) -> list[str]:
+        return [str(pin) for pin in value]
 
     @classmethod
     def of(cls, c: Candidate, value: Optional[float] = None, metrics: Optional[dict] = None) -> "Point":
@@ -163,9 +174,9 @@ class BisectResult(BaseModel):
     steps: list[Step] = []
     notes: list[str] = []
     compare_link: Optional[str] = None
-    refine_command: Optional[str] = None
-    widen_command: Optional[str] = None
-    command: Optional[str] = None
+    refine_command: Optional[list[str]] = None   # commands as words (shown joined, never split again)
+    widen_command: Optional[list[str]] = None
+    command: Optional[list[str]] = None
     decision_rule: Optional[str] = None
     probe: dict[str, Any] = {}
     environment: dict[str, Any] = {}
@@ -185,6 +196,21 @@ class BisectResult(BaseModel):
     repro: Optional[Repro] = None
     commit_range: Optional[CommitRange] = None   # torch's nightly level: the commits between two nightlies
     units: dict[str, str] = {}   # metric -> the unit its probe declared (bisector.core.units), when any did
+
+    @field_validator("refine_command", "widen_command", "command", mode="before")
+    @classmethod
+    def _words(cls, value: Any) -> Any:
+        """A command as words; a result stored (or written by hand) with it as one string is split once, here."""
+        if isinstance(value, str):
+            try:
+                return shlex.split(value)
+            except ValueError:
+                return [value]
+        return value
+
+    @field_serializer("refine_command", "widen_command", "command")
+    def _joined(self, value: Optional[list[str]]) -> Optional[str]:
+        return shlex.join(value) if value is not None else None
 
     @model_validator(mode="after")
     def _units_known(self) -> "BisectResult":

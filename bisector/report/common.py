@@ -6,7 +6,7 @@ import html
 import re
 from typing import Optional
 
-from bisector.job.commandline import reproduce_command
+from bisector.job.commandline import shown_command
 from bisector.core.candidate import CandidateKind
 from bisector.core.result import BisectResult, Point, Step
 from bisector.core.search import Outcome
@@ -167,7 +167,7 @@ def also_changed_sentence(result: BisectResult, code=lambda text: text) -> Optio
     moved = ", ".join(f"{name} {code(a)} → {code(b)}" for name, (a, b) in result.also_changed.items())
     pins = [f"--with {name}=={a}" for name, (a, _) in result.also_changed.items() if a != "-"]
     it = "it" if len(result.also_changed) == 1 else "them"
-    rerun = " ".join([reproduce_command(result.command) or "bisector run ...", *pins])
+    rerun = " ".join([shown_command(result.command) or "bisector run ...", *pins])
     fix = f"; to rule {it} out, rerun with {it} pinned at the last good's version: {code(rerun)}" if pins else ""
     return (f"also changed between the last good and first bad environments: {moved} (resolved as of each "
             f"candidate's date, so the step may come from {it}){fix}")

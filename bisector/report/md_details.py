@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 from typing import Optional
 
-from bisector.job.commandline import reproduce_command
+from bisector.job.commandline import shown_command
 from bisector.core.result import BisectResult, Step
 from bisector.core.units import human_value
 from bisector.core.verdict import Verdict
@@ -142,12 +142,12 @@ def environment(r: BisectResult) -> list[Block]:
     sides = [(n, p) for n, p in (("last good", s.last_good), ("first bad", s.first_bad)) if p and p.pins]
     if len(sides) == 2:
         a, b = (set(p.pins) for _, p in sides)
-        lines += [f"Packages on both sides: {', '.join(md_code(x) for x in sorted(a & b))}", ""]
+        lines += [f"Packages on both sides: {', '.join(md_code(str(x)) for x in sorted(a & b))}", ""]
         for name, p in sides:
             own = sorted(set(p.pins) - (a & b))
-            lines += [f"Only the {name}'s: {', '.join(md_code(x) for x in own)}", ""] if own else []
+            lines += [f"Only the {name}'s: {', '.join(md_code(str(x)) for x in own)}", ""] if own else []
     elif sides:
-        lines += [f"Packages of the {sides[0][0]}: {', '.join(md_code(x) for x in sides[0][1].pins)}", ""]
+        lines += [f"Packages of the {sides[0][0]}: {', '.join(md_code(str(x)) for x in sides[0][1].pins)}", ""]
     return [Block("Environment in full", lines)] if lines else []
 
 
@@ -155,7 +155,7 @@ def commands(r: BisectResult) -> list[Block]:
     """The bisect's own command (needs bisector) and the widening one."""
     out = []
     for text, cmd in (("The bisect:", r.command), ("Widen the range:", r.widen_command)):
-        shown_cmd = reproduce_command(cmd)
+        shown_cmd = shown_command(cmd)
         if shown_cmd:
             out += [f"**{text}**", ""] + indented(shown_cmd)
     return [Block("Commands (with bisector)", out)] if out else []

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Optional
 
-from bisector.job.commandline import reproduce_command
+from bisector.job.commandline import shown_command
 from bisector.core.candidate import CandidateKind
 from bisector.core.result import BisectResult
 from bisector.core.search import Outcome
@@ -84,7 +84,7 @@ def headline_lines(r: BisectResult) -> list[str]:
     if r.ambiguous:
         out += ["The first bad is one of: " + ", ".join(md_code(a) for a in r.ambiguous), ""]
     if r.refine_command:
-        out += [f"**Refine to commits:** {md_code(reproduce_command(r.refine_command) or r.refine_command)}", ""]
+        out += [f"**Refine to commits:** {md_code(shown_command(r.refine_command))}", ""]
     return out
 
 

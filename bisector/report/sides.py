@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Callable, Optional
 
-from bisector.job.commandline import reproduce_command
+from bisector.job.commandline import shown_command
 from bisector.core.candidate import CandidateKind
 from bisector.core.result import BisectResult, Point
 from bisector.core.search import Outcome
@@ -126,7 +126,7 @@ def repro_commands(r: BisectResult) -> tuple[Optional[str], Optional[str]]:
     s = shown(r)
     script = (f"bisector report {r.run_id} --repro repro.py"
               if s.first_bad is not None and s.status is Outcome.FOUND and r.repro is None else None)
-    return script, reproduce_command(r.command)
+    return script, shown_command(r.command)
 
 
 def reproduce_sentence(r: BisectResult, code: Callable[[str], str] = md_code) -> Optional[str]:

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 from pydantic import ValidationError
 
+from bisector.job.commandline import joined
 from bisector.core.candidate import CandidateKind
 from bisector.core.result import BisectResult
 from bisector.core.units import human_value
@@ -71,7 +72,7 @@ def render_text(result: BisectResult, notes_shown: bool = False) -> str:
     if result.ambiguous:
         lines.append("the first bad is one of: " + ", ".join(result.ambiguous))
     if result.refine_command:
-        lines += ["refine to commits with:", f"    {result.refine_command}"]
+        lines += ["refine to commits with:", f"    {joined(result.refine_command)}"]
     if not notes_shown:
         lines += [f"note: {n}" for n in result.notes]
     lines += _followed(result)

@@ -12,7 +12,7 @@ import urllib.request
 from typing import Iterator, Optional
 
 from packaging.utils import canonicalize_name, parse_wheel_filename, parse_sdist_filename
-from packaging.version import InvalidVersion, Version
+from packaging.version import Version
 from pydantic import BaseModel
 
 from bisector.core.candidate import Candidate, CandidateKind

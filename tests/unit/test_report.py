@@ -3,6 +3,7 @@
 commands over a stored run. UPDATE_GOLDEN=1 rewrites the golden files."""
 from __future__ import annotations
 
+import shlex
 import datetime as dt
 import json
 import os
@@ -15,7 +16,7 @@ import pytest
 
 from bisector.bisection.boundary import merge_sides
 from bisector.cli.main import main
-from bisector.job.commandline import reproduce_command
+from bisector.job.commandline import shown_command
 from bisector.core.changes import Confirmation
 from bisector.core.result import BisectResult, Point, Repro, ReproSide, Step
 from bisector.explain.registry import compact_details, explain, metric_label
@@ -440,7 +441,7 @@ def test_environment_sides_merge_and_differences_show():
 
 def test_reproduce_command_drops_local_flags_and_credentials():
     cmd = "bisector run --store=/x/s.db --cache-dir /c --json --index-url https://u:p@h/simple --good 1"
-    assert reproduce_command(cmd) == "bisector run --index-url 'https://***@h/simple' --good 1"
+    assert shown_command(shlex.split(cmd)) == "bisector run --index-url 'https://***@h/simple' --good 1"
 
 
 @pytest.fixture
