@@ -53,7 +53,7 @@ class Aftermath:
         self.first_bad = phase.candidates[s.first_bad] if s.first_bad is not None else None
         self.last_good = phase.candidates[s.last_good] if s.last_good is not None else None
 
-    def outcome(self, found: bool, also_changed: list[str]) -> AftermathOutcome:
+    def outcome(self, found: bool, also_changed: dict[str, list[str]]) -> AftermathOutcome:
         """What the boundary gets when the phase ``found`` it: the attribution among ``also_changed`` (the
         packages that moved with the candidate), the companion's bisect, the revert's confirmation."""
         if not found or self.first_bad is None or self.last_good is None:
@@ -68,7 +68,7 @@ class Aftermath:
                                              self._judge_revert, CacheLayout(self.cache_dir).tmp)
         return AftermathOutcome(attribution, confirmation, follow, offered, no_refine)
 
-    def _attribute(self, also_changed: list[str]) -> Attribution:
+    def _attribute(self, also_changed: dict[str, list[str]]) -> Attribution:
         self.recorder.note(f"also changed: {', '.join(also_changed)}; measuring which change explains the step")
 
         def judge_setup(label: str, c: Candidate, pins: dict[str, str]) -> Judgement:

@@ -143,7 +143,7 @@ class Bisector:
         """The phase as an answer, with what a found boundary gets: attribution, follow, revert confirmation."""
         measurers = measurers or self.measurers
         found = phase_status(phase) is Outcome.FOUND
-        moved = list(moved_with(self.config, measurers.spec, phase)) if found else []
+        moved = moved_with(self.config, measurers.spec, phase) if found else {}
         outcome = Aftermath(self.recorder, measurers, plan, phase, self.cache_dir).outcome(found, moved)
         followed = None
         if outcome.follow is not None:
