@@ -26,7 +26,7 @@ from bisector.core.criterion import Criterion, calibrate, describe_against_basel
 from bisector.core.facts import ProbeResult
 from bisector.core.measurement import Measurement, Status
 from bisector.core.probe_args import effective_args
-from bisector.core.result import BisectResult, Contrast, Point, made_by
+from bisector.core.result import BisectResult, Contrast, Point, ProbeFacts, made_by
 from bisector.core.search import Outcome
 from bisector.core.units import declared
 from bisector.envs import TORCH, EnvSpec
@@ -233,7 +233,7 @@ def _first_result(phase: PhaseResult) -> ProbeResult:
     return ProbeResult()
 
 
-def _probe_facts(config: JobConfig, phase: PhaseResult) -> dict:
+def _probe_facts(config: JobConfig, phase: PhaseResult) -> ProbeFacts:
     """Which probe ran: name or path or command, its version, config (hash and values), arguments,
     and the schema of its results (which tells the reports how to explain them)."""
     probe = config.probe
@@ -246,7 +246,7 @@ def _probe_facts(config: JobConfig, phase: PhaseResult) -> dict:
                   if result.probe.get(k)})
     if result.schema_version:
         facts["schema_version"] = result.schema_version
-    return facts
+    return ProbeFacts.model_validate(facts)
 
 
 def _base_label(package: str, spec: EnvSpec) -> str:

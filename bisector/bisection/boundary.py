@@ -11,6 +11,7 @@ from bisector.bisection.phase import PhaseResult
 from bisector.core.facts import ProbeResult
 from bisector.core.measurement import Status
 from bisector.core.requirements import Pin
+from bisector.core.result import PointEnv
 
 STACK = ("torch", "transformers", "accelerate")
 Side = tuple[ProbeResult, dict]   # (the probe's result, the environment's name -> version)
@@ -38,12 +39,12 @@ def environment_facts(result: ProbeResult, env: dict, package: str, companions: 
     return {k: str(v) for k, v in facts.items() if v not in (None, "")}
 
 
-def point_environment(side: Side, package: str, companions: Iterable[str]) -> tuple[dict, list[str]]:
+def point_environment(side: Side, package: str, companions: Iterable[str]) -> tuple[PointEnv, list[Pin]]:
     """A reported point's environment facts (the package under test and the spec's companions
     included) and every package of it as a pin (what a repro pins)."""
     result, env = side
     pins = sorted(Pin(k, v) for k, v in env.items() if k not in ("python", "torch from", "torch git"))
-    return environment_facts(result, env, package, companions, own=True), pins
+    return PointEnv.model_validate(environment_facts(result, env, package, companions, own=True)), pins
 
 
 def merge_sides(good: dict, bad: dict) -> dict:

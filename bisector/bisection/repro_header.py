@@ -35,7 +35,7 @@ from bisector.report.sides import shown
 from bisector.safety.safe_text import one_line
 from bisector.sources import git
 
-NOT_PACKAGES = ("python", "meter", "cpu", "gpu", "cuda", "driver", "torch from")
+NOT_PACKAGES = ("torch from", "torch git")   # facts of the environment beside its packages, never pins
 NOT_PINNED = ("pip",)   # the installer itself: a fresh venv has its own
 PACKAGE_NAME = re.compile(r"^[A-Za-z0-9]([A-Za-z0-9._-]*[A-Za-z0-9])?$")   # PEP 508
 CLONE = "${REPO_URL}"   # a local clone in the header: the maintainer's URL of it, never this machine's path
@@ -126,7 +126,7 @@ def _held(p: Point) -> dict[str, str]:
     held = {}
     for name, version in p.pins:
         held[canonicalize_name(name)] = version
-    for name, version in p.env.items():
+    for name, version in p.env.held().items():
         if name not in NOT_PACKAGES:
             held.setdefault(canonicalize_name(name), str(version))
     return held
@@ -163,8 +163,8 @@ def _facts(s: BisectResult, p: Point) -> list[str]:
     """What the environment held that is no requirement (where torch came from, a local build tag), without
     a path."""
     out = []
-    for name, value in p.env.items():
-        if name in NOT_PACKAGES[:-1] or name == s.package:
+    for name, value in p.env.held().items():
+        if name == s.package:
             continue
         text = one_line(str(value))
         if name == "torch from" or not installable(name, text):
@@ -269,8 +269,8 @@ def header(result: BisectResult, name: str, expect: str, repo: Optional[str], sh
     pins = [[str(x) for x in p.pins if canonicalize_name(x.name) != canonicalize_name(s.package)] for p in (good, bad)]
     moved = [f"{x} (last good)" for x in sorted(set(pins[0]) - set(pins[1]))] + [
         f"{x} (first bad)" for x in sorted(set(pins[1]) - set(pins[0]))]
-    device = good.env.get("gpu") or good.env.get("cpu")
-    out += ["#", f"# The bisect ran Python {good.env.get('python', '?')}" + (f" on {device}" if device else "") + "."]
+    device = good.env.device
+    out += ["#", f"# The bisect ran Python {good.env.python or '?'}" + (f" on {device}" if device else "") + "."]
     out += wrap("#   differing between the sides, besides the package: ", moved) if moved else []
     out += ["#", *wrap("# Expected: ", expect.split())]
     bisect = portable_words(result.command)

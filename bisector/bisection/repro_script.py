@@ -111,7 +111,7 @@ def _replace(text: str, name: str, lines: list[str]) -> str:
 def ga_memory_script(result: BisectResult, head: list[str], metric: str, threshold: float,
                      direction: Direction) -> str:
     """The ga_memory loop in the run's setting (see the module)."""
-    config = (shown(result).probe or {}).get("config") or {}
+    config = shown(result).probe.config or {}
     missing = [k for k in SETTING_KEYS if k not in config]
     if missing:
         raise UsageError(f"the run's ga_memory results do not say {', '.join(missing)}: rerun it with this bisector")
@@ -234,7 +234,7 @@ def repro_script(result: BisectResult, config: JobConfig, name: str) -> ReproScr
     if shell:
         text = shell_script(config, head, s.package)
     elif config.probe.command:
-        device = "cuda" if "cuda" in (s.last_good.env.get("meter") or "") else "cpu"
+        device = "cuda" if "cuda" in (s.last_good.env.meter or "") else "cpu"
         text = command_script(config, head, metric, threshold, direction, s.package, device)
     elif config.probe.name == "ga_memory":
         text = ga_memory_script(result, head, metric, threshold, direction)

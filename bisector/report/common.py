@@ -54,7 +54,7 @@ def explainer(result: BisectResult) -> Explainer:
     if metric:
         metrics.setdefault(metric, 0.0)
     details = next((p.details for p in sides if p.details), {})
-    return explainer_for(result.probe.get("schema_version"), metrics, details)
+    return explainer_for(result.probe.schema_version, metrics, details)
 
 
 def result_metric(result: BisectResult) -> Optional[str]:

@@ -118,18 +118,18 @@ def probe(r: BisectResult) -> list[Block]:
     p = r.probe
     body = []
     if p:
-        name = p.get("probe") or p.get("name")
-        items = [md_code(name) + (f" {md_code(p['version'])}" if p.get("version") else "")]
-        items += [f"{key} {md_code(p[key])}" for key in ("kind", "args", "schema_version", "config_hash",
-                                                         "fingerprint") if p.get(key)]
-        if p.get("timeout"):
-            items.append(f"timeout {p['timeout']:g} s")
+        items = [md_code(p.label) + (f" {md_code(str(p.version))}" if p.version else "")]
+        items += [f"{key} {md_code(str(value))}" for key, value in (
+            ("kind", p.kind), ("args", p.args), ("schema_version", p.schema_version), ("config_hash", p.config_hash),
+            ("fingerprint", p.fingerprint)) if value]
+        if p.timeout:
+            items.append(f"timeout {p.timeout:g} s")
         body += ["**Probe:** " + " · ".join(items), ""]
-        if p.get("kind") == "script":
+        if p.kind == "script":
             body += ["The probe is a local script: attach it (or the `--repro` script) so that the run can be "
                      "reproduced.", ""]
-        if isinstance(p.get("config"), dict):
-            body += Block("Probe config", [f"{k} = {json.dumps(v)}" for k, v in sorted(p["config"].items())],
+        if p.config:
+            body += Block("Probe config", [f"{k} = {json.dumps(v)}" for k, v in sorted(p.config.items())],
                           raw=True).render()
     return [Block("Probe and criterion", body + _criterion(r))]
 

@@ -113,7 +113,7 @@ def test_releases_found_assembles_the_result_and_stores_the_run(tmp_path, index_
     assert (result.good_end.ref, result.good_end.value, result.bad_end.ref) == ("1.0.0", 1.0, "1.6.0")
     assert result.threshold == 1.5 and result.bisector_version == made_by() != "unknown"
     assert result.first_bad.metrics == {"m": 2.0, "other": 7.0} and result.first_bad.details == {"peak_phase": "backward"}
-    assert result.probe["schema_version"] == "fake/1" and result.probe["name"] == "fake"
+    assert result.probe.schema_version == "fake/1" and result.probe.name == "fake"
     assert result.environment["env spec"] == "fake" and result.environment["env base"] == "current"
     report = json.loads(render_json(result))
     assert report["metric"] == "m" and report["explanation"] == [

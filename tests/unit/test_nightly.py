@@ -12,7 +12,7 @@ import zipfile
 import pytest
 
 from bisector.core.candidate import CandidateKind
-from bisector.core.result import BisectResult, CommitRange, Point
+from bisector.core.result import BisectResult, CommitRange, Point, PointEnv
 from bisector.core.search import Outcome
 from bisector.envs import EnvSpec
 from bisector.errors import UsageError
@@ -168,8 +168,8 @@ def test_the_repro_pins_the_two_nightlies_by_exact_version_and_index():
            "pytorch-triton": "3.7.0+0123456789"}
     result = _result(CommitRange(index_url="https://nightly.example.invalid/whl/nightly/cpu/", older="a" * 40,
                                  newer="b" * 40)).model_copy(update={"command": "bisector run --package torch"})
-    result.last_good.env = env
-    result.first_bad.env = {**env, "torch": "2.14.0.dev20261004+cpu", "torch git": "b" * 40}
+    result.last_good.env = PointEnv.model_validate(env)
+    result.first_bad.env = PointEnv.model_validate({**env, "torch": "2.14.0.dev20261004+cpu", "torch git": "b" * 40})
     head = "\n".join(header(result, "repro.py", "exit 0", None, False))
     for venv, day in (("good", "20261003"), ("bad", "20261004")):   # torch brings its own pytorch-triton build
         assert (f"# $ {venv}/bin/pip install --pre --index-url https://nightly.example.invalid/whl/nightly/cpu/ "
