@@ -178,7 +178,7 @@ def test_noise_straddle_is_unknown_and_band_is_remeasured(repo8, tmp_path, env_c
     assert [s["date"][:10] for s in steps_of(out, shas, 3)] == ["2024-01-04"]
     assert out["first_bad"]["details"] == {"peak_phase": "backward"} and out["environment"]["torch"]
     report = json.loads((tmp_path / "reports" / f"{out['run_id']}.json").read_text())
-    assert report["explanation"] == ["Moved with it: kib 100 → 400, +300%.",
+    assert report["explanation"] == ["Moved with it: kib 100.0 → 400.0 KiB, +300%.",
                                      "The peak moved from phase forward (last good) to phase backward (first bad)."]
 
 
