@@ -16,7 +16,8 @@ from __future__ import annotations
 from bisector.job.config import JobConfig
 from bisector.core.criterion import Direction
 from bisector.data import probes_dir
-from bisector.job.probe_spec import builtin_files, builtin_script
+from bisector.job.probe_code import builtin_files
+from bisector.job.probe_spec import builtin_script
 
 _BODY = '''
 

@@ -41,7 +41,7 @@ from bisector.core.result import BisectResult
 from bisector.core.units import human_value
 from bisector.data import repro_dir
 from bisector.errors import UsageError
-from bisector.job.probe_spec import builtin_files
+from bisector.job.probe_code import builtin_files
 from bisector.report.common import result_metric
 from bisector.safety.safe_text import one_line, visible
 from bisector.report.sides import shown

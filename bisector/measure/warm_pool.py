@@ -23,7 +23,8 @@ from typing import Callable, Optional
 
 from bisector.data import probes_dir
 from bisector.envs import HOOK_NAME, MODULES_ENV, PROOF_ENV
-from bisector.job.probe_spec import ProbeSpec, builtin_files
+from bisector.job.probe_code import builtin_files
+from bisector.job.probe_spec import ProbeSpec
 from bisector.core.facts import RESULT_ENV
 from bisector.measure.warm_server import WarmLost, WarmServer
 from bisector.process.procs import Completed
