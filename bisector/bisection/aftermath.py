@@ -6,6 +6,7 @@ is measured, so an interrupted run resumes with the missing ones only."""
 from __future__ import annotations
 
 import shlex
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional
 
@@ -18,10 +19,27 @@ from bisector.bisection.recorder import RunRecorder
 from bisector.bisection.revert import confirm_by_revert
 from bisector.decide.seam import MeasurerFactory
 from bisector.core.candidate import Candidate, CandidateKind
-from bisector.core.changes import Attribution, AttributionKind
-from bisector.core.result import BisectResult
-from bisector.core.search import Outcome
+from bisector.core.changes import Attribution, AttributionKind, Confirmation
 from bisector.envs import CacheLayout
+
+
+@dataclass(frozen=True)
+class AftermathOutcome:
+    """What a found boundary got: which change explains the step (``attribution``), a commit culprit's
+    revert measured on the bad end (``confirmation``), and the companion's bisect, to run (``follow``) or
+    offered as a command (``offered``); ``no_refine``: the step is no single candidate's (an interaction,
+    or a companion that cannot be followed), so no refine hint is offered."""
+
+    attribution: Optional[Attribution] = None
+    confirmation: Optional[Confirmation] = None
+    follow: Optional[FollowUp] = None
+    offered: Optional[list[str]] = None
+    no_refine: bool = False
+
+    @property
+    def attributed(self) -> bool:
+        """The step is explained by something other than the candidate (refined by following that)."""
+        return self.attribution is not None and self.attribution.kind is not AttributionKind.CANDIDATE
 
 
 class Aftermath:
@@ -35,56 +53,54 @@ class Aftermath:
         self.first_bad = phase.candidates[s.first_bad] if s.first_bad is not None else None
         self.last_good = phase.candidates[s.last_good] if s.last_good is not None else None
 
-    def finish(self, result: BisectResult) -> tuple[BisectResult, Optional[FollowUp]]:
-        """``result`` with its attribution and confirmation (when they apply), and the companion's
-        bisect to run when the attribution names one and following is on."""
-        if result.status is not Outcome.FOUND or self.first_bad is None or self.last_good is None:
-            return result, None
-        job, follow = self.config.job, None
-        if job.attribute and result.also_changed:
-            result.attribution = self._attribute(result)
-            follow = self._follow_or_suggest(result)
+    def outcome(self, found: bool, also_changed: dict[str, list[str]]) -> AftermathOutcome:
+        """What the boundary gets when the phase ``found`` it: the attribution among ``also_changed`` (the
+        packages that moved with the candidate), the companion's bisect, the revert's confirmation."""
+        if not found or self.first_bad is None or self.last_good is None:
+            return AftermathOutcome()
+        job, attribution, follow, offered, no_refine = self.config.job, None, None, None, False
+        if job.attribute and also_changed:
+            attribution = self._attribute(also_changed)
+            follow, offered, no_refine = self._follow_or_suggest(attribution)
+        confirmation = None
         if job.confirm_revert and self.first_bad.kind is CandidateKind.COMMIT and self.plan.repo_path:
-            result.confirmation = confirm_by_revert(self.plan.repo_path, self.first_bad, self.phase.candidates[-1],
-                                                    self._judge_revert, CacheLayout(self.cache_dir).tmp)
-        return result, follow
+            confirmation = confirm_by_revert(self.plan.repo_path, self.first_bad, self.phase.candidates[-1],
+                                             self._judge_revert, CacheLayout(self.cache_dir).tmp)
+        return AftermathOutcome(attribution, confirmation, follow, offered, no_refine)
 
-    def _attribute(self, result: BisectResult) -> Attribution:
-        self.recorder.note(f"also changed: {', '.join(result.also_changed)}; measuring which change explains the "
-                           "step")
+    def _attribute(self, also_changed: dict[str, list[str]]) -> Attribution:
+        self.recorder.note(f"also changed: {', '.join(also_changed)}; measuring which change explains the step")
 
         def judge_setup(label: str, c: Candidate, pins: dict[str, str]) -> Judgement:
             measurer = self.recorder.measurer(self.measurers.pinned(pins), self.plan.repo_path)
             return self.recorder.judged("attribution", measurer, c, self.phase.calibrated, label)[0]
 
-        return attribute(self.config.job.package, self.last_good, self.first_bad, result.also_changed, judge_setup)
+        return attribute(self.config.job.package, self.last_good, self.first_bad, also_changed, judge_setup)
 
     def _judge_revert(self, c: Candidate) -> Judgement:
         measurer = self.recorder.measurer(self.measurers, self.plan.repo_path)
         return self.recorder.judged("revert", measurer, c, self.phase.calibrated)[0]
 
-    def _follow_or_suggest(self, result: BisectResult) -> Optional[FollowUp]:
-        """The companion's bisect to run (or the note saying how); the refine and widen hints follow
-        the attribution."""
-        a, note = result.attribution, self.recorder.note
+    def _follow_or_suggest(self, a: Attribution) -> tuple[Optional[FollowUp], Optional[list[str]], bool]:
+        """The companion's bisect to run, or its command offered (with the note saying how), and whether the
+        refine hint goes (the step is not the candidate's alone)."""
+        note = self.recorder.note
         if a.kind is AttributionKind.INTERACTION:
-            result.refine_command = None
             note("only a set of changes gives the step together (" + ", ".join(a.packages) + "); "
                  "bisect one of them with the others pinned at their first-bad versions")
+            return None, None, True
         if a.kind is not AttributionKind.COMPANION:
-            return None
+            return None, None, False
         followed = follow_config(self.config, a, self.first_bad)
         if followed is None:
-            result.refine_command = None
             note(f"the step comes with {a.minimal[0].describe()}; it cannot be followed from a commit candidate "
                  "or a package absent on one side: bisect it by hand")
-            return None
+            return None, None, True
         added = [p for p in followed.job.pins if p not in self.config.job.pins]
         command = follow_command(self.recorder.command, followed, added)
-        result.refine_command, result.widen_command = shlex.join(command), None
         if not should_follow(self.config, a):
             note(f"the step comes with {a.minimal[0].describe()}; bisect it with: {shlex.join(command)}")
-            return None
-        note(f"following {a.minimal[0].describe()} (with {', '.join(added)})")
-        pins = dict(p.split("==", 1) for p in added)
-        return FollowUp(config=followed, measurers=self.measurers.pinned(pins), command=command)
+            return None, command, False
+        note(f"following {a.minimal[0].describe()} (with {', '.join(map(str, added))})")
+        pins = dict(added)
+        return FollowUp(config=followed, measurers=self.measurers.pinned(pins), command=command), None, False

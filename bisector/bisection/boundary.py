@@ -10,6 +10,8 @@ from packaging.utils import canonicalize_name
 from bisector.bisection.phase import PhaseResult
 from bisector.core.facts import ProbeResult
 from bisector.core.measurement import Status
+from bisector.core.requirements import Pin
+from bisector.core.result import PointEnv
 
 STACK = ("torch", "transformers", "accelerate")
 Side = tuple[ProbeResult, dict]   # (the probe's result, the environment's name -> version)
@@ -25,6 +27,8 @@ def environment_facts(result: ProbeResult, env: dict, package: str, companions: 
                 **{k: v for k, v in result.versions.items() if v and v != "None"}}
     device = result.device
     facts = {"python": versions.get("python"), "torch": versions.get("torch"), "torch from": env.get("torch from")}
+    if canonicalize_name(package) == "torch":   # bisecting torch: the commit each build was made from
+        facts["torch git"] = env.get("torch git")
     if device.type == "cuda":
         facts.update(cuda=device.cuda, gpu=device.gpu_label, driver=device.driver)
     elif device.type or device.name:
@@ -35,12 +39,12 @@ def environment_facts(result: ProbeResult, env: dict, package: str, companions: 
     return {k: str(v) for k, v in facts.items() if v not in (None, "")}
 
 
-def point_environment(side: Side, package: str, companions: Iterable[str]) -> tuple[dict, list[str]]:
+def point_environment(side: Side, package: str, companions: Iterable[str]) -> tuple[PointEnv, list[Pin]]:
     """A reported point's environment facts (the package under test and the spec's companions
-    included) and every package of it as ``name==version`` (what a repro pins)."""
+    included) and every package of it as a pin (what a repro pins)."""
     result, env = side
-    pins = sorted(f"{k}=={v}" for k, v in env.items() if k not in ("python", "torch from"))
-    return environment_facts(result, env, package, companions, own=True), pins
+    pins = sorted(Pin(k, v) for k, v in env.items() if k not in ("python", "torch from", "torch git"))
+    return PointEnv.model_validate(environment_facts(result, env, package, companions, own=True)), pins
 
 
 def merge_sides(good: dict, bad: dict) -> dict:

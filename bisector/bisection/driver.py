@@ -1,31 +1,29 @@
 """The Bisector: the bisect's modes (releases, widened back when good is already bad, then in auto mode
-the commits between the boundary releases; commits alone), each phase's search and its follow-ups,
-recorded through one RunRecorder. Measuring goes through the ``measurers`` it is handed (the seam)."""
+the commits between the boundary releases, or for torch the nightlies between them; nightlies alone;
+commits alone), each phase's search and its follow-ups, recorded through one RunRecorder. Measuring goes
+through the ``measurers`` it is handed (the seam)."""
 from __future__ import annotations
 
-import shlex
+from dataclasses import replace
 from typing import Optional
 
 from packaging.utils import canonicalize_name
 
 from bisector.bisection.aftermath import Aftermath
-from bisector.bisection.assemble import RunFacts, assemble
+from bisector.bisection.assemble import (Answer, RunFacts, assemble, moved_with, phase_status,
+                                        stopped_result)
 from bisector.bisection.contrast import contrast_of, reference_of
-from bisector.bisection.follow_up import attach_followed
 from bisector.decide.judge import judge
 from bisector.bisection.phase import PhaseResult
-from bisector.bisection.plan import (TORCH_COMMITS, TORCH_STOPS, Plan, commit_plan, older_releases,
-                                     release_plan)
+from bisector.bisection.nightly_plan import NO_NIGHTLY_INDEX, after_releases, nightly_plan
+from bisector.bisection.plan import TORCH_COMMITS, Plan, commit_plan, older_releases, release_plan
 from bisector.bisection.recorder import Handler, RunRecorder, SilentHandler
 from bisector.bisection.refine import refinement
 from bisector.bisection.search_phase import search_phase
 from bisector.decide.seam import MeasurerFactory
 from bisector.bisection.widen import walk_back
 from bisector.job.config import JobConfig, Mode
-from bisector.core.changes import AttributionKind
-from bisector.core.candidate import CandidateKind
-from bisector.core.criterion import Criterion, calibrate, describe_against_baseline, describe_rule, needs_endpoints
-from bisector.core.result import BisectResult, made_by
+from bisector.core.result import BisectResult
 from bisector.core.search import Outcome
 from bisector.envs import TORCH
 from bisector.errors import BisectorError, UndecidedError, UsageError
@@ -47,20 +45,24 @@ class Bisector:
         self.recorder = RunRecorder(config, store, run_id, command or ["bisector", "run"], handler)
         self.run_id = self.recorder.run_id   # a resumed or continued run keeps its id
         self.cache_dir = config.run.cache_dir or default_cache_dir()
-        self._final: Optional[tuple[Plan, PhaseResult]] = None   # the phase the answer comes from
         self._outer: Optional[tuple[Plan, PhaseResult]] = None   # the phase over the whole range
 
     def run(self) -> BisectResult:
-        """Run the job to its answer; every measurement is stored as soon as it is taken."""
+        """Run the job to its answer; every measurement is stored as soon as it is taken. The result is
+        assembled once, from the answer, the story around it and the run's record."""
         rec = self.recorder
         rec.begin()
         try:
-            result = rec.filled(self._with_story(self._run_mode()))
+            answer = self._run_mode()
+            contrast = contrast_of(self.config, rec, answer.measurers, answer.plan, answer.phase)
+            result = assemble(self._facts(answer.measurers), answer, rec.summary(), reference_of(self.config),
+                              contrast)
         except BisectorError as exc:   # rejected input, an answer of one line (cannot measure either endpoint)
             if not rec.steps:         # or a failure; with no step taken there is no run to list or resume
                 rec.forget()          # (measurements stay stored)
             elif isinstance(exc, UndecidedError):   # final: what is known is stored, and a report renders it
-                rec.save(Outcome.UNDECIDED, rec.filled(self._stopped(str(exc))).model_dump(mode="json"))
+                stopped = stopped_result(self._facts(self.measurers), str(exc), rec.summary())
+                rec.save(Outcome.UNDECIDED, stopped.model_dump(mode="json"))
             else:
                 rec.save("failed")
             raise
@@ -70,40 +72,53 @@ class Bisector:
         rec.save(result.status, result.model_dump(mode="json"))
         return result
 
-    def _stopped(self, reason: str) -> BisectResult:
-        """The result of a run stopped undecided before any phase's answer (both endpoints unmeasurable, say):
-        its reason, the criterion and the command; the steps taken are filled in by the recorder."""
-        config = self.config
-        kind = CandidateKind.COMMIT if config.job.mode is Mode.COMMITS else CandidateKind.RELEASE
-        return BisectResult(run_id=self.run_id, package=config.job.package, mode=kind, status=Outcome.UNDECIDED,
-                            reason=reason, find_fix=config.job.find_fix, criterion=_rule(config.criterion),
-                            metric=config.criterion.metric, command=shlex.join(self.recorder.command),
-                            decision_rule=describe_rule(config.criterion, config.probe.exit_code_mode),
-                            bisector_version=made_by())
+    def _facts(self, measurers: MeasurerFactory) -> RunFacts:
+        return RunFacts(run_id=self.run_id, config=self.config, command=self.recorder.command, spec=measurers.spec,
+                        outer=self._outer, cache_dir=self.cache_dir)
 
-    def _run_mode(self) -> BisectResult:
+    def _run_mode(self) -> Answer:
         job = self.config.job
         torch = canonicalize_name(job.package) == TORCH
         if job.mode is Mode.COMMITS:
             if torch or not job.repo:
                 raise UsageError(TORCH_COMMITS if torch else "--mode commits needs --repo (a local path or a git URL)")
             return self._answer(commit_plan(job, job.repo, self.cache_dir), "commits", outer=True)
+        if job.mode is Mode.NIGHTLIES:
+            if not torch:
+                raise UsageError(f"--mode nightlies is torch's (nightly wheels from --nightly-index), not {job.package}'s")
+            return self._answer(nightly_plan(job, self._stored()), "nightlies", outer=True,
+                                measurers=self.measurers.nightlies(job.nightly_index))
         plan = self.releases or release_plan(job)
         res, widen_stop = search_phase("releases", plan, self.measurers, self.recorder), None
         if res.search.outcome is Outcome.PREDATES_RANGE and job.widen and not job.find_fix:
             plan, res, widen_stop = self._widen(plan, res)
         self._outer = (plan, res)
-        result = self._finish(plan, res, widen_stop)
-        attributed = result.attribution is not None and result.attribution.kind is not AttributionKind.CANDIDATE
-        if job.mode is not Mode.AUTO or result.status is not Outcome.FOUND or attributed:
-            return result   # an attributed step is refined by following the attribution, not the candidate
+        answer = self._finish(plan, res, widen_stop)
+        if job.mode is not Mode.AUTO or phase_status(res) is not Outcome.FOUND or answer.aftermath.attributed:
+            return answer   # an attributed step is refined by following the attribution, not the candidate
         if torch:
-            self.recorder.note(TORCH_STOPS)
-            return result
+            return self._nightlies(plan, res, answer)
         refined = refinement(self.recorder, plan, res, self.cache_dir)
         if refined.commits is None:
-            return result.model_copy(update={"refine_command": refined.command})
+            return replace(answer, refine=refined.command)
         return self._answer(refined.commits, "commits")
+
+    def _nightlies(self, plan: Plan, res: PhaseResult, answer: Answer) -> Answer:
+        """torch after its releases: the nightlies between the boundary releases, from the nightly index."""
+        job = self.config.job
+        if not job.nightly_index:
+            self.recorder.note(NO_NIGHTLY_INDEX)
+            return answer
+        nightlies, said = after_releases(job, plan, res, self._stored())
+        self.recorder.note(said)
+        if nightlies is None:
+            return answer
+        return self._answer(nightlies, "nightlies", measurers=self.measurers.nightlies(job.nightly_index))
+
+    def _stored(self) -> list[str]:
+        """The versions of the package measured with this probe before (a deleted nightly among them)."""
+        fingerprint = self.config.probe.fingerprint()
+        return [m.candidate for m in self.store.measurements_for(self.config.job.package, fingerprint)]
 
     def _widen(self, plan: Plan, res: PhaseResult) -> tuple[Plan, PhaseResult, Optional[str]]:
         """Walk back from good in growing steps (1, 2, 4, ...) until a release is GOOD, then bisect."""
@@ -116,35 +131,23 @@ class Bisector:
         wider = release_plan(self.config.job.model_copy(update={"good": found.ref, "bad": plan.candidates[0].ref}))
         return wider, search_phase("releases", wider, self.measurers, rec), None
 
-    def _answer(self, plan: Plan, name: str, outer: bool = False) -> BisectResult:
-        phase = search_phase(name, plan, self.measurers, self.recorder)
+    def _answer(self, plan: Plan, name: str, outer: bool = False,
+                measurers: Optional[MeasurerFactory] = None) -> Answer:
+        measurers = measurers or self.measurers
+        phase = search_phase(name, plan, measurers, self.recorder)
         self._outer = (plan, phase) if outer else self._outer
-        return self._finish(plan, phase)
+        return self._finish(plan, phase, measurers=measurers)
 
-    def _finish(self, plan: Plan, phase: PhaseResult, widen_stop: Optional[str] = None) -> BisectResult:
-        """The phase's result with what a found boundary gets: attribution, follow, revert confirmation."""
-        rec, self._final = self.recorder, (plan, phase)
-        facts = RunFacts(run_id=self.run_id, config=self.config, command=rec.command, spec=self.measurers.spec,
-                         widen_stop=widen_stop, outer=self._outer)
-        result, follow = Aftermath(rec, self.measurers, plan, phase, self.cache_dir).finish(
-            assemble(facts, plan, phase))
-        if follow is not None:
-            followed = Bisector(follow.config, self.store, follow.measurers, handler=rec.handler,
+    def _finish(self, plan: Plan, phase: PhaseResult, widen_stop: Optional[str] = None,
+                measurers: Optional[MeasurerFactory] = None) -> Answer:
+        """The phase as an answer, with what a found boundary gets: attribution, follow, revert confirmation."""
+        measurers = measurers or self.measurers
+        found = phase_status(phase) is Outcome.FOUND
+        moved = moved_with(self.config, measurers.spec, phase) if found else {}
+        outcome = Aftermath(self.recorder, measurers, plan, phase, self.cache_dir).outcome(found, moved)
+        followed = None
+        if outcome.follow is not None:
+            follow = outcome.follow
+            followed = Bisector(follow.config, self.store, follow.measurers, handler=self.recorder.handler,
                                 command=follow.command).run()
-            attach_followed(result, followed, follow.command)
-        return result
-
-    def _with_story(self, result: BisectResult) -> BisectResult:
-        """The upstream report's numbers, and the [contrast] setting measured at the ends of the range
-        the answer came from."""
-        result.reference = reference_of(self.config)
-        if self._final is not None:
-            result.contrast = contrast_of(self.config, self.recorder, self.measurers, *self._final)
-        return result
-
-
-def _rule(c: Criterion) -> str:
-    """The criterion as a result states it, before any endpoint was measured (a relative rule in words)."""
-    if needs_endpoints(c):
-        return describe_against_baseline(c).replace("the baseline cell", "the good endpoint")
-    return calibrate(c).describe()
+        return Answer(plan, phase, measurers, outcome, widen_stop, followed)

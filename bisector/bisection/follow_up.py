@@ -11,18 +11,16 @@ or the one its metadata names). The followed bisect does not follow again.
 """
 from __future__ import annotations
 
-import shlex
 from dataclasses import dataclass
 from typing import Any, Optional
 
 from packaging.utils import canonicalize_name
 
-from bisector.job.commandline import with_flags
+from bisector.job.commandline import with_words
 from bisector.job.config import JobConfig, Mode
 from bisector.core.changes import Attribution, AttributionKind, ChangeKind
 from bisector.core.candidate import Candidate, CandidateKind
-from bisector.core.result import BisectResult
-from bisector.core.search import Outcome
+from bisector.core.requirements import Pin
 
 _DROPPED = {"--repo": True, "--repo-url": True, "--follow-repo": True, "--follow": False, "--no-follow": False,
             "--resume": False, "--widen": False}
@@ -38,16 +36,6 @@ class FollowUp:
     command: list[str]
 
 
-def attach_followed(result: BisectResult, followed: BisectResult, command: list[str]) -> None:
-    """The followed bisect on ``result``, whose refine and widen hints become the followed one's (a
-    release answer of the companion refines to its commits)."""
-    result.followed = followed
-    result.refine_command, result.widen_command = followed.refine_command, followed.widen_command
-    if (followed.refine_command is None and followed.status is Outcome.FOUND
-            and followed.mode is CandidateKind.RELEASE and followed.last_good):
-        result.refine_command = with_flags(command, {"--mode": "auto", "--good": followed.last_good.ref,
-                                                     "--bad": followed.first_bad.ref, "--repo": "<REPO>"})
-
 
 def should_follow(config: JobConfig, attribution: Optional[Attribution]) -> bool:
     """Follow a companion unless --no-follow (on by default when the cause is a companion)."""
@@ -55,20 +43,20 @@ def should_follow(config: JobConfig, attribution: Optional[Attribution]) -> bool
             and config.job.follow is not False)
 
 
-def follow_pins(attribution: Attribution, first_bad: Candidate, pins: list[str]) -> Optional[list[str]]:
+def follow_pins(attribution: Attribution, first_bad: Candidate, pins: list[Pin]) -> Optional[list[Pin]]:
     """The followed job's pins, or None when that context cannot be pinned (a commit candidate, or a
     companion absent on one side)."""
     companion = attribution.minimal[0]
     if first_bad.kind is CandidateKind.COMMIT or companion.a is None or companion.b is None:
         return None
     own = canonicalize_name(companion.name)
-    kept = [p for p in pins if canonicalize_name(p.split("==", 1)[0]) != own]
-    moved = [f"{c.name}=={c.b}" for c in attribution.changes
+    kept = [p for p in pins if canonicalize_name(p.name) != own]
+    moved = [Pin(c.name, c.b) for c in attribution.changes
              if c.kind is ChangeKind.PACKAGE and c.name != companion.name and c.b is not None]
-    return kept + [f"{first_bad.package}=={first_bad.ref}"] + moved
+    return kept + [Pin(first_bad.package, first_bad.ref)] + moved
 
 
-def follow_job(base: JobConfig, package: str, good: str, bad: str, pins: list[str], mode: Mode,
+def follow_job(base: JobConfig, package: str, good: str, bad: str, pins: list[Pin], mode: Mode,
                find_fix: bool = False) -> JobConfig:
     """The one builder of a follow-up bisect: ``base``'s probe, criterion, env spec, index and run
     settings, bisecting ``package`` from ``good`` to ``bad`` with ``pins`` over the spec, in its own
@@ -86,18 +74,17 @@ def follow_config(config: JobConfig, attribution: Attribution, first_bad: Candid
     pins = follow_pins(attribution, first_bad, job.pins)
     if pins is None:
         return None
-    mode = Mode.AUTO if job.mode is Mode.COMMITS else job.mode
+    mode = Mode.AUTO if job.mode in (Mode.COMMITS, Mode.NIGHTLIES) else job.mode
     return follow_job(config, companion.name, companion.a, companion.b, pins, mode)
 
 
-def follow_command(command: list[str], followed: JobConfig, added: list[str]) -> list[str]:
+def follow_command(command: list[str], followed: JobConfig, added: list[Pin]) -> list[str]:
     """The command line of the followed bisect (the first one's, re-aimed), as words."""
     job = followed.job
-    line = with_flags(command, {"--package": job.package, "--good": job.good, "--bad": job.bad,
-                                "--mode": job.mode.value}, drop=_DROPPED)
-    words = shlex.split(line)
+    words = with_words(command, {"--package": job.package, "--good": job.good, "--bad": job.bad,
+                                 "--mode": job.mode.value}, drop=_DROPPED)
     if job.repo:
         words += ["--repo", job.repo]
     for pin in added:
-        words += ["--with", pin]
+        words += ["--with", str(pin)]
     return words

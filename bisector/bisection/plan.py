@@ -13,10 +13,9 @@ from bisector.sources import git
 from bisector.sources import index
 from bisector.sources.installer_config import resolve_index_url
 
-TORCH_COMMITS = ("torch is bisected by release (each one becomes the shared base); building torch commits from "
-                 "source takes hours: use --mode releases, or nightly wheels with --index-url and --pre")
-TORCH_STOPS = ("torch stops at releases (its commits are not built per candidate); nightly wheels between the "
-               "two releases can be bisected with --index-url and --pre")
+TORCH_COMMITS = ("torch is bisected by release, then by nightly (each one becomes the shared base); building torch "
+                 "commits from source takes hours: use --mode releases, or --mode nightlies with --nightly-index "
+                 "(the answer is then the commit range between two nightlies)")
 
 
 @dataclass

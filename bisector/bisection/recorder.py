@@ -6,6 +6,7 @@ parts of the result (steps, log, notes, counts) are filled from it once, when th
 """
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Optional, Protocol
 
@@ -16,11 +17,22 @@ from bisector.job.config import JobConfig
 from bisector.core.candidate import Candidate
 from bisector.core.criterion import Calibrated
 from bisector.core.measurement import Status, absent_reason
-from bisector.core.result import BisectResult, Step
+from bisector.core.result import Step
 from bisector.errors import UsageError
 from bisector.job.command_metrics import refuse_steps_left_out
 from bisector.store.run_record import RunRecord, config_hash
 from bisector.store.storage import RunKind, StepRow, Store
+
+
+@dataclass(frozen=True)
+class RunSummary:
+    """The run-level record of a run: its steps, notes and what its measurers did (probes run, measurements
+    reused), as the result records them."""
+
+    steps: list[Step] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    probes_run: int = 0
+    measurements_reused: int = 0
 
 
 class Handler(Protocol):
@@ -137,8 +149,7 @@ class RunRecorder:
             raise UsageError(f"metric {metric!r} is not produced by the probe; it produces: {shown}")
 
     # -- the result's run-level part --------------------------------------------------------------
-    def filled(self, result: BisectResult) -> BisectResult:
-        """``result`` with this run's steps, log, notes and counts (set here, once)."""
-        return result.model_copy(update={
-            "steps": list(self.steps), "log": [s.log_line() for s in self.steps], "notes": list(self.notes),
-            "probes_run": self.probes_run, "measurements_reused": len(self.reused_keys)})
+    def summary(self) -> RunSummary:
+        """This run's steps, notes and counts, as the result records them."""
+        return RunSummary(steps=list(self.steps), notes=list(self.notes), probes_run=self.probes_run,
+                          measurements_reused=len(self.reused_keys))

@@ -11,17 +11,17 @@ from bisector.bisection.assemble import metadata_url
 from bisector.bisection.phase import PhaseResult
 from bisector.bisection.plan import Plan, commit_plan
 from bisector.bisection.recorder import RunRecorder
-from bisector.job.commandline import with_flags
+from bisector.job.commandline import with_words
 from bisector.errors import BisectorError
 from bisector.sources import git
 
 
 @dataclass(frozen=True)
 class Refinement:
-    """The commit plan to bisect next, or (when there is none) the command that would refine it."""
+    """The commit plan to bisect next, or (when there is none) the command that would refine it (words)."""
 
     commits: Optional[Plan] = None
-    command: Optional[str] = None
+    command: Optional[list[str]] = None
 
 
 def refinement(recorder: RunRecorder, plan: Plan, res: PhaseResult, cache_dir: Path) -> Refinement:
@@ -30,16 +30,17 @@ def refinement(recorder: RunRecorder, plan: Plan, res: PhaseResult, cache_dir: P
     good, bad = plan.candidates[res.search.last_good].ref, plan.candidates[res.search.first_bad].ref
     named = None if job.repo else _metadata_repo(recorder, res)
     repo = job.repo or (named if job.clone else None)
-    # auto mode from the two adjacent releases: it finds their tags in the repository (the release versions are
-    # no git refs, so --mode commits with them would not run as printed); their measurements are reused
-    refine = with_flags(recorder.command, {"--mode": "auto", "--good": good, "--bad": bad, "--repo": "<REPO>"})
-    if not repo and named:   # the URL the metadata names: --repo takes it as it is, so the line runs as printed
-        refine = refine.replace("<REPO>", shlex.quote(named))
-    if not repo:
+    def refine(where: str) -> list[str]:
+        """Auto mode from the two adjacent releases: it finds their tags in the repository (release versions
+        are no git refs, so --mode commits with them would not run as printed); their measurements are reused."""
+        return with_words(recorder.command, {"--mode": "auto", "--good": good, "--bad": bad, "--repo": where})
+
+    if not repo:   # the URL the metadata names: --repo takes it as it is, so the line runs as printed
+        command = refine(named or "<REPO>")
         where = (f"; {job.package}'s metadata names {named} (the command below clones it; --repo a clone of "
                  "your own, or --clone, does the same)" if named else "")
-        recorder.note(f"no --repo given: the answer stops at releases{where}; refine with: {refine}")
-        return Refinement(command=refine)
+        recorder.note(f"no --repo given: the answer stops at releases{where}; refine with: {shlex.join(command)}")
+        return Refinement(command=command)
     try:
         path = git.open_repo(repo, cache_dir)
         tags = [git.tag_for_version(path, v) for v in (good, bad)]
@@ -48,7 +49,7 @@ def refinement(recorder: RunRecorder, plan: Plan, res: PhaseResult, cache_dir: P
         return Refinement(commits=commit_plan(job, repo, cache_dir, good=tags[0], bad=tags[1]))
     except BisectorError as exc:
         recorder.note(f"cannot refine to commits ({exc}); the release answer stands")
-        return Refinement(command=refine.replace("<REPO>", shlex.quote(repo)))
+        return Refinement(command=refine(repo))
 
 
 def _metadata_repo(recorder: RunRecorder, res: PhaseResult) -> Optional[str]:

@@ -28,7 +28,7 @@ from bisector.core.criterion import Compare, Criterion, calibrate
 from bisector.core.measurement import Measurement
 from bisector.core.result import BisectResult, Point, Repro, ReproSide
 from bisector.core.verdict import Verdict
-from bisector.envs import CacheLayout, ensure_overlay, resolve_base, venv_run_env
+from bisector.envs import TORCH, CacheLayout, ensure_overlay, overlay_of, resolve_base, site_packages, venv_run_env
 from bisector.errors import EnvironmentFailure
 from bisector.job.config import JobConfig
 from bisector.measure.probe_process import run_probe
@@ -121,7 +121,7 @@ def verify(store: Store, result: BisectResult, config: JobConfig, path: Path, sc
     base = resolve_base(spec, layout)
     timeout = config.probe.timeout
     probe = (ProbeSpec(cmd=f"sh {shlex.quote(str(path))}", timeout=timeout) if script.shell
-             else ProbeSpec(path=path, timeout=timeout))
+             else ProbeSpec(path=path, timeout=timeout, cwd=config.probe.cwd if config.probe.command else None))
     runs = STATS_RUNS if config.criterion.compare is Compare.STATS else config.criterion.repeats
     criterion = Criterion() if script.shell else Criterion(
         metric=script.metric, threshold=script.threshold, direction=script.direction, repeats=runs, max_repeats=runs)
@@ -131,7 +131,7 @@ def verify(store: Store, result: BisectResult, config: JobConfig, path: Path, sc
     with tempfile.TemporaryDirectory(dir=layout.tmp, prefix="repro-verify-") as work:
         try:
             made = build_venvs(install_commands(text), Path(work), Path(base.python), ensure_overlay(base, layout),
-                               replace, env, tuple(said))
+                               replace, env, tuple(said), side_overlays(store, s))
         except EnvironmentFailure as exc:
             failed = ReproSide(verdict=Verdict.SKIP, reason=str(exc))
             return Repro(path=str(path), last_good=failed, first_bad=failed, metric=script.metric,
@@ -149,6 +149,26 @@ def verify(store: Store, result: BisectResult, config: JobConfig, path: Path, sc
     return Repro(path=str(path), last_good=last_good, first_bad=first_bad, metric=script.metric,
                  threshold=script.threshold, verified=(last_good.verdict, first_bad.verdict) == expected,
                  how=made.said, sha256=digest)
+
+
+def side_overlays(store: Store, s: BisectResult) -> dict[str, Path]:
+    """When torch itself is the package under test, each side's torch is its own base: the overlay the
+    environment that measured that side pointed at (found through the run's steps in ``store``), by venv
+    name; sides without one are left out (their venv sees the job's base)."""
+    if s.package.lower() != TORCH:
+        return {}
+    steps = store.steps(s.run_id)
+    out = {}
+    for venv, p in (("good", s.last_good), ("bad", s.first_bad)):
+        ref = p.sha or p.ref
+        for step in reversed(steps):
+            keys = step.measurements if step.candidate.split(" ")[-1] == ref else []
+            found = [m for m in map(store.get_measurement, keys) if m is not None and m.env is not None]
+            overlay = next((o for m in found if (o := overlay_of(site_packages(Path(m.env.path)))) is not None), None)
+            if overlay is not None:
+                out[venv] = overlay
+                break
+    return out
 
 
 def record(store: Store, run: RunRow, repro: Repro) -> BisectResult:

@@ -27,14 +27,15 @@ from packaging.version import InvalidVersion, Version
 from bisector.bisection.boundary import STACK
 from bisector.core.candidate import CandidateKind
 from bisector.core.result import BisectResult, Point, made_by
+from bisector.envs import HEAVY
 from bisector.errors import UsageError
-from bisector.job.commandline import reproduce_command
+from bisector.job.commandline import portable_words
 from bisector.report.culprit_lines import full_headline
 from bisector.report.sides import shown
 from bisector.safety.safe_text import one_line
 from bisector.sources import git
 
-NOT_PACKAGES = ("python", "meter", "cpu", "gpu", "cuda", "driver", "torch from")
+NOT_PACKAGES = ("torch from", "torch git")   # facts of the environment beside its packages, never pins
 NOT_PINNED = ("pip",)   # the installer itself: a fresh venv has its own
 PACKAGE_NAME = re.compile(r"^[A-Za-z0-9]([A-Za-z0-9._-]*[A-Za-z0-9])?$")   # PEP 508
 CLONE = "${REPO_URL}"   # a local clone in the header: the maintainer's URL of it, never this machine's path
@@ -123,10 +124,9 @@ def installable(name: str, version: str) -> Optional[str]:
 def _held(p: Point) -> dict[str, str]:
     """Every package of the side's environment, name -> version: its pins, then its facts."""
     held = {}
-    for pin in p.pins:
-        name, _, version = pin.partition("==")
+    for name, version in p.pins:
         held[canonicalize_name(name)] = version
-    for name, version in p.env.items():
+    for name, version in p.env.held().items():
         if name not in NOT_PACKAGES:
             held.setdefault(canonicalize_name(name), str(version))
     return held
@@ -163,8 +163,8 @@ def _facts(s: BisectResult, p: Point) -> list[str]:
     """What the environment held that is no requirement (where torch came from, a local build tag), without
     a path."""
     out = []
-    for name, value in p.env.items():
-        if name in NOT_PACKAGES[:-1] or name == s.package:
+    for name, value in p.env.held().items():
+        if name == s.package:
             continue
         text = one_line(str(value))
         if name == "torch from" or not installable(name, text):
@@ -174,14 +174,10 @@ def _facts(s: BisectResult, p: Point) -> list[str]:
     return out
 
 
-def portable(command: str, repo: Optional[str], repo_url: Optional[str] = None) -> str:
+def portable(words: list[str], repo: Optional[str], repo_url: Optional[str] = None) -> str:
     """The bisect's command with no path of this machine: a local ``--repo`` clone as the repository's URL
     (``repo_url``, what the install lines name) or else ``$REPO_URL``, any other path (``--env``,
     ``--probe``, ``--config``, one inside a probe command) as ``<PATH>``."""
-    try:
-        words = shlex.split(command)
-    except ValueError:
-        return one_line(_ABS_PATH.sub(PATH_PLACEHOLDER, command))
     out, local = [], bool(repo) and not git.is_url(repo)
     for i, word in enumerate(words):
         flag, eq, value = word.partition("=") if word.startswith("--") and "=" in word else ("", "", word)
@@ -220,12 +216,24 @@ def install_lines(s: BisectResult, repo: Optional[str], index: IndexUse) -> list
         reqs = [quoted(r) for r in installs(s, p, repo)]
         torch = [r for r in reqs if r.startswith(("torch==", "'torch=="))]
         rest = [r for r in reqs if r not in torch]
+        nightly = _nightly_flags(s, p)
+        if nightly:   # torch and what it pins exactly (a triton build) come from the nightly index, as the day's
+            rest = [r for r in rest if not HEAVY.match(canonicalize_name(r.strip("'").split("==", 1)[0]))]
         out.append(f"python3 -m venv {venv}")
         if torch:
-            out.append(" ".join([f"{venv}/bin/pip", "install", *flags, *torch]))
+            out.append(" ".join([f"{venv}/bin/pip", "install", *(nightly or flags), *torch]))
         if rest:
             out.append(" ".join([f"{venv}/bin/pip", "install", *flags, "--no-deps", *rest]))
     return out
+
+
+def _nightly_flags(s: BisectResult, p: Point) -> list[str]:
+    """A torch nightly installs from the nightly index the bisect read, as the pre-release it is (pip's
+    words; none for any other side)."""
+    url = s.commit_range.index_url if s.commit_range else None
+    if p.kind is not CandidateKind.NIGHTLY or not url:
+        return []
+    return ["--pre", "--index-url", shlex.quote(url)]
 
 
 def header(result: BisectResult, name: str, expect: str, repo: Optional[str], shell: bool,
@@ -242,7 +250,8 @@ def header(result: BisectResult, name: str, expect: str, repo: Optional[str], sh
                       "clone, not named here); set it first: export REPO_URL=file:///path/to/clone".split()), "#"]
     for label, p in (("last good", good), ("first bad", bad)):
         facts = "; ".join(_facts(s, p))
-        out.append(f"# {label}: {s.package} {one_line(p.ref[:12])}" + (f" ({facts})" if facts else ""))
+        shown_ref = p.ref if p.kind is CandidateKind.NIGHTLY else p.ref[:12]
+        out.append(f"# {label}: {s.package} {one_line(shown_ref)}" + (f" ({facts})" if facts else ""))
     where = index.index_url or "pip's own configuration (none named)"
     extra = f", with {', '.join(index.extra_index_urls)}" if index.extra_index_urls else ""
     left = f"; {index.left_out} index(es) of the bisect's machine left out" if index.left_out else ""
@@ -257,14 +266,14 @@ def header(result: BisectResult, name: str, expect: str, repo: Optional[str], sh
     for venv in VENVS.values():
         out.append(f"#   . {venv}/bin/activate && sh {name}" if shell else f"#   {venv}/bin/python {name}")
     out.append("# (With uv: `uv venv good` and `uv pip install --python good/bin/python` with the same arguments.)")
-    pins = [[x for x in p.pins if not x.startswith(f"{s.package}==")] for p in (good, bad)]
+    pins = [[str(x) for x in p.pins if canonicalize_name(x.name) != canonicalize_name(s.package)] for p in (good, bad)]
     moved = [f"{x} (last good)" for x in sorted(set(pins[0]) - set(pins[1]))] + [
         f"{x} (first bad)" for x in sorted(set(pins[1]) - set(pins[0]))]
-    device = good.env.get("gpu") or good.env.get("cpu")
-    out += ["#", f"# The bisect ran Python {good.env.get('python', '?')}" + (f" on {device}" if device else "") + "."]
+    device = good.env.device
+    out += ["#", f"# The bisect ran Python {good.env.python or '?'}" + (f" on {device}" if device else "") + "."]
     out += wrap("#   differing between the sides, besides the package: ", moved) if moved else []
     out += ["#", *wrap("# Expected: ", expect.split())]
-    bisect = reproduce_command(result.command)
+    bisect = portable_words(result.command)
     if bisect:
         command = portable(bisect, repo, result.repo_url)
         said = f"; {PATH_PLACEHOLDER}: a path of the bisect's machine, left out" if PATH_PLACEHOLDER in command else ""

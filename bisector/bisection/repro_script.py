@@ -92,8 +92,8 @@ def _replace(text: str, name: str, lines: list[str]) -> str:
 def ga_memory_script(result: BisectResult, config: JobConfig, head: list[str], metric: str, threshold: float,
                      direction: Direction) -> str:
     """The ga_memory probe itself, embedded, run with the bisect's arguments on its device (see the module)."""
-    settings = (shown(result).probe or {}).get("config") or {}
-    device = settings.get("device") or ("cuda" if "cuda" in (shown(result).last_good.env.get("meter") or "") else "cpu")
+    settings = shown(result).probe.config or {}
+    device = settings.get("device") or ("cuda" if "cuda" in (shown(result).last_good.env.meter or "") else "cpu")
     bisect = {k: settings[k] for k in SETTING_KEYS if k in settings}
     text = (repro_dir() / "ga_memory_repro.py").read_text()
     text = _replace(text, "header", head)
@@ -186,7 +186,7 @@ def repro_script(result: BisectResult, config: JobConfig, name: str) -> ReproScr
     if shell:
         text = shell_script(config, head, s.package)
     elif config.probe.command:
-        device = "cuda" if "cuda" in (s.last_good.env.get("meter") or "") else "cpu"
+        device = "cuda" if "cuda" in (s.last_good.env.meter or "") else "cpu"
         text = command_script(config, head, metric, threshold, direction, s.package, device)
     elif config.probe.name == "ga_memory":
         text = ga_memory_script(result, config, head, metric, threshold, direction)

@@ -66,12 +66,12 @@ def _venv_made(command: str) -> Optional[str]:
 
 def build_venvs(commands: list[str], work: Path, python: Path, overlay: Optional[Path],
                 replace: Optional[dict[str, str]] = None, env: Optional[dict[str, str]] = None,
-                said: tuple[str, ...] = ()) -> FreshVenvs:
+                said: tuple[str, ...] = (), overlays: Optional[dict[str, Path]] = None) -> FreshVenvs:
     """Run ``commands`` in bash in ``work``, one by one, as printed (see the module): ``python`` is
     ``python3``; ``overlay`` (the bisect's torch) is made visible in each venv a line makes; ``replace``:
     printed text -> the stand-in used for it (a VCS URL -> the local clone's); ``env``: variables the
-    lines read (``REPO_URL``); ``said``: those stand-ins in words (no path). EnvironmentFailure names the line
-    that failed."""
+    lines read (``REPO_URL``); ``said``: those stand-ins in words (no path); ``overlays``: a venv's own torch
+    by its name (torch under test: each side's). EnvironmentFailure names the line that failed."""
     made = FreshVenvs()
     shims = work / ".bisector-bin"
     _python_shim(shims, python)
@@ -90,8 +90,9 @@ def build_venvs(commands: list[str], work: Path, python: Path, overlay: Optional
         if name is not None:
             venv = (work / name).resolve()
             made.venvs[name] = venv
-            if overlay is not None:
-                install_pth(site_packages(venv), overlay)
+            own = (overlays or {}).get(name, overlay)
+            if own is not None:
+                install_pth(site_packages(venv), own)
     made.said.append("the install lines ran as printed in fresh venvs, with python3 = the bisect's Python")
     if overlay is not None:
         made.said.append("torch = the bisect's own build, made visible in each venv as in its environments "

@@ -7,6 +7,7 @@ from typing import Optional
 from packaging.utils import canonicalize_name
 
 from bisector.bisection.driver import Bisector, Handler
+from bisector.bisection.nightly_plan import nightly_plan
 from bisector.bisection.pins import apply_pins
 from bisector.bisection.plan import TORCH_COMMITS, JobPlan, commit_plan, release_plan
 from bisector.job.config import JobConfig, JobSection, Mode
@@ -14,7 +15,7 @@ from bisector.data import specs_dir
 from bisector.envs import TORCH, EnvSpec, load_env_spec
 from bisector.core.requirements import same_version
 from bisector.envs import local_torches
-from bisector.core.requirements import CURRENT, PER_CANDIDATE, parse_pin
+from bisector.core.requirements import CURRENT, PER_CANDIDATE
 from bisector.errors import UsageError
 from bisector.measure.assembly import Engine, build_engine, check_executor, probe_device
 from bisector.paths import default_cache_dir
@@ -50,18 +51,22 @@ def preflight(config: JobConfig) -> JobPlan:
         _check_repository(config)
     if job.mode is Mode.COMMITS:
         return JobPlan(spec=spec)
+    if job.mode is Mode.NIGHTLIES:
+        if canonicalize_name(job.package) != TORCH:
+            raise UsageError(f"--mode nightlies is torch's (nightly wheels from --nightly-index), not {job.package}'s")
+        nightly_plan(job, [])   # the days exist, of one build
+        return JobPlan(spec=spec)
     return JobPlan(spec=spec, releases=release_plan(job))
 
 
 def check_pins(job: JobSection, spec: EnvSpec) -> None:
     """Every ``--with`` pin names a release on its index (torch's, the base's, included)."""
-    for text in job.pins:
-        name, version = parse_pin(text)
+    for name, version in job.pins:
         index_url = resolve_index_url(spec.index_url if canonicalize_name(name) == TORCH else job.index_url)
         try:
             find_release(list_releases(index_url, name), version)
         except UsageError as exc:
-            raise UsageError(f"--with {text}: {exc}") from None
+            raise UsageError(f"--with {name}=={version}: {exc}") from None
 
 
 def check_torch(choice: Optional[str], spec: EnvSpec) -> None:
@@ -94,6 +99,8 @@ def _check_repository(config: JobConfig) -> None:
             git.validate_ref(job.good), git.validate_ref(job.bad)
         return
     path = local_repository(job.repo)
+    if canonicalize_name(job.package) == TORCH:
+        return   # torch's repository is read, never built: the commits between two nightlies are counted in it
     ref = "HEAD"
     if job.mode is Mode.COMMITS:
         ref = commit_plan(job, job.repo, config.run.cache_dir or default_cache_dir()).candidates[-1].ref

@@ -162,6 +162,7 @@ def run_overrides(args: argparse.Namespace) -> dict[str, Any]:
     job = {"package": args.package, "good": args.good, "bad": args.bad, "mode": args.mode, "repo": args.repo,
            "repo_url": args.repo_url, "pre": args.pre, "first_parent": args.first_parent, "find_fix": args.find_fix,
            "widen": args.widen, "env": args.env, "index_url": args.index_url, "pins": args.with_,
+           "nightly_index": args.nightly_index,
            "clone": args.clone, **followup_overrides(args)}
     return {"job": job, "env": {"torch": args.torch}, **shared_overrides(args)}
 
@@ -208,9 +209,13 @@ def _run_parser(sub) -> None:
     g.add_argument("--package", help="distribution to bisect, e.g. accelerate")
     g.add_argument("--good", help="known good release or git ref")
     g.add_argument("--bad", help="known bad release or git ref")
-    g.add_argument("--mode", choices=["auto", "releases", "commits"],
-                   help="releases (from the index), commits (of --repo), or auto: releases, then the commits "
-                        "between the two boundary releases when --repo (or --clone) allows")
+    g.add_argument("--mode", choices=["auto", "releases", "nightlies", "commits"],
+                   help="releases (from the index), nightlies (torch's, from --nightly-index; --good/--bad as days "
+                        "or nightly versions), commits (of --repo), or auto: releases, then the commits between "
+                        "the two boundary releases when --repo (or --clone) allows (torch: the nightlies between "
+                        "them, with --nightly-index)")
+    g.add_argument("--nightly-index", metavar="URL",
+                   help="torch: the package index of its nightly wheels (a PEP 503/691 simple index)")
     g.add_argument("--clone", action="store_true", default=None,
                    help="in auto mode, allow cloning the repository named in the package's metadata "
                         "(a partial clone, with progress) to refine to the commit")

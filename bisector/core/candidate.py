@@ -1,4 +1,4 @@
-"""A candidate: one release or one commit of the package under test."""
+"""A candidate: one release, one nightly or one commit of the package under test."""
 from __future__ import annotations
 
 import datetime as dt
@@ -12,6 +12,7 @@ class CandidateKind(enum.StrEnum):
     """Where a candidate comes from."""
 
     RELEASE = "release"
+    NIGHTLY = "nightly"    # a dated dev build from a nightly index (torch's), e.g. 2.14.0.dev20261001+cpu
     COMMIT = "commit"
 
 
@@ -19,6 +20,8 @@ class Candidate(BaseModel):
     """One point of the searched range.
 
     For a release, ``ref`` is the normalised version ("0.22.0") and ``date`` its upload time.
+    For a nightly, ``ref`` is its full version, local label kept ("2.14.0.dev20261001+cpu": the label is
+    the build), and ``date`` its upload time (else its day, from the dev number).
     For a commit, ``ref`` is the full SHA, ``date`` the committer date, and ``source`` a path
     to a directory (or wheel) holding exactly that commit's tree, filled in when it is built.
     ``revert`` (commits only): the SHA of another commit whose change is reverted on top of this one

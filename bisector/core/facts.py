@@ -21,12 +21,15 @@ class EnvFacts(BaseModel):
     packages: dict[str, str] = {}              # name -> version: its own resolution, the base's, torch
     torch: Optional[str] = None                # torch's build version (local label kept: 2.11.0+cu130)
     torch_from: Optional[str] = None           # where that torch comes from
+    torch_git: Optional[str] = None            # the commit that torch was built from (torch.version.git_version)
     repository_url: Optional[str] = None       # the repository the package's METADATA names
 
     def versions(self) -> dict[str, str]:
-        """python and every package, name -> version (the environment's record of itself)."""
+        """python and every package, name -> version (the environment's record of itself), with where
+        torch comes from and the commit it was built from."""
         return {**({"python": self.python} if self.python else {}), **self.packages,
-                **({"torch from": self.torch_from} if self.torch_from else {})}
+                **({"torch from": self.torch_from} if self.torch_from else {}),
+                **({"torch git": self.torch_git} if self.torch_git else {})}
 
 
 class Device(BaseModel):

@@ -37,6 +37,26 @@ def parse_pin(text: str) -> Pin:
     return Pin(req.name, pins[0].version)
 
 
+def as_pin(value) -> Pin:
+    """A pin given as a Pin, a (name, version) pair, or ``name==version`` text (ValueError otherwise)."""
+    if isinstance(value, Pin):
+        return value
+    if isinstance(value, (tuple, list)) and len(value) == 2 and all(isinstance(x, str) for x in value):
+        return Pin(*value)
+    if isinstance(value, str):
+        return parse_pin(value)
+    raise ValueError(f"{cut(value)!r} is not a requirement like accelerate==0.22.0")
+
+
+def held_pin(value) -> Pin:
+    """What an environment held, as a pin: its facts are data (a version its metadata spells oddly is kept as
+    written, never refused), ``name==version`` split at its first ``==``."""
+    if isinstance(value, (Pin, tuple, list)) and len(value) == 2:
+        return Pin(str(value[0]), str(value[1]))
+    name, _, version = str(value).partition("==")
+    return Pin(name, version)
+
+
 def check_urls(value):
     """An index URL (or list of them) must be http(s):// or file://."""
     for url in [value] if isinstance(value, str) else (value or []):

@@ -43,5 +43,8 @@ class MeasurerFactory(Protocol):
 
     def pinned(self, pins: dict[str, str]) -> "MeasurerFactory":
         """The same factory with ``pins`` (name -> exact version) laid over the spec's companions."""
+    def nightlies(self, index_url: str) -> "MeasurerFactory":
+        """The same factory, nightly candidates coming from the nightly index ``index_url``."""
+
     def with_probe_args(self, args: list[str]) -> "MeasurerFactory":
         """The same factory with the probe's arguments replaced (a job's ``[contrast]``)."""

@@ -12,6 +12,7 @@ from packaging.version import Version
 
 from bisector.bisection.follow_up import follow_job
 from bisector.job.config import JobConfig, JobSection, Mode, RunSection
+from bisector.core.requirements import Pin
 from bisector.core.changes import ChangeKind
 from bisector.core.criterion import Direction
 from bisector.core.verdict import Verdict
@@ -31,7 +32,7 @@ def follow_config(job: DiffJob, result: DiffResult, cache_dir: Optional[Path] = 
     older, newer = sorted((change.a, change.b), key=Version)
     older_end = result.trials[0 if older == change.a else 1]
     start = job.a if result.start == "A" else job.b
-    pins = [f"{n}=={v}" for n, v in start.packages.items() if n != change.name] + [f"{job.package}=={job.version}"]
+    pins = [Pin(n, v) for n, v in start.packages.items() if n != change.name] + [Pin(job.package, job.version)]
     crit, find_fix = job.criterion, False
     if crit.metric and result.threshold is not None:
         direction = crit.direction if older_end.verdict is Verdict.GOOD else _OTHER[crit.direction]

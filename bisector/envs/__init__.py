@@ -13,11 +13,12 @@ layered, each importing only those below it (tests/unit/test_layers.py holds thi
 from __future__ import annotations
 
 from bisector.envs.builders.base_resolve import resolve_base
-from bisector.envs.builders.overlay import ensure_overlay, install_pth
+from bisector.envs.builders.overlay import ensure_overlay, install_pth, overlay_of
 from bisector.envs.builders.torch_advice import local_torches
 from bisector.envs.builders.torch_choice import choose_torch
 from bisector.envs.builders.torch_size import estimate as estimate_torch_download
-from bisector.envs.builders.torch_venv import read_marker, torch_bases
+from bisector.envs.builders.torch_size import interpreter_tags
+from bisector.envs.builders.torch_venv import read_marker, resolve_interpreter, torch_bases
 from bisector.envs.cache.admin import EnvCache
 from bisector.envs.check.project_url import repository_url
 from bisector.envs.check.proof import (HOOK_NAME, MODULES_ENV, PROOF_ENV, homes_of, proof_env, proof_problems,
@@ -36,6 +37,7 @@ from bisector.envs.tooling.tool_runs import clean_env, run as run_tool
 __all__ = ["HEAVY", "HOOK_NAME", "MODULES_ENV", "NO_BASE", "PROOF_ENV", "TORCH", "CacheLayout", "EnvCache", "EnvInfo",
            "EnvManager", "EnvSpec", "Environment", "InstallTarget", "Recipe", "choose_torch", "clean_env", "disk_usage",
            "ensure_overlay", "estimate_torch_download", "homes_of", "index_environment", "install_pth",
-           "load_env_spec", "local_torches", "proof_env", "proof_problems", "read_info", "read_marker", "read_proof",
-           "repository_url", "resolve_base", "run_tool", "site_packages", "static_report", "torch_bases",
-           "venv_run_env"]
+           "overlay_of",
+           "interpreter_tags", "load_env_spec", "local_torches", "proof_env", "proof_problems", "read_info",
+           "read_marker", "read_proof", "repository_url", "resolve_base", "resolve_interpreter", "run_tool",
+           "site_packages", "static_report", "torch_bases", "venv_run_env"]

@@ -73,9 +73,9 @@ class Explainer:
 
     def setting(self, result: BisectResult) -> str:
         """The job's probe setting in words (for the report's first lines)."""
-        probe = result.probe or {}
-        args = f" {probe['args']}" if probe.get("args") else ""
-        return f"probe {probe.get('probe', '?')}{args}"
+        probe = result.probe
+        args = f" {probe.args}" if probe.args else ""
+        return f"probe {probe.probe or '?'}{args}"
 
     def story(self, result: BisectResult) -> list[str]:
         """The report's first lines: what the upstream report measured, what we measured at the

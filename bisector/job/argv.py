@@ -26,8 +26,9 @@ def _job_words(job: JobSection) -> list[str]:
     words += ["--pre"] if job.pre else []
     words += ["--find-fix"] if job.find_fix else []
     for pin in job.pins:
-        words += ["--with", pin]
+        words += ["--with", str(pin)]
     words += ["--env", job.env] if job.env != _JOB_DEFAULTS.env else []
+    words += ["--nightly-index", job.nightly_index] if job.nightly_index else []
     return words + (["--index-url", job.index_url] if job.index_url else [])
 
 

@@ -1,4 +1,7 @@
-"""Rewrite a recorded command line: the 'refine with' / 'widen with' hints and the reproduce command."""
+"""Command lines as words: a recorded command rewritten for what bisector offers to run next (refine,
+widen, a followed bisect), and any command as a report shows it. A command is a list of words from the
+moment it is recorded (``sys.argv``) to the moment it is shown; it is joined once, where it is printed,
+and never split again."""
 from __future__ import annotations
 
 import shlex
@@ -10,7 +13,8 @@ VALUE_FLAGS = {"--good", "--bad", "--mode", "--repo", "--package", "--config", "
 _LOCAL_FLAGS = {"--store": True, "--cache-dir": True, "--json": False}   # flag -> takes a value
 
 
-def with_flags(command: list[str], updates: dict[str, Optional[str]], drop: dict[str, bool] | None = None) -> str:
+def with_words(command: list[str], updates: dict[str, Optional[str]],
+               drop: Optional[dict[str, bool]] = None) -> list[str]:
     """``command`` with each flag in ``updates`` replaced (value None = a switch with no value), and each
     flag in ``drop`` (flag -> whether it takes a value) removed.
 
@@ -31,19 +35,16 @@ def with_flags(command: list[str], updates: dict[str, Optional[str]], drop: dict
         out.append(word)
     for flag, value in updates.items():
         out += [flag] if value is None else [flag, value]
-    return shlex.join(out)
+    return out
 
 
-def reproduce_command(command: Optional[str]) -> Optional[str]:
-    """The run's command without machine-local flags (--store, --cache-dir, --json), credentials redacted."""
+def portable_words(command: Optional[list[str]]) -> Optional[list[str]]:
+    """The command without machine-local flags (--store, --cache-dir, --json), credentials redacted: what
+    another machine runs."""
     if not command:
         return None
-    try:
-        words = shlex.split(command)
-    except ValueError:
-        return redact_text(command)
     out, skip = [], False
-    for word in words:
+    for word in command:
         flag = word.split("=", 1)[0]
         if skip:
             skip = False
@@ -51,4 +52,26 @@ def reproduce_command(command: Optional[str]) -> Optional[str]:
             skip = _LOCAL_FLAGS[flag] and "=" not in word
         else:
             out.append(redact_text(word))
-    return shlex.join(out)
+    return out
+
+
+def shown_command(command: Optional[list[str]]) -> Optional[str]:
+    """The command as a report shows it: :func:`portable_words`, shell-quoted."""
+    words = portable_words(command)
+    return shlex.join(words) if words is not None else None
+
+
+def joined(command: Optional[list[str]]) -> Optional[str]:
+    """The command as this machine runs it again (every flag kept), shell-quoted."""
+    return shlex.join(command) if command is not None else None
+
+
+def words_of(value) -> Optional[list[str]]:
+    """A command as stored: words, or (a result stored before commands were kept as words) the string it
+    was, split once at that boundary."""
+    if value is None or isinstance(value, list):
+        return value
+    try:
+        return shlex.split(str(value))
+    except ValueError:
+        return [str(value)]

@@ -9,11 +9,11 @@ from pathlib import Path
 from typing import Any, Optional, TypeVar
 
 from packaging.utils import canonicalize_name
-from pydantic import BaseModel, ConfigDict, ValidationError, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, ValidationError, field_serializer, field_validator, model_validator
 
 from bisector.core.criterion import Compare, Criterion
 from bisector.core.strict_numbers import numbers
-from bisector.core.requirements import check_urls, parse_pin, valid_torch_choice
+from bisector.core.requirements import Pin, as_pin, check_urls, valid_torch_choice
 from bisector.errors import SHOWN_CHARS, OwnListError, UsageError, cut
 from bisector.job.command_metrics import unknown_metric, with_default_metric
 from bisector.job.probe_spec import ProbeSpec
@@ -31,6 +31,7 @@ class Mode(enum.StrEnum):
     """What the candidates are."""
 
     RELEASES = "releases"
+    NIGHTLIES = "nightlies"   # torch's dated nightly wheels from the nightly index (good/bad: days or versions)
     COMMITS = "commits"
     AUTO = "auto"
 
@@ -51,25 +52,35 @@ class JobSection(BaseModel):
     find_fix: bool = False
     widen: bool = False
     env: str = "default"
-    pins: list[str] = []            # --with PKG==VERSION: exact companions over the env spec
+    pins: list[Pin] = []            # --with PKG==VERSION: exact companions over the env spec
     index_url: Optional[str] = None
+    nightly_index: Optional[str] = None   # torch: the index of its nightly wheels (auto mode goes on to them)
     attribute: bool = True          # when companions moved too, find which change explains the step
     follow: Optional[bool] = None   # bisect the companion that explains it (None: yes, when it is one)
     follow_repo: Optional[str] = None   # the companion's repository, for its commits
     confirm_revert: bool = True     # revert a commit culprit on the bad end and measure it
     clone: bool = False             # auto mode may clone the repository the package's metadata names
 
+    @field_validator("pins", mode="before")
+    @classmethod
+    def _typed_pins(cls, value: Any) -> Any:
+        """Pins given as ``name==version`` (flags, bisect.toml, a stored job) are typed pairs from here on."""
+        return [as_pin(x) for x in value] if isinstance(value, list) else value
+
     @field_validator("pins")
     @classmethod
-    def _exact_pins(cls, value: list[str]) -> list[str]:
-        seen: dict[str, tuple[str, str]] = {}
-        for text in value:
-            name, version = parse_pin(text)
-            key = canonicalize_name(name)
-            if key in seen and seen[key][1] != version:
-                raise ValueError(f"{cut(seen[key][0])} and {cut(text)} pin {key} twice: give one version")
-            seen.setdefault(key, (text, version))
+    def _exact_pins(cls, value: list[Pin]) -> list[Pin]:
+        seen: dict[str, Pin] = {}
+        for pin in value:
+            key = canonicalize_name(pin.name)
+            if key in seen and seen[key].version != pin.version:
+                raise ValueError(f"{cut(str(seen[key]))} and {cut(str(pin))} pin {key} twice: give one version")
+            seen.setdefault(key, pin)
         return value
+
+    @field_serializer("pins")
+    def _pin_words(self, value: list[Pin]) -> list[str]:
+        return [str(pin) for pin in value]   # as the flags give them (a job's config hash stays what it was)
 
     @field_validator("package")
     @classmethod
@@ -85,7 +96,7 @@ class JobSection(BaseModel):
             raise ValueError("must be an http(s) URL of the repository's web page")
         return value
 
-    @field_validator("index_url")
+    @field_validator("index_url", "nightly_index")
     @classmethod
     def _index(cls, value: Optional[str]) -> Optional[str]:
         return check_urls(value)

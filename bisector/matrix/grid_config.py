@@ -14,7 +14,7 @@ from typing import Any, Optional, Union
 
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.utils import canonicalize_name
-from packaging.version import InvalidVersion, Version
+from packaging.version import Version
 from pydantic import BaseModel, ConfigDict, field_validator, model_validator
 
 from bisector.job.config import RunSection, layer, read_toml, validated

@@ -23,7 +23,8 @@ from bisector.sources.install_route import next_to_bisector
 from bisector.job.config import ExecutorKind
 from bisector.measure.executors import Executor, LocalExecutor
 from bisector.measure.gpus import GpuPool, detect_gpus, probe_cpus
-from bisector.measure.measurer import Measurer, Measurers
+from bisector.measure.measurer import Measurer
+from bisector.measure.measurers import Measurers
 from bisector.job.probe_spec import ProbeSpec
 from bisector.paths import default_cache_dir
 from bisector.store.storage import Store

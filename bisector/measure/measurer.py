@@ -20,6 +20,7 @@ from bisector.envs import EnvManager, EnvSpec, InstallTarget, Recipe
 from bisector.errors import EnvironmentFailure
 from bisector.measure.executors import Executor, Handle
 from bisector.measure.gpus import cuda_runtime
+from bisector.measure.nightly_env import NightlyIndex, nightly_fingerprint
 from bisector.job.probe_spec import ProbeSpec
 from bisector.measure.take import TakeJob, check_shutdown
 from bisector.process.procs import SHUTDOWN, Interrupted
@@ -45,8 +46,9 @@ class Measurer:
 
     def __init__(self, store: Store, envs: EnvManager, spec: EnvSpec, probe: ProbeSpec, executor: Executor,
                  repo_path: Optional[Path] = None, index_url: Optional[str] = None, run_id: Optional[str] = None,
-                 cpus: int = 1, tag: str = "", taken: Optional[set[str]] = None):
+                 cpus: int = 1, tag: str = "", taken: Optional[set[str]] = None, nightly: Optional[NightlyIndex] = None):
         self.store, self.envs, self.spec, self.probe = store, envs, spec, probe
+        self.nightly = nightly   # where nightly candidates come from (bisector.measure.nightly_env)
         self.tag = tag   # how progress tells this measurer's environments from the plain ones (" + pins")
         self.repo_path, self.index_url, self.run_id = repo_path, index_url, run_id
         self.probe_fp = probe.fingerprint()
@@ -71,6 +73,9 @@ class Measurer:
         """What the environment manager installs for a candidate."""
         if c.kind is CandidateKind.RELEASE:
             return InstallTarget(package=c.package, version=c.ref, as_of=c.date, index_url=self.index_url)
+        if c.kind is CandidateKind.NIGHTLY:
+            return InstallTarget(package=c.package, version=c.ref, as_of=c.date,
+                                 index_url=self.nightly.url if self.nightly else self.index_url)
         return InstallTarget(package=c.package, source=self.repo_path, revision=c.ref, as_of=c.date,
                              index_url=self.index_url, revert=c.revert)
 
@@ -79,22 +84,24 @@ class Measurer:
         holds the GPUs' identity (model, memory, driver: the executor's kind) and the CUDA runtime of
         the environment's torch, so a store shared by machines never hands one GPU's bytes to another."""
         parts = [c.package, c.kind.value, c.ref, env_fp, self.probe_fp, str(repeat), self.executor.kind]
-        if self.executor.device == "cuda":
+        if self.executor.device == "cuda" and c.kind is not CandidateKind.NIGHTLY:   # a nightly's label names it
             parts.append("cuda runtime " + (cuda_runtime(recipe.base.provided) if recipe else "unknown"))
         return hashlib.sha256("\0".join(parts).encode()).hexdigest()[:32]
 
-    def _recipe(self, target: InstallTarget) -> Recipe:
+    def _recipe(self, target: InstallTarget, spec: Optional[EnvSpec] = None) -> Recipe:
         """The environment's recipe, computed once per target (a torch candidate's may build its base)."""
         with self._lock:
             found = self._recipes.get(target)
         if found is None:
-            found = self.envs.recipe(self.spec, target)
+            found = self.envs.recipe(spec or self.spec, target)
             with self._lock:
                 self._recipes[target] = found
         return found
 
     def _address(self, c: Candidate, repeat: int) -> _Address:
         target = self.target(c)
+        if c.kind is CandidateKind.NIGHTLY:
+            return self._nightly_address(c, target, repeat)
         try:
             recipe = self._recipe(target)
         except EnvironmentFailure as exc:
@@ -103,6 +110,22 @@ class Measurer:
             env_fp = f"unbuilt-{digest}"
             return _Address(target, None, env_fp, self.key(c, env_fp, repeat), str(exc))
         return _Address(target, recipe, recipe.fingerprint, self.key(c, recipe.fingerprint, repeat, recipe))
+
+    def _nightly_address(self, c: Candidate, target: InstallTarget, repeat: int) -> _Address:
+        """A nightly's address: its key needs neither the index nor its base (a stored measurement is
+        found without them); its recipe is made only when it is to be measured, after the day's checks."""
+        env_fp = nightly_fingerprint(self.spec, c)
+        key = self.key(c, env_fp, repeat)
+        if self._reusable(key) is not None:
+            return _Address(target, None, env_fp, key)
+        spec, problem = self.nightly.spec_for(self.spec, c) if self.nightly else (self.spec, "no nightly index given")
+        if problem is None:
+            try:
+                return _Address(target, self._recipe(target, spec), env_fp, key)
+            except EnvironmentFailure as exc:
+                check_shutdown()
+                problem = str(exc)
+        return _Address(target, None, env_fp, key, problem)
 
     def stored(self, c: Candidate, repeat: int) -> Optional[Measurement]:
         """The stored measurement for this candidate and repeat, if one can be reused."""
@@ -265,49 +288,3 @@ def _other_gpu(name: Optional[str], names: frozenset[str]) -> Optional[str]:
     if not name or not names or any(_same_name(name, n) for n in names):
         return None
     return f"the probe ran on {name}, the store key names {' or '.join(sorted(names))}"
-
-
-class Measurers:
-    """Makes the :class:`Measurer` of each bisect phase of one job: one store, environment manager,
-    spec, probe, GPU pool and executor (what the driver is handed; tests hand it a fake instead)."""
-
-    def __init__(self, store: Store, envs: EnvManager, spec: EnvSpec, probe: ProbeSpec, executor: Executor,
-                 index_url: Optional[str] = None, cpus: int = 1, tag: str = "",
-                 taken: Optional[dict[Optional[str], set[str]]] = None):
-        self.store, self.envs, self.spec, self.probe, self.index_url = store, envs, spec, probe, index_url
-        self.cpus = cpus
-        self.executor = executor
-        self.tag = tag
-        self._taken = taken if taken is not None else {}   # run id -> the keys that run took
-
-    @property
-    def slots(self) -> int:
-        """Measurements that can run at once (one per GPU, else per core; on Ray, the cluster's)."""
-        return self.executor.slots
-
-    @property
-    def speculates(self) -> bool:
-        """Whether spare slots measure the likely next midpoints (the ray executor's)."""
-        return self.executor.speculates
-
-    def with_probe_args(self, args: list[str]) -> "Measurers":
-        """The same store, environments and GPUs, the probe run with ``args`` instead."""
-        return self.with_probe(self.probe.model_copy(update={"args": list(args)}))
-
-    def with_probe(self, probe: ProbeSpec) -> "Measurers":
-        """The same store, environments and GPUs, running ``probe`` instead (a repro script, say)."""
-        return Measurers(self.store, self.envs, self.spec, probe, self.executor, self.index_url, self.cpus,
-                         self.tag, self._taken)
-
-    def __call__(self, run_id: Optional[str], repo_path: Optional[Path] = None) -> Measurer:
-        return Measurer(self.store, self.envs, self.spec, self.probe, self.executor, repo_path=repo_path,
-                        index_url=self.index_url, run_id=run_id, cpus=self.cpus, tag=self.tag,
-                        taken=self._taken.setdefault(run_id, set()))
-
-    def pinned(self, pins: dict[str, str]) -> "Measurers":
-        """The same measurers over this spec with ``pins`` (name -> exact version) laid over its companions
-        (a torch pin sets the base): the environments of an attribution's trials."""
-        exact = {name: f"=={version}" for name, version in pins.items()}
-        tag = self.tag + "".join(f" + {name}=={version}" for name, version in pins.items())
-        return Measurers(self.store, self.envs, self.spec.over(exact, self.index_url), self.probe,
-                         self.executor, self.index_url, self.cpus, tag, self._taken)

@@ -119,7 +119,8 @@ def env_facts(env: Environment) -> EnvFacts:
     packages = {**dict(r.split("==", 1) for r in info.resolved if "==" in r), **info.provided,
                 **({"torch": info.torch} if info.torch else {})}
     return EnvFacts(path=str(env.path), python=info.python_version, packages=packages, torch=info.torch,
-                    torch_from=info.torch_from, repository_url=repository_url(Path(env.path), info.dist_info))
+                    torch_from=info.torch_from, torch_git=info.torch_git,
+                    repository_url=repository_url(Path(env.path), info.dist_info))
 
 
 def _proof_vars(env: Environment, path: Path) -> dict[str, str]:

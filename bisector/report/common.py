@@ -6,13 +6,14 @@ import html
 import re
 from typing import Optional
 
-from bisector.job.commandline import reproduce_command
+from bisector.job.commandline import shown_command
 from bisector.core.candidate import CandidateKind
 from bisector.core.result import BisectResult, Point, Step
 from bisector.core.search import Outcome
 from bisector.core.units import human_value
 from bisector.explain.generic import Explainer
 from bisector.explain.registry import explainer_for
+from bisector.sources.nightly import nightly_day
 
 _MD_SPECIAL = re.compile(r"([\\`*_\[\]|~])")
 _LINE_START = re.compile(r"^(\d*)([-+=#>.)])")
@@ -53,7 +54,7 @@ def explainer(result: BisectResult) -> Explainer:
     if metric:
         metrics.setdefault(metric, 0.0)
     details = next((p.details for p in sides if p.details), {})
-    return explainer_for(result.probe.get("schema_version"), metrics, details)
+    return explainer_for(result.probe.schema_version, metrics, details)
 
 
 def result_metric(result: BisectResult) -> Optional[str]:
@@ -110,7 +111,9 @@ def story(result: BisectResult) -> list[str]:
 
 
 def point_label(p: Point, with_subject: bool = True) -> str:
-    """'0.22.0', or '145a98fc12 (#2472) 'subject'' for a commit."""
+    """'0.22.0', '2.14.0.dev20261004+cpu (nightly of 2026-10-04)', or '145a98fc12 (#2472) 'subject'' for a commit."""
+    if p.kind is CandidateKind.NIGHTLY and with_subject and nightly_day(p.ref):
+        return f"{p.ref} (nightly of {nightly_day(p.ref)})"
     if p.kind is not CandidateKind.COMMIT:
         return p.ref
     pr = f" (#{p.pr})" if p.pr else ""
@@ -118,12 +121,38 @@ def point_label(p: Point, with_subject: bool = True) -> str:
     return f"{p.ref[:10]}{pr}{subject}"
 
 
+def commit_range_phrase(result: BisectResult, code=lambda text: text) -> Optional[str]:
+    """'commits 1a2b3c4d5e..6f7a8b9c0d (3 commits): <compare link>': what lies between the two nightlies."""
+    c = result.commit_range
+    if c is None or not c.older or not c.newer:
+        return None
+    count = f" ({c.commits} commit{'s' if c.commits != 1 else ''})" if c.commits is not None else ""
+    return f"commits {code(f'{c.older[:10]}..{c.newer[:10]}')}{count}" + (f": {c.link}" if c.link else "")
+
+
+def commit_range_line(result: BisectResult) -> Optional[str]:
+    """'commits: 3 between 1a2b3c4d5e and 6f7a8b9c0d (git rev-list --count in the --repo clone); nightlies from
+    <index>', or why the count (or the range) is missing."""
+    c = result.commit_range
+    if c is None:
+        return None
+    where = f"; nightlies from {c.index_url}" if c.index_url else ""
+    if not c.older or not c.newer:
+        return f"commits: unknown ({c.why_no_count}){where}"
+    span = f"{c.older[:10]} and {c.newer[:10]}"
+    if c.commits is None:
+        return f"commits: not counted between {span} ({c.why_no_count}){where}"
+    return f"commits: {c.commits} between {span} (git rev-list --count in the --repo clone){where}"
+
+
 def headline(result: BisectResult) -> str:
     """The one-line verdict (plain text)."""
     r = result
     if r.status is Outcome.FOUND and r.first_bad:
         last = f" (last good: {point_label(r.last_good, False)})" if r.last_good else ""
-        return f"{'First fixed' if r.find_fix else 'First bad'}: {r.package} {point_label(r.first_bad)} — {move_phrase(r)}{last}"
+        commits = commit_range_phrase(r)
+        return (f"{'First fixed' if r.find_fix else 'First bad'}: {r.package} {point_label(r.first_bad)} — "
+                f"{move_phrase(r)}{last}" + (f"; {commits}" if commits else ""))
     if r.status is Outcome.NO_REGRESSION:
         return f"No regression in range for {r.package}: {r.reason}"
     if r.status is Outcome.PREDATES_RANGE:
@@ -138,7 +167,7 @@ def also_changed_sentence(result: BisectResult, code=lambda text: text) -> Optio
     moved = ", ".join(f"{name} {code(a)} → {code(b)}" for name, (a, b) in result.also_changed.items())
     pins = [f"--with {name}=={a}" for name, (a, _) in result.also_changed.items() if a != "-"]
     it = "it" if len(result.also_changed) == 1 else "them"
-    rerun = " ".join([reproduce_command(result.command) or "bisector run ...", *pins])
+    rerun = " ".join([shown_command(result.command) or "bisector run ...", *pins])
     fix = f"; to rule {it} out, rerun with {it} pinned at the last good's version: {code(rerun)}" if pins else ""
     return (f"also changed between the last good and first bad environments: {moved} (resolved as of each "
             f"candidate's date, so the step may come from {it}){fix}")

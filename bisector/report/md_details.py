@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 from typing import Optional
 
-from bisector.job.commandline import reproduce_command
+from bisector.job.commandline import shown_command
 from bisector.core.result import BisectResult, Step
 from bisector.core.units import human_value
 from bisector.core.verdict import Verdict
@@ -118,18 +118,18 @@ def probe(r: BisectResult) -> list[Block]:
     p = r.probe
     body = []
     if p:
-        name = p.get("probe") or p.get("name")
-        items = [md_code(name) + (f" {md_code(p['version'])}" if p.get("version") else "")]
-        items += [f"{key} {md_code(p[key])}" for key in ("kind", "args", "schema_version", "config_hash",
-                                                         "fingerprint") if p.get(key)]
-        if p.get("timeout"):
-            items.append(f"timeout {p['timeout']:g} s")
+        items = [md_code(p.label) + (f" {md_code(str(p.version))}" if p.version else "")]
+        items += [f"{key} {md_code(str(value))}" for key, value in (
+            ("kind", p.kind), ("args", p.args), ("schema_version", p.schema_version), ("config_hash", p.config_hash),
+            ("fingerprint", p.fingerprint)) if value]
+        if p.timeout:
+            items.append(f"timeout {p.timeout:g} s")
         body += ["**Probe:** " + " · ".join(items), ""]
-        if p.get("kind") == "script":
+        if p.kind == "script":
             body += ["The probe is a local script: attach it (or the `--repro` script) so that the run can be "
                      "reproduced.", ""]
-        if isinstance(p.get("config"), dict):
-            body += Block("Probe config", [f"{k} = {json.dumps(v)}" for k, v in sorted(p["config"].items())],
+        if p.config:
+            body += Block("Probe config", [f"{k} = {json.dumps(v)}" for k, v in sorted(p.config.items())],
                           raw=True).render()
     return [Block("Probe and criterion", body + _criterion(r))]
 
@@ -142,12 +142,12 @@ def environment(r: BisectResult) -> list[Block]:
     sides = [(n, p) for n, p in (("last good", s.last_good), ("first bad", s.first_bad)) if p and p.pins]
     if len(sides) == 2:
         a, b = (set(p.pins) for _, p in sides)
-        lines += [f"Packages on both sides: {', '.join(md_code(x) for x in sorted(a & b))}", ""]
+        lines += [f"Packages on both sides: {', '.join(md_code(str(x)) for x in sorted(a & b))}", ""]
         for name, p in sides:
             own = sorted(set(p.pins) - (a & b))
-            lines += [f"Only the {name}'s: {', '.join(md_code(x) for x in own)}", ""] if own else []
+            lines += [f"Only the {name}'s: {', '.join(md_code(str(x)) for x in own)}", ""] if own else []
     elif sides:
-        lines += [f"Packages of the {sides[0][0]}: {', '.join(md_code(x) for x in sides[0][1].pins)}", ""]
+        lines += [f"Packages of the {sides[0][0]}: {', '.join(md_code(str(x)) for x in sides[0][1].pins)}", ""]
     return [Block("Environment in full", lines)] if lines else []
 
 
@@ -155,7 +155,7 @@ def commands(r: BisectResult) -> list[Block]:
     """The bisect's own command (needs bisector) and the widening one."""
     out = []
     for text, cmd in (("The bisect:", r.command), ("Widen the range:", r.widen_command)):
-        shown_cmd = reproduce_command(cmd)
+        shown_cmd = shown_command(cmd)
         if shown_cmd:
             out += [f"**{text}**", ""] + indented(shown_cmd)
     return [Block("Commands (with bisector)", out)] if out else []

@@ -6,13 +6,15 @@ from __future__ import annotations
 
 from typing import Optional
 
-from bisector.job.commandline import reproduce_command
+from bisector.job.commandline import shown_command
+from bisector.core.candidate import CandidateKind
 from bisector.core.result import BisectResult
 from bisector.core.search import Outcome
 from bisector.core.units import human_value
 from bisector.report.common import also_changed_sentence, explainer, md_code, md_escape, move_phrase, result_metric
 from bisector.report.culprit_lines import attributed, attribution_summary, confirmation_summary, through_companion
 from bisector.report.md_inline import link, ref, table
+from bisector.sources.nightly import nightly_day
 from bisector.report.sides import moved_most, reproduce_sentence, shown, side_environments, step_verdict, table_rows
 
 _STATUS = {Outcome.NO_REGRESSION: "No regression in range", Outcome.PREDATES_RANGE: "The change predates the range",
@@ -21,6 +23,10 @@ _STATUS = {Outcome.NO_REGRESSION: "No regression in range", Outcome.PREDATES_RAN
 
 def _compare(r: BisectResult) -> str:
     s = shown(r)
+    c = s.commit_range
+    if c is not None and c.older and c.newer:
+        count = f" ({c.commits} commit{'s' if c.commits != 1 else ''})" if c.commits is not None else ""
+        return f" · commits {link(md_code(f'{c.older[:10]}...{c.newer[:10]}'), c.link)}{count}"
     if not s.compare_link or not s.last_good or not s.first_bad:
         return ""
     return " · compare " + link(md_code(f"{s.last_good.ref[:10]}...{s.first_bad.ref[:10]}"), s.compare_link)
@@ -36,6 +42,8 @@ def verdict_line(r: BisectResult) -> list[str]:
     if r.status is Outcome.FOUND and r.first_bad:
         subject = f" '{md_escape(r.first_bad.subject)}'" if r.first_bad.subject else ""
         word = "First fixed" if r.find_fix else "First bad"
+        day = nightly_day(r.first_bad.ref) if r.first_bad.kind is CandidateKind.NIGHTLY else None
+        subject += f" (nightly of {day})" if day else ""
         return [f"**{word}: {md_escape(r.package)} {ref(r.first_bad)}**{subject} — {md_escape(move_phrase(r))}"
                 f"{_compare(r)}", ""]
     return [f"**{_STATUS.get(r.status, md_escape(r.status))} for {md_escape(r.package)}:** {md_escape(r.reason)}", ""]
@@ -76,7 +84,7 @@ def headline_lines(r: BisectResult) -> list[str]:
     if r.ambiguous:
         out += ["The first bad is one of: " + ", ".join(md_code(a) for a in r.ambiguous), ""]
     if r.refine_command:
-        out += [f"**Refine to commits:** {md_code(reproduce_command(r.refine_command) or r.refine_command)}", ""]
+        out += [f"**Refine to commits:** {md_code(shown_command(r.refine_command))}", ""]
     return out
 
 

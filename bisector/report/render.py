@@ -74,9 +74,9 @@ def render_json(result: BisectResult, full: bool = False) -> str:
     """The versioned JSON report (``bisector.report/2``, see the module); ``full``: every detail."""
     told = story(result)
     body = result.model_dump(mode="json")
-    probe = result.probe or {}
+    probe = result.probe
     data = {"schema": REPORT_SCHEMA, "bisector": {"made_by": result.bisector_version, "rendered_by": made_by()},
-            "probe_name": probe.get("name") or probe.get("probe"), "probe_version": probe.get("version"),
+            "probe_name": probe.name or probe.probe, "probe_version": probe.version,
             "full": full, "headline": full_headline(result), **({"story": told} if told else {}),
             "explanation": explanation(result), **(body if full else _compact(body, result))}
     return json_visible(json.dumps(data, indent=2, ensure_ascii=False))   # bidi and C1 as \\u escapes

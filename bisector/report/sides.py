@@ -6,7 +6,8 @@ from __future__ import annotations
 
 from typing import Callable, Optional
 
-from bisector.job.commandline import reproduce_command
+from bisector.job.commandline import shown_command
+from bisector.core.candidate import CandidateKind
 from bisector.core.result import BisectResult, Point
 from bisector.core.search import Outcome
 from bisector.core.units import human_value
@@ -17,7 +18,6 @@ from bisector.report.culprit_lines import through_companion
 
 MOVED_SHOWN = 3    # metrics beside the headline one in the table
 DEVICE = ("cpu", "gpu", "cuda", "driver")
-_DEVICE_WORD = {"cuda": "CUDA ", "driver": "driver "}
 ENV_LABELS = {"os": "OS", "python": "Python", "cuda": "CUDA", "gpu": "GPU", "cpu": "CPU"}
 
 
@@ -78,15 +78,16 @@ def _sides(r: BisectResult) -> list[tuple[str, Point]]:
 def _env_items(s: BisectResult, p: Point, differ: set[str], code: Callable[[str], str],
                esc: Callable[[str], str]) -> str:
     env = p.env
-    items = [f"Python {code(env['python'])}"] if env.get("python") else []
-    items += [f"torch {code(env['torch'])}"] if env.get("torch") and s.package != "torch" else []
-    items.append(f"{esc(s.package)} {code(p.ref[:10])}")
-    items += [f"{esc(k)} {code(v)}" for k, v in env.items() if k in differ]
-    device = [f"{_DEVICE_WORD.get(k, '')}{env[k]}" for k in DEVICE if env.get(k)]
+    items = [f"Python {code(env.python)}"] if env.python else []
+    items += [f"torch {code(env.torch)}"] if env.torch and s.package != "torch" else []
+    items.append(f"{esc(s.package)} {code(p.ref[:10] if p.kind is CandidateKind.COMMIT else p.ref)}")
+    items += [f"{esc(k)} {code(v)}" for k, v in env.flat().items() if k in differ]
+    device = [f"{word}{value}" for word, value in (("", env.cpu), ("", env.gpu), ("CUDA ", env.cuda),
+                                                   ("driver ", env.driver)) if value]
     if device:
-        items.append(("GPU " if env.get("gpu") else "CPU ") + code(", ".join(device)))
-    if env.get("meter"):
-        items.append(f"meter {code(env['meter'])}")
+        items.append(("GPU " if env.gpu else "CPU ") + code(", ".join(device)))
+    if env.meter:
+        items.append(f"meter {code(env.meter)}")
     return " · ".join(items)
 
 
@@ -99,8 +100,8 @@ def side_environments(r: BisectResult, code: Callable[[str], str] = md_code,
         env = {k: v for k, v in r.environment.items() if v not in (None, "", {}) and k not in ("os", "env spec", "env base")}
         return [("", " · ".join(f"{esc(ENV_LABELS.get(k, k))} {code(v)}" for k, v in env.items()))] if env else []
     fixed = {"python", "torch", s.package, "meter", *DEVICE}
-    keys = {k for _, p in sides for k in p.env if k not in fixed}
-    differ = {k for k in keys if len({p.env.get(k) for _, p in sides}) > 1}
+    keys = {k for _, p in sides for k in p.env.flat() if k not in fixed}
+    differ = {k for k in keys if len({p.env.flat().get(k) for _, p in sides}) > 1}
     return [(name, _env_items(s, p, differ, code, esc)) for name, p in sides]
 
 
@@ -125,7 +126,7 @@ def repro_commands(r: BisectResult) -> tuple[Optional[str], Optional[str]]:
     s = shown(r)
     script = (f"bisector report {r.run_id} --repro repro.py"
               if s.first_bad is not None and s.status is Outcome.FOUND and r.repro is None else None)
-    return script, reproduce_command(r.command)
+    return script, shown_command(r.command)
 
 
 def reproduce_sentence(r: BisectResult, code: Callable[[str], str] = md_code) -> Optional[str]:

@@ -3,13 +3,15 @@ from __future__ import annotations
 
 from pydantic import ValidationError
 
+from bisector.job.commandline import joined
 from bisector.core.candidate import CandidateKind
 from bisector.core.result import BisectResult
 from bisector.core.units import human_value
 from bisector.redact import redact_text
 from bisector.safety.safe_text import visible
 from bisector.report.culprit_lines import attributed, full_headline, headline_area
-from bisector.report.common import also_changed_sentence, explanation, headline, point_label, result_metric, story
+from bisector.report.common import (also_changed_sentence, commit_range_line, explanation, headline, point_label,
+                                    result_metric, story)
 from bisector.report.sides import repro_commands, repro_said, shown, side_environments, table_rows
 from bisector.report.samples import evidence_lines
 from bisector.store.storage import RunKind, RunRow, Store
@@ -51,6 +53,9 @@ def render_text(result: BisectResult, notes_shown: bool = False) -> str:
     lines = [full_headline(result)]
     if s.compare_link:
         lines.append(f"compare: {s.compare_link}")
+    commits = commit_range_line(s)
+    if commits:
+        lines.append(commits)
     lines += [*headline_area(result), *_points(result)]
     lines += [f"environment{f', {side}' if side else ''}: {line}" for side, line in side_environments(result, str, str)]
     lines += evidence_lines(s)
@@ -67,7 +72,7 @@ def render_text(result: BisectResult, notes_shown: bool = False) -> str:
     if result.ambiguous:
         lines.append("the first bad is one of: " + ", ".join(result.ambiguous))
     if result.refine_command:
-        lines += ["refine to commits with:", f"    {result.refine_command}"]
+        lines += ["refine to commits with:", f"    {joined(result.refine_command)}"]
     if not notes_shown:
         lines += [f"note: {n}" for n in result.notes]
     lines += _followed(result)

@@ -5,7 +5,8 @@ from outside bisector. Before any of it reaches a terminal, a text or markdown r
 issue draft, :func:`visible` makes every character that could act instead of being read visible as an
 escape: C0 controls but newline and tab (ESC, BEL, CR, backspace, ...), DEL, C1 controls (U+0080-
 U+009F, CSI among them), the bidi controls (U+061C, U+200E/U+200F, U+202A-U+202E, U+2066-U+2069) and
-the invisible ones (U+200B, U+2028/U+2029, U+2060, U+FEFF). ``\\x1b`` is written ``\\x1b``, U+202E is
+the invisible ones (U+200B, U+2028/U+2029, U+2060, U+FEFF), and lone surrogates (the undecodable bytes
+of a path or an argument, which no UTF-8 file can hold). ``\\x1b`` is written ``\\x1b``, U+202E is
 written ``\\u202e``, so the text says what it held; text without them is returned as it is (bisector's
 own output is unchanged), and the function is idempotent.
 
@@ -22,10 +23,11 @@ from typing import Optional
 
 from bisector.errors import SHOWN_CHARS, cut
 
-_ACTING = ("\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u200b\u200e\u200f\u2028-\u202e\u2060\u2066-\u2069\ufeff")
+_ACTING = ("\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u200b\u200e\u200f\u2028-\u202e\u2060\u2066-\u2069\ufeff"
+           "\ud800-\udfff")   # lone surrogates: undecodable bytes of a path or argv (UTF-8 cannot write them)
 _UNSAFE = re.compile(f"[{_ACTING}]")
 _UNSAFE_LINE = re.compile(f"[{_ACTING}\n\t]")
-_JSON_UNSAFE = re.compile("[\x7f-\x9f\u061c\u200b\u200e\u200f\u2028-\u202e\u2060\u2066-\u2069\ufeff]")
+_JSON_UNSAFE = re.compile("[\x7f-\x9f\u061c\u200b\u200e\u200f\u2028-\u202e\u2060\u2066-\u2069\ufeff\ud800-\udfff]")
 _LONG_WORD = re.compile(r"\S{%d,}" % (2 * SHOWN_CHARS + 40))   # a word an error echoes whole (a path) is shorter
 ERROR_CHARS = 1000   # an error line longer than this (many short words of a value) is cut too
 _SHORT = {"\n": "\\n", "\t": "\\t", "\r": "\\r"}

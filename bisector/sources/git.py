@@ -226,6 +226,17 @@ def first_parent_range(repo: Path, good_sha: str, bad_sha: str, first_parent: bo
     return [good_sha, *_run(repository(repo), *args).split()]
 
 
+def count_between(repo: Path, older: str, newer: str) -> Optional[int]:
+    """``git rev-list --count older..newer``: the commits ``newer`` has that ``older`` has not (hex SHAs);
+    None when the repository lacks either (a partial clone holds what this needs)."""
+    if not all(re.fullmatch(r"[0-9a-f]{7,40}", sha) for sha in (older, newer)):
+        return None
+    try:
+        return int(_run(repository(repo), "rev-list", "--count", f"{older}..{newer}").strip())
+    except (GitFailure, ValueError):
+        return None
+
+
 def commit_candidates(repo: Path, package: str, shas: list[str], repo_url: Optional[str]) -> list[Candidate]:
     """Commit facts (subject, author, committer date, PR number) for each SHA."""
     fmt = _SEP.join(["%H", "%cI", "%an", "%s"])

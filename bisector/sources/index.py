@@ -12,12 +12,13 @@ import urllib.request
 from typing import Iterator, Optional
 
 from packaging.utils import canonicalize_name, parse_wheel_filename, parse_sdist_filename
-from packaging.version import InvalidVersion, Version
+from packaging.version import Version
 from pydantic import BaseModel
 
 from bisector.core.candidate import Candidate, CandidateKind
 from bisector.errors import BisectorError, UsageError, cut
 from bisector.redact import redact_url
+from bisector.sources.simple_html import page_from_html
 
 JSON_ACCEPT = "application/vnd.pypi.simple.v1+json, application/json;q=0.5"
 
@@ -83,16 +84,24 @@ def _authenticated(url: str, headers: dict[str, str]) -> tuple[str, dict[str, st
     return urllib.parse.urlunsplit(parts._replace(netloc=host)), {**headers, "Authorization": f"Basic {token}"}
 
 
+def project_url(index_url: str, package: str) -> str:
+    """The URL of a project's page on a simple index (what its files' relative URLs are relative to)."""
+    return urllib.parse.urljoin(index_url.rstrip("/") + "/", canonicalize_name(package) + "/")
+
+
 def fetch_project(index_url: str, package: str, timeout: float = 60) -> dict:
-    """Fetch a project's PEP 691 JSON page from the index."""
+    """Fetch a project's PEP 691 JSON page from the index (an index that answers with its PEP 503 HTML
+    page instead is read through bisector.sources.simple_html: no sizes, no upload times)."""
     name = canonicalize_name(package)
-    url = urllib.parse.urljoin(index_url.rstrip("/") + "/", name + "/")
+    url = project_url(index_url, package)
     if url.startswith("file:"):
         raise UsageError(f"index {redact_url(index_url)} is a file index; an HTTP(S) simple API is needed")
     plain, headers = _authenticated(url, {"Accept": JSON_ACCEPT})
     request = urllib.request.Request(plain, headers=headers)
     try:
         with urllib.request.urlopen(request, timeout=timeout) as response:
+            if "html" in (response.headers.get("Content-Type") or "").lower():
+                return page_from_html(response.read().decode("utf-8", "replace"), url)
             return json.load(response)
     except urllib.error.HTTPError as exc:
         if exc.code == 404:
@@ -100,6 +109,29 @@ def fetch_project(index_url: str, package: str, timeout: float = 60) -> dict:
         raise BisectorError(f"index {redact_url(index_url)} answered HTTP {exc.code} for {name}") from None
     except (urllib.error.URLError, OSError, ValueError) as exc:
         raise BisectorError(f"cannot read {redact_url(url)}: {exc}") from None
+
+
+def read_small(url: str, limit: int = 1 << 22, timeout: float = 60) -> Optional[bytes]:
+    """A small file from an index (a wheel's PEP 658 metadata), with the index URL's credentials; None
+    when it cannot be read."""
+    plain, headers = _authenticated(url, {})
+    try:
+        with urllib.request.urlopen(urllib.request.Request(plain, headers=headers), timeout=timeout) as response:
+            return response.read(limit)
+    except (urllib.error.URLError, OSError, ValueError):
+        return None
+
+
+def content_length(url: str, timeout: float = 60) -> Optional[int]:
+    """A file's size as the index's HEAD answer gives it (an HTML index gives no sizes); None when unknown."""
+    plain, headers = _authenticated(url, {})
+    try:
+        request = urllib.request.Request(plain, headers=headers, method="HEAD")
+        with urllib.request.urlopen(request, timeout=timeout) as response:
+            length = response.headers.get("Content-Length")
+        return int(length) if length and length.isdigit() else None
+    except (urllib.error.URLError, OSError, ValueError):
+        return None
 
 
 def releases_from_page(package: str, page: dict) -> list[Release]:

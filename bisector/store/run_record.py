@@ -103,10 +103,9 @@ class RunRecord:
 
     def save(self, status: str, result: Optional[dict[str, Any]] = None, updated: Optional[str] = None) -> None:
         """The run's row as it stands: ``status`` and, when finished, its ``result``."""
-        self.store.put_run(RunRow(id=self.run_id, created=self.created, updated=updated or now(), kind=self.kind,
-                                  command=self.command, config=self.config, status=status, result=result,
-                                  config_hash=self.config_hash,
-                                  owner=this_owner() if status == RunState.RUNNING else None))
+        _put(self.store, RunRow(id=self.run_id, created=self.created, updated=updated or now(), kind=self.kind,
+                                command=self.command, config=self.config, status=status, result=result,
+                                config_hash=self.config_hash, owner=this_owner() if status == RunState.RUNNING else None))
 
     def step(self, step: StepRow) -> None:
         """The next line of the run's log."""
@@ -119,4 +118,9 @@ class RunRecord:
 
 def amend_result(store: Store, run: RunRow, result: dict[str, Any]) -> None:
     """A finished run's stored result, amended (``report --repro`` adds what the repro script gave)."""
-    store.put_run(run.model_copy(update={"result": result, "updated": now()}))
+    _put(store, run.model_copy(update={"result": result, "updated": now()}))
+
+
+def _put(store: Store, run: RunRow) -> None:
+    """The one write of a run's row (the store's own ``put_run`` is called nowhere else)."""
+    store.put_run(run)

@@ -3,6 +3,7 @@ and fake measurements behind the measuring seam (no environment, no probe). Rele
 (widen, confirm, find-fix, auto refinement to commits) -> the assembled result and the stored run."""
 from __future__ import annotations
 
+import shlex
 import datetime as dt
 import json
 from pathlib import Path
@@ -112,7 +113,7 @@ def test_releases_found_assembles_the_result_and_stores_the_run(tmp_path, index_
     assert (result.good_end.ref, result.good_end.value, result.bad_end.ref) == ("1.0.0", 1.0, "1.6.0")
     assert result.threshold == 1.5 and result.bisector_version == made_by() != "unknown"
     assert result.first_bad.metrics == {"m": 2.0, "other": 7.0} and result.first_bad.details == {"peak_phase": "backward"}
-    assert result.probe["schema_version"] == "fake/1" and result.probe["name"] == "fake"
+    assert result.probe.schema_version == "fake/1" and result.probe.name == "fake"
     assert result.environment["env spec"] == "fake" and result.environment["env base"] == "current"
     report = json.loads(render_json(result))
     assert report["metric"] == "m" and report["explanation"] == [
@@ -215,8 +216,8 @@ def test_a_run_stopped_undecided_is_stored_with_what_is_known_and_reports(tmp_pa
 def test_auto_mode_without_a_repository_says_how_to_refine(tmp_path, index_url, store):
     command = ["bisector", "run", "--package", "tinypkg", "--good", "1.0", "--bad", "1.6"]
     result, seen = bisect(job(tmp_path, index_url, mode="auto"), store, FakeMeasurers(STEP), command)
-    assert result.refine_command == ("bisector run --package tinypkg --mode auto --good 1.3.0 --bad 1.4.0 "
-                                     "--repo '<REPO>'")
+    assert result.refine_command == [*command[:4], "--mode", "auto", "--good", "1.3.0", "--bad", "1.4.0", "--repo",
+                                     "<REPO>"]   # words, never a string to split again
     assert seen.notes[-1].startswith("no --repo given: the answer stops at releases; refine with:")
     assert result.notes == seen.notes
 
@@ -227,8 +228,8 @@ def test_the_refine_command_names_the_repository_the_metadata_names_so_it_runs_a
     monkeypatch.setattr(refine, "metadata_url", lambda res, i: "https://example.org/tinypkg.git")
     command = ["bisector", "run", "--package", "tinypkg", "--good", "1.0", "--bad", "1.6"]
     result, seen = bisect(job(tmp_path, index_url, mode="auto"), store, FakeMeasurers(STEP), command)
-    assert result.refine_command == ("bisector run --package tinypkg --mode auto --good 1.3.0 --bad 1.4.0 "
-                                     "--repo 'https://example.org/tinypkg.git'")
+    assert shlex.join(result.refine_command) == ("bisector run --package tinypkg --mode auto --good 1.3.0 --bad 1.4.0 "
+                                                 "--repo https://example.org/tinypkg.git")
     assert "<REPO>" not in seen.notes[-1] and "the command below clones it" in seen.notes[-1]
 
 
@@ -236,7 +237,7 @@ def test_predates_range_offers_the_widen_command(tmp_path, index_url, store):
     command = ["bisector", "run", "--good", "1.4", "--bad", "1.6"]
     result, _ = bisect(job(tmp_path, index_url, good="1.4"), store, FakeMeasurers(STEP), command)
     assert result.status is Outcome.PREDATES_RANGE and result.exit_code == 3
-    assert result.widen_command == "bisector run --good 1.4 --bad 1.6 --widen"
+    assert result.widen_command == ["bisector", "run", "--good", "1.4", "--bad", "1.6", "--widen"]
     assert result.reason.endswith("the good endpoint 1.4.0 already measured bad; try an older good, e.g.: "
                                   "bisector run --good 1.4 --bad 1.6 --widen")
     assert store.get_run(result.run_id).status == Outcome.PREDATES_RANGE

@@ -18,7 +18,7 @@ import pytest
 from bisector.bisection.repro_script import repro_script
 from bisector.cli.main import main
 from bisector.job.config import JobConfig
-from bisector.core.result import BisectResult, Point
+from bisector.core.result import BisectResult, Point, PointEnv
 from bisector.core.search import Outcome
 from bisector.errors import UsageError
 from bisector.job.probe_code import builtin_files
@@ -111,7 +111,7 @@ def test_what_cannot_be_reproduced_is_one_clear_error():
     with pytest.raises(UsageError, match="has no last good and first bad .predates-range.: nothing to reproduce"):
         repro_script(predates, ga_job(), "r.py")
     old = ga_result()
-    old.first_bad.env = {}
+    old.first_bad.env = PointEnv()
     with pytest.raises(UsageError, match="stored before reports kept each side's environment"):
         repro_script(old, ga_job(), "r.py")
 

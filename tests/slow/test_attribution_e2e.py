@@ -97,7 +97,7 @@ def test_the_companion_is_named_and_followed_to_its_first_bad_release(companion_
     attribution = next(i for i, line in enumerate(text.splitlines()) if line.startswith("attribution: "))
     assert attribution <= 2 and text.splitlines()[attribution].startswith(   # under the (wrapped) headline
         "attribution: companion: beta 1.1 → 1.3 explains the step, not alpha")
-    assert "  alpha 1.1 + beta==1.3: 401, BAD" in text and "  alpha 1.2 + beta==1.1: 101, GOOD" in text
+    assert "  alpha 1.1 + beta==1.3: 401.0 KiB, BAD" in text and "  alpha 1.2 + beta==1.1: 101.0 KiB, GOOD" in text
     markdown = cli("report", out["run_id"], "--store", str(tmp_path / "s.db")).stdout
     assert markdown.startswith("**First bad: beta `1.2`, through the companion**")
     assert "<summary>Followed bisect of beta (run " in markdown and "Attribution trials (2 of 2)" in markdown

@@ -3,6 +3,10 @@ from __future__ import annotations
 
 import json
 import os
+import signal
+import subprocess
+import sys
+
 import pytest
 import bisector
 from bisector.core.ddmin import single_bound
@@ -127,3 +131,30 @@ def test_seed_the_reporters_trainer_loop_against_the_maintainers_loop_is_one_kno
     assert out["a_value"] == pytest.approx(1.244, abs=0.01) and out["b_value"] == pytest.approx(0.0, abs=0.01)
     assert out["start"] == "B"                  # Trainer decides zero_grad itself: the knobs go on the accelerate loop
     assert out["headline"].startswith("The difference that matters at accelerate 0.22.0: zero_grad_target")
+
+
+def test_a_diff_killed_outright_is_continued_by_the_same_command_under_its_id(index_url, tmp_path, plain_spec,
+                                                                               env_cache):
+    """``kill -9`` after the first trial leaves the diff's row ``running`` with its process gone: `runs`
+    says stopped, the same command continues it under its id (the trial taken is reused), and one row is
+    left, finished."""
+    a, b = locks(tmp_path)
+    args = ["diff", "--with", "tinypkg==1.0", "--a-lock", str(a), "--b-lock", str(b), "--probe",
+            str(PROBES / "sum_kib.py"), MODULES, "--metric", "kib", *common(tmp_path, index_url, plain_spec, env_cache)]
+    proc = subprocess.Popen([sys.executable, "-m", "bisector", *args, "--json"], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    for line in proc.stderr:
+        if line.lstrip().startswith("step  1 diff"):
+            proc.send_signal(signal.SIGKILL)
+            break
+    proc.wait(timeout=60)
+    assert proc.returncode == -signal.SIGKILL
+    listed = cli("runs", "--store", str(tmp_path / "s.db")).stdout
+    stopped = [line.split()[0] for line in listed.splitlines() if " diff " in line and " stopped " in line]
+    assert len(stopped) == 1, listed
+    again = cli(*args, "--json")
+    out = json.loads(again.stdout)
+    assert f"continuing stopped diff {stopped[0]}" in again.stderr and out["run_id"] == stopped[0]
+    assert out["status"] == "found" and out["measurements_reused"] >= 1
+    rows = [line for line in cli("runs", "--store", str(tmp_path / "s.db")).stdout.splitlines() if " diff " in line]
+    assert len(rows) == 1 and rows[0].startswith(stopped[0]) and " found " in rows[0], rows

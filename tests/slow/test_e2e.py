@@ -1,6 +1,7 @@
 """End to end: real git repos, real local index, real environments, real probe subprocesses."""
 from __future__ import annotations
 
+import shlex
 import datetime as dt
 import json
 import os
@@ -296,7 +297,7 @@ def test_auto_mode_refines_to_the_commit_through_the_metadata_repository(tmp_pat
         said = " ".join(asked.stderr.split())   # the note, as wrapped to the log's 100 columns
         assert not (cache / "repos").exists() and f"metadata names file://{repo}" in said
         refine = json.loads(asked.stdout)["refine_command"]
-        assert f"--repo 'file://{repo}'" in refine and refine in " ".join(json.loads(asked.stdout)["notes"][-1].split())
+        assert f"--repo {shlex.quote(f'file://{repo}')}" in refine and refine in " ".join(json.loads(asked.stdout)["notes"][-1].split())
         refined = run_as_printed(refine)                                # the refine command, as printed
         assert refined.returncode == 0, refined.stderr[-3000:]
         commits = json.loads(refined.stdout)

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Callable, Mapping, Optional, Union
 
 from bisector.core.candidate import Candidate
-from bisector.core.facts import ProbeResult
+from bisector.core.facts import EnvFacts, ProbeResult
 from bisector.core.measurement import Measurement, Status
 from bisector.envs import EnvSpec
 
@@ -51,9 +51,10 @@ class FakeMeasurer:
 
     def __init__(self, table: Mapping[str, Entry], seen: dict, metric: str = "m", exit_code_mode: bool = False,
                  pins: Optional[dict] = None, setups: Optional[Callable[[str, dict], Entry]] = None,
-                 run_id: Optional[str] = None):
+                 run_id: Optional[str] = None, envs: Optional[Mapping[str, dict]] = None):
         self.table, self.seen, self.metric, self.exit_code_mode = table, seen, metric, exit_code_mode
         self.run_id = run_id
+        self.envs = dict(envs or {})   # ref -> the environment facts its measurements record (EnvFacts fields)
         self.pins, self.setups = dict(pins or {}), setups
         self.probes_run = 0
         self.reused_keys: set[str] = set()
@@ -94,8 +95,9 @@ class FakeMeasurer:
                   "peak_phase": "backward" if value > 1.5 else "forward"}
         if isinstance(value, PartialOom):
             fields["oom_cells"] = value.cells
+        env = EnvFacts(path="fake", **self.envs[c.ref]) if c.ref in self.envs else None
         return base.model_copy(update={"metrics": {self.metric: float(value), "other": 7.0},
-                                       "result": ProbeResult.of(fields)})
+                                       "result": ProbeResult.of(fields), "env": env})
 
     def prefetch(self, candidates: list[Candidate]) -> None:
         self.prefetched.append([c.ref for c in candidates])
@@ -135,6 +137,12 @@ class FakeMeasurers:
                                 **{k: v for k, v in self.options.items() if k != "contrast"})
         self.made.append(measurer)
         return measurer
+
+    def nightlies(self, index_url: str) -> "FakeMeasurers":
+        """The same table and store of measurements (a nightly's ref is its row), its index remembered."""
+        child = FakeMeasurers(self.table, self.gpus, **self.options)
+        child.seen, child.made, child.nightly_index = self.seen, self.made, index_url
+        return child
 
     def pinned(self, pins: dict) -> "FakeMeasurers":
         """The same table and store of measurements, with ``pins`` laid over (read through ``setups``)."""

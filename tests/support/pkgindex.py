@@ -6,7 +6,9 @@ the PEP 691 JSON simple API (with PEP 700 ``upload-time``/``versions`` and PEP 7
 ``core-metadata``, unless ``core_metadata=False``), the PEP 503 HTML fallback, and the files
 themselves (with HTTP range requests). uv and pip both
 read ``upload-time`` from the JSON API, so ``--exclude-newer`` / ``--uploaded-prior-to``
-work against it.
+work against it. ``json_api=False`` serves the HTML pages only (as PyTorch's wheel indexes do).
+``add_virtual`` publishes a wheel that is never stored whole (tests/support/wheel_relabel.py: a real
+wheel re-labelled, streamed from the original's bytes); ``remove`` takes a file off the index.
 """
 from __future__ import annotations
 
@@ -19,10 +21,13 @@ import json
 import re
 import shutil
 import threading
+import urllib.parse
 import zipfile
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Iterator, Mapping, Sequence, Union
+
+from tests.support.wheel_relabel import VirtualWheel
 
 JSON_TYPE = "application/vnd.pypi.simple.v1+json"
 _FIXED_ZIP_TIME = (2020, 1, 1, 0, 0, 0)
@@ -109,9 +114,10 @@ class LocalIndex:
     the upload times and yank state, so a second ``LocalIndex(root)`` sees the same index.
     """
 
-    def __init__(self, root: Path, core_metadata: bool = True):
+    def __init__(self, root: Path, core_metadata: bool = True, json_api: bool = True):
         self.root = Path(root)
         self.core_metadata = core_metadata   # False: advertise no PEP 658/714 metadata files (old uploads)
+        self.json_api = json_api             # False: the PEP 503 HTML pages only, whatever the client accepts
         self.files_dir = self.root / "files"
         self.files_dir.mkdir(parents=True, exist_ok=True)
         self._manifest = self.root / "index.json"
@@ -141,6 +147,24 @@ class LocalIndex:
         with self._lock:
             self._entries = [e for e in self._entries if e["filename"] != wheel_path.name]
             self._entries.append(entry)
+            self._manifest.write_text(json.dumps(self._entries, indent=1))
+
+    def add_virtual(self, wheel: "VirtualWheel", upload_time: dt.datetime) -> None:
+        """Publish a streamed wheel (never written whole), as if uploaded at ``upload_time``."""
+        wheel.save(self.files_dir)
+        (self.files_dir / (wheel.filename + ".metadata")).write_bytes(wheel.metadata)
+        name, version = wheel.filename.split("-")[:2]
+        entry = {"project": normalize(name), "version": version, "filename": wheel.filename,
+                 "sha256": wheel.sha256, "metadata_sha256": hashlib.sha256(wheel.metadata).hexdigest(),
+                 "size": wheel.size, "upload_time": _iso(upload_time), "yanked": False}
+        with self._lock:
+            self._entries = [e for e in self._entries if e["filename"] != wheel.filename] + [entry]
+            self._manifest.write_text(json.dumps(self._entries, indent=1))
+
+    def remove(self, filename: str) -> None:
+        """Take a file off the index (as an index that deletes old nightlies does)."""
+        with self._lock:
+            self._entries = [e for e in self._entries if e["filename"] != filename]
             self._manifest.write_text(json.dumps(self._entries, indent=1))
 
     def projects(self) -> list[str]:
@@ -193,7 +217,7 @@ def project_html(index: LocalIndex, project: str) -> str:
     """The PEP 503 HTML page of one project (with PEP 592 yanks and PEP 714 metadata)."""
     links = []
     for e in index.files(project):
-        attrs = f'href="../../files/{e["filename"]}#sha256={e["sha256"]}"'
+        attrs = f'href="../../files/{urllib.parse.quote(e["filename"])}#sha256={e["sha256"]}"'
         attrs += f' data-core-metadata="sha256={e["metadata_sha256"]}"' if index.core_metadata else ""
         if e["yanked"] is not False:
             reason = e["yanked"] if isinstance(e["yanked"], str) else ""
@@ -205,13 +229,18 @@ def project_html(index: LocalIndex, project: str) -> str:
 
 class _IndexHandler(BaseHTTPRequestHandler):
     index: LocalIndex
+    head = False   # answering a HEAD request: headers only
 
     def log_message(self, format: str, *args: object) -> None:  # quiet
         return
 
+    def do_HEAD(self) -> None:  # noqa: N802 (http.server API)
+        self.head = True
+        self.do_GET()
+
     def do_GET(self) -> None:  # noqa: N802 (http.server API)
         path = self.path.split("?", 1)[0].split("#", 1)[0]
-        parts = [p for p in path.split("/") if p]
+        parts = [urllib.parse.unquote(p) for p in path.split("/") if p]
         if parts[:1] == ["files"] and len(parts) == 2:
             return self._send_file(parts[1])
         if parts == ["simple"]:
@@ -221,7 +250,7 @@ class _IndexHandler(BaseHTTPRequestHandler):
         self._send(404, "text/plain", b"not found")
 
     def _wants_json(self) -> bool:
-        return JSON_TYPE in self.headers.get("Accept", "")
+        return self.index.json_api and JSON_TYPE in self.headers.get("Accept", "")
 
     def _send(self, code: int, ctype: str, data: bytes) -> None:
         self.send_response(code)
@@ -229,11 +258,16 @@ class _IndexHandler(BaseHTTPRequestHandler):
         self.send_header("Content-Length", str(len(data)))
         self.send_header("Cache-Control", "no-store")
         self.end_headers()
-        self.wfile.write(data)
+        if not self.head:
+            self.wfile.write(data)
 
     def _send_file(self, filename: str) -> None:
         path = self.index.files_dir / filename
-        if "/" in filename or filename.startswith(".") or not path.is_file():
+        if "/" in filename or filename.startswith("."):
+            return self._send(404, "text/plain", b"not found")
+        if not path.is_file() and (self.index.files_dir / f"{filename}.segments.json").is_file():
+            return self._send_virtual(VirtualWheel.load(self.index.files_dir, filename))
+        if not path.is_file():
             return self._send(404, "text/plain", b"not found")
         if filename.endswith(".metadata") and not self.index.core_metadata:
             return self._send(404, "text/plain", b"not found")
@@ -247,7 +281,22 @@ class _IndexHandler(BaseHTTPRequestHandler):
         self.send_header("Content-Range", f"bytes {start}-{end}/{len(data)}")
         self.send_header("Content-Length", str(end - start + 1))
         self.end_headers()
-        self.wfile.write(data[start:end + 1])
+        if not self.head:
+            self.wfile.write(data[start:end + 1])
+
+    def _send_virtual(self, wheel: "VirtualWheel") -> None:
+        wanted = re.fullmatch(r"bytes=(\d+)-(\d*)", self.headers.get("Range", ""))
+        start, end = (int(wanted[1]), min(int(wanted[2] or wheel.size - 1), wheel.size - 1)) if wanted else \
+            (0, wheel.size - 1)
+        self.send_response(206 if wanted else 200)
+        self.send_header("Content-Type", "application/octet-stream")
+        if wanted:
+            self.send_header("Content-Range", f"bytes {start}-{end}/{wheel.size}")
+        self.send_header("Content-Length", str(end - start + 1))
+        self.send_header("Cache-Control", "no-store")
+        self.end_headers()
+        for chunk in [] if self.head else wheel.chunks(start, end + 1):
+            self.wfile.write(chunk)
 
     def _send_listing(self) -> None:
         names = self.index.projects()

@@ -2,6 +2,7 @@
 a log, and no line said twice (notes printed live are not printed again in the final report)."""
 from __future__ import annotations
 
+import shlex
 import io
 import threading
 import time
@@ -135,7 +136,7 @@ def test_an_attribution_environment_is_named_with_its_pins(tmp_path):
     from bisector.envs import EnvManager, EnvSpec
     from bisector.measure.executors import LocalExecutor
     from bisector.measure.gpus import GpuPool
-    from bisector.measure.measurer import Measurers
+    from bisector.measure.measurers import Measurers
     from bisector.job.probe_spec import ProbeSpec
     from bisector.store.storage import Store
 
@@ -150,4 +151,4 @@ def test_a_command_to_copy_is_never_wrapped():
     r = BisectResult(run_id="r1", package="p", mode="release", status="found", reason="x", criterion="c",
                      refine_command="bisector run --package p --mode commits --good 1.3.0 --bad 1.4.0 " + "--x y " * 20)
     text = wrapped(render_text(r), 60)
-    assert "    " + r.refine_command in text.splitlines()
+    assert "    " + shlex.join(r.refine_command) in text.splitlines()

@@ -27,8 +27,10 @@ REDACTION_EXAMPLE = re.compile(r"`/home/\w+/[\w/]+` → `~/")
 # flags of other tools the docs name, by tool (each checked to be that tool's in its own --help)
 FOREIGN = {
     "uv": {"--index", "--index-strategy", "--find-links", "--exclude-newer", "--wheel", "--no-project", "--with",
-           "--python", "--reinstall", "--editable"},
-    "pip, pipx": {"--index-url", "--extra-index-url", "--find-links", "--no-deps", "--pip-args"},
+           "--python", "--reinstall", "--editable", "--default-index", "--prerelease"},
+    "pip, pipx": {"--index-url", "--extra-index-url", "--find-links", "--no-deps", "--pip-args", "--pre"},
+    "git clone, git rev-list (a partial clone of torch's repository, its commits counted)": {"--bare", "--filter",
+                                                                                           "--count"},
     "python -m venv": {"--system-site-packages", "--without-pip"},
     "ray start": {"--head", "--port", "--address"},
     "torchrun": {"--nproc_per_node"},

@@ -29,9 +29,9 @@ def test_results_without_a_schema_are_recognised_by_names_and_details():
 def test_the_recorded_schema_decides_how_a_report_reads():
     result = release_ga()   # stored without a schema: read as ga_memory by its metric names
     assert headline(result).startswith("First bad: accelerate 0.22.0 — GA cost rose from 0.375 B/param")
-    same = result.model_copy(update={"probe": {**result.probe, "schema_version": "ga_memory/2"}})
+    same = result.model_copy(update={"probe": result.probe.model_copy(update={"schema_version": "ga_memory/2"})})
     assert headline(same) == headline(result) and explanation(same) == explanation(result)
-    other = result.model_copy(update={"probe": {**result.probe, "schema_version": "other_probe/1"}})
+    other = result.model_copy(update={"probe": result.probe.model_copy(update={"schema_version": "other_probe/1"})})
     assert headline(other).startswith("First bad: accelerate 0.22.0 — ga_cost_bytes_per_param rose from 0.375")
     assert explanation(other)[0].startswith("Moved with it: ")
 

@@ -3,6 +3,7 @@
 commands over a stored run. UPDATE_GOLDEN=1 rewrites the golden files."""
 from __future__ import annotations
 
+import shlex
 import datetime as dt
 import json
 import os
@@ -15,9 +16,9 @@ import pytest
 
 from bisector.bisection.boundary import merge_sides
 from bisector.cli.main import main
-from bisector.job.commandline import reproduce_command
+from bisector.job.commandline import shown_command
 from bisector.core.changes import Confirmation
-from bisector.core.result import BisectResult, Point, Repro, ReproSide, Step
+from bisector.core.result import BisectResult, Point, PointEnv, Repro, ReproSide, Step
 from bisector.explain.registry import compact_details, explain, metric_label
 from bisector.explain.sites import by_site, site_sentence
 from bisector.core.result import made_by
@@ -81,7 +82,7 @@ def found_commit() -> BisectResult:
         repro=Repro(path="/tmp/work/repro.py", metric="peak_bytes", threshold=1.47e8, verified=True,
                     last_good=ReproSide(value=100 * mib, verdict="good"), first_bad=ReproSide(value=181 * mib, verdict="bad")))
     for p, version in ((r.last_good, "0.22.0.dev1200"), (r.first_bad, "0.22.0.dev1234")):
-        p.env = {**CUDA_ENV, "accelerate": version}
+        p.env = PointEnv.model_validate({**CUDA_ENV, "accelerate": version})
         p.pins = [f"accelerate=={version}", "torch==2.3.1+cu121", "transformers==4.32.0"]
     return r
 
@@ -153,7 +154,8 @@ def release_ga() -> BisectResult:
         bad_end=Point(ref="0.23.0", value=1.9375, metrics=bm, **point))
     for p, transformers in ((r.good_end, "4.40.0"), (r.last_good, "4.43.4"), (r.first_bad, "4.44.0"),
                             (r.bad_end, "4.45.0")):
-        p.env = {**CUDA_ENV, "gpu": "NVIDIA H100 80GB HBM3", "accelerate": p.ref, "transformers": transformers}
+        p.env = PointEnv.model_validate({**CUDA_ENV, "gpu": "NVIDIA H100 80GB HBM3", "accelerate": p.ref,
+                                         "transformers": transformers})
     return r
 
 
@@ -440,7 +442,7 @@ def test_environment_sides_merge_and_differences_show():
 
 def test_reproduce_command_drops_local_flags_and_credentials():
     cmd = "bisector run --store=/x/s.db --cache-dir /c --json --index-url https://u:p@h/simple --good 1"
-    assert reproduce_command(cmd) == "bisector run --index-url 'https://***@h/simple' --good 1"
+    assert shown_command(shlex.split(cmd)) == "bisector run --index-url 'https://***@h/simple' --good 1"
 
 
 @pytest.fixture

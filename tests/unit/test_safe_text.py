@@ -4,6 +4,7 @@ markdown-it parses it), a command quoted on one line that bash reads back word f
 embedded in the repro byte for byte, the repro header's requirements, writes that never follow a link."""
 from __future__ import annotations
 
+import shlex
 import base64
 import json
 import os
@@ -305,11 +306,11 @@ def test_a_vcs_url_pip_takes_and_no_path_of_this_machine_in_the_bisect_s_command
     assert requirement("acc", p, None, "git@github.com:o/acc") == "git+ssh://git@github.com/o/acc.git@" + "b" * 40
     command = ("bisector run --package acc --env /home/alice/specs/plain.toml --probe /home/alice/probe.py "
                "--probe-cmd 'sh /home/alice/x.sh' --config=~/bisect.toml --repo /src/acc --index-url https://h/simple")
-    shown = portable(command, "/src/acc", "https://github.com/o/acc")
+    shown = portable(shlex.split(command), "/src/acc", "https://github.com/o/acc")
     assert "/home/alice" not in shown and "/src/acc" not in shown and "~" not in shown
     assert "--env '<PATH>' --probe '<PATH>' --probe-cmd 'sh <PATH>' '--config=<PATH>'" in shown
     assert "--repo https://github.com/o/acc --index-url https://h/simple" in shown
-    assert '--repo "$REPO_URL"' in portable(command, "/src/acc")
+    assert '--repo "$REPO_URL"' in portable(shlex.split(command), "/src/acc")
     used = index_use("https://u:secret@h/simple", ["file:///opt/pypi/simple", "https://extra/simple"])
     assert used.pip_args() == ["--index-url", "https://u:secret@h/simple", "--extra-index-url", "https://extra/simple"]
     assert used.left_out == 1   # a file:// index is this machine's (the written script redacts the credentials)

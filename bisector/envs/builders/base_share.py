@@ -1,23 +1,29 @@
-"""The CUDA libraries torch bases have in common, stored once: hard links where the wheels allow.
+"""What torch bases have in common, stored once: hard links where the wheels allow.
 
 Two torch releases often need the very same ``nvidia-*`` / ``cuda-*`` / ``triton`` wheels (2.12.0 and
-2.12.1 do). After pip installed a new base, each file of such a distribution whose RECORD entry (path,
-sha256, size) is the same in an already built base of the same distribution and version, and whose size
-on disk matches, becomes a hard link to that base's file: the same bytes, stored once. Removing either
-base later leaves the other whole. torch's own files are never shared (every release differs).
+2.12.1 do) and the same versions of torch's other dependencies (sympy, networkx, ...), and two nightlies
+a day apart hold mostly the same files of torch itself (its Python modules and headers; its libraries
+differ). After pip installed a new base, each file whose RECORD entry (path, sha256, size) is the same in
+an already built base, for a distribution of the same name and version, or for torch of any version, and
+whose size on disk matches, becomes a hard link to that base's file: the same bytes, stored once. So does
+the bytecode pip compiled from such a shared module (``__pycache__/<name>.<tag>.pyc``): it was compiled
+from exactly those bytes (Python checks a ``.pyc`` against its source's size and mtime, which the shared
+inode keeps, and sets the module's path from where it is imported, not from the path compiled into it).
+Removing either base later leaves the other whole.
 """
 from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import Optional
 
 from pydantic import BaseModel
 
 from bisector.envs.tooling.base_info import installed_dists
-from bisector.envs.builders.torch_size import HEAVY
 from bisector.envs.tooling.tool_runs import log
 
 Entry = tuple[str, int]    # (RECORD hash, size)
+ROOT = "torch"
 
 
 class Shared(BaseModel):
@@ -46,13 +52,12 @@ def _record(dist_dir: Path) -> dict[str, Entry]:
     return out
 
 
-def _libraries(prefix: Path) -> dict[tuple[str, str], tuple[Path, dict[str, Entry]]]:
-    """(name, version) -> (site dir, RECORD) of each CUDA library distribution in a base."""
+def _distributions(prefix: Path) -> dict[tuple[str, str], tuple[Path, dict[str, Entry]]]:
+    """(name, version) -> (site dir, RECORD) of each distribution in a base; torch's under ("torch", "*"):
+    its files are compared with those of every torch version."""
     found = {}
-    sites = _sites(prefix)
-    for name, (dist, site, path) in installed_dists(sites).items():
-        if HEAVY.match(name) and name != "torch":
-            found[(name, dist.version)] = (Path(site), _record(path))
+    for name, (dist, site, path) in installed_dists(_sites(prefix)).items():
+        found[(name, "*" if name == ROOT else dist.version)] = (Path(site), _record(path))
     return found
 
 
@@ -67,31 +72,54 @@ def _link(source: Path, dest: Path) -> bool:
         return False
 
 
+def _bytecode(site: Path, rel: str) -> list[str]:
+    """The ``.pyc`` files pip compiled from module ``rel`` (relative to ``site``)."""
+    if not rel.endswith(".py"):
+        return []
+    folder, stem = os.path.split(rel)
+    cache = site / folder / "__pycache__"
+    try:
+        names = os.listdir(cache)
+    except OSError:
+        return []
+    return [os.path.join(folder, "__pycache__", n) for n in names if n.startswith(stem[:-3] + ".") and n.endswith(".pyc")]
+
+
+def _share_file(src: Path, dest: Path, size: Optional[int]) -> bool:
+    """Hard-link ``dest`` to ``src`` when both are regular files (of ``size`` bytes, when given), not yet
+    the same file."""
+    try:
+        if src.is_symlink() or dest.is_symlink() or not (src.is_file() and dest.is_file()):
+            return False
+        if size is not None and not src.stat().st_size == dest.stat().st_size == size:
+            return False
+        return not os.path.samefile(src, dest) and _link(src, dest)
+    except OSError:
+        return False
+
+
 def share_libraries(new: Path, others: list[Path]) -> Shared:
-    """Hard-link the new base's CUDA library files to identical ones of ``others`` (built bases)."""
+    """Hard-link the new base's files to identical ones of ``others`` (built bases; each file to the first
+    of them that has it), with the bytecode compiled from each shared module."""
     shared = Shared()
-    mine = _libraries(new)
+    mine = _distributions(new)
+    done: set[tuple[tuple[str, str], str]] = set()
     for other in others:
-        if not mine:
-            break
-        theirs = _libraries(other)
+        theirs = _distributions(other)
         for key in [k for k in mine if k in theirs]:
-            (site, record), (their_site, their_record) = mine.pop(key), theirs[key]
+            (site, record), (their_site, their_record) = mine[key], theirs[key]
             for rel, entry in record.items():
-                if their_record.get(rel) != entry:
+                if (key, rel) in done or their_record.get(rel) != entry or not _share_file(their_site / rel, site / rel,
+                                                                                           entry[1]):
                     continue
-                src, dest = their_site / rel, site / rel
-                try:
-                    same = src.stat().st_size == dest.stat().st_size == entry[1] and not dest.is_symlink()
-                    linked = os.path.samefile(src, dest)
-                except OSError:
-                    continue
-                if same and not linked and _link(src, dest):
-                    shared.bytes += entry[1]
-                    shared.files += 1
-            if other.name not in shared.with_bases:
-                shared.with_bases.append(other.name)
+                done.add((key, rel))
+                shared.bytes, shared.files = shared.bytes + entry[1], shared.files + 1
+                for pyc in _bytecode(site, rel):   # (its size differs with the path compiled into it)
+                    if _share_file(their_site / pyc, site / pyc, None):
+                        shared.bytes, shared.files = shared.bytes + (site / pyc).stat().st_size, shared.files + 1
+                if other.name not in shared.with_bases:
+                    shared.with_bases.append(other.name)
     if shared.files:
-        log.info("the torch base shares %d files (%d bytes) of its CUDA libraries with %s",
+        log.info("the torch base shares %d files (%d bytes) with %s",
                  shared.files, shared.bytes, ", ".join(shared.with_bases))
     return shared

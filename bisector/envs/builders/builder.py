@@ -17,7 +17,7 @@ from packaging.specifiers import SpecifierSet
 
 from bisector.envs.builders.backends import Backend, PipBackend
 from bisector.envs.model.layout import env_python, site_packages
-from bisector.envs.tooling.base_info import installed_dists, torch_source
+from bisector.envs.tooling.base_info import installed_dists, torch_git, torch_source
 from bisector.envs.builders.commit_wheels import commit_wheel
 from bisector.envs.model.environment import Environment, venv_run_env
 from bisector.envs.check.health import HealthReport, probe, problems, provided_conflicts
@@ -115,6 +115,7 @@ def _info(recipe: Recipe, env_dir: Path, report: HealthReport, lifted: list[str]
         resolved=[f"{n}=={d.version}" for n, (d, _, _) in sorted(dists.items())],
         lifted=lifted, base=recipe.spec.base, base_fingerprint=recipe.base.fingerprint,
         overlay=str(overlay) if overlay else None, provided=recipe.base.provided, torch=torch, torch_from=torch_from,
+        torch_git=torch_git(recipe.base, site),
         python_version=recipe.base.python_version, interpreter=InterpreterStamp.of(env_python(env_dir)),
         backend=backend, created=now, last_used=now, build_seconds=round(time.monotonic() - timing[0], 3),
         health_seconds=round(timing[1], 3), health=health, import_names=sorted(report.modules),

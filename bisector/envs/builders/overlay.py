@@ -122,6 +122,15 @@ def ensure_overlay(base: BaseInfo, layout: CacheLayout) -> Optional[Path]:
                       lambda staging: _populate(staging, overlay_links(base)))
 
 
+def overlay_of(site_packages: Path) -> Optional[Path]:
+    """The overlay a venv's site-packages points at (its base's packages: torch), None when it has none."""
+    try:
+        line = (site_packages / PTH_NAME).read_text().strip().splitlines()[0]
+    except (OSError, IndexError):
+        return None
+    return Path(line) if line and Path(line).is_dir() else None
+
+
 def install_pth(site_packages: Path, overlay: Optional[Path]) -> None:
     """Point a venv's site-packages at the overlay (appended after the venv's own packages)."""
     if overlay is not None:

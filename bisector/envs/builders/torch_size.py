@@ -4,8 +4,11 @@ files, or the local files pip's configuration offers (``find-links`` directories
 no download). Said before a build, never guessed: what the index does not say is counted as unknown."""
 from __future__ import annotations
 
+import platform
 import re
+import sys
 import tempfile
+import urllib.parse
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Optional
@@ -18,7 +21,7 @@ from pydantic import BaseModel
 from bisector.core.units import human_bytes
 from bisector.envs.tooling.tool_runs import clean_env, run
 from bisector.errors import BisectorError, EnvironmentFailure
-from bisector.sources.index import fetch_project
+from bisector.sources.index import content_length, fetch_project, project_url
 from bisector.sources.installer_config import pip_settings, resolve_index_url, uv_binary
 
 HEAVY = re.compile(r"^(torch|triton|pytorch-triton(-.+)?|nvidia-.+|cuda-.+)$")
@@ -56,10 +59,17 @@ def _compatible_tags(python_version: str) -> list[tags.Tag]:
     return [*tags.cpython_tags(major_minor), *tags.compatible_tags(major_minor)]
 
 
-def _best_file(files: list[tuple[str, int]], version: str, ranked: dict[tags.Tag, int]) -> Optional[int]:
-    """The size of the most preferred wheel of ``version`` among (filename, size) for these tags."""
-    best: Optional[tuple[int, int]] = None
-    for filename, size in files:
+def _best_file(files: list[tuple], version: str, ranked: dict[tags.Tag, int]) -> Optional[int]:
+    """The size of the most preferred wheel of ``version`` among (filename, size, ...) for these tags."""
+    found = _best_entry(files, version, ranked)
+    return found[1] if found else None
+
+
+def _best_entry(files: list[tuple], version: str, ranked: dict[tags.Tag, int]) -> Optional[tuple]:
+    """The most preferred wheel of ``version`` among (filename, ...) entries for these tags."""
+    best: Optional[tuple[int, tuple]] = None
+    for entry in files:
+        filename = entry[0]
         try:
             _, found, _, file_tags = parse_wheel_filename(filename)
         except Exception:
@@ -68,7 +78,7 @@ def _best_file(files: list[tuple[str, int]], version: str, ranked: dict[tags.Tag
             continue
         rank = min((ranked[t] for t in file_tags if t in ranked), default=None)
         if rank is not None and (best is None or rank < best[0]):
-            best = (rank, size)
+            best = (rank, entry)
     return best[1] if best else None
 
 
@@ -135,6 +145,12 @@ def _python_version(python: Path) -> str:
     return run([python, "-c", code], "asking the interpreter its version", env=clean_env()).stdout.strip()
 
 
+def interpreter_tags(python: Path) -> list[tags.Tag]:
+    """The wheel tags ``python`` installs, most preferred first (this machine's platform)."""
+    same = Path(python) == Path(sys.executable)
+    return _compatible_tags(platform.python_version() if same else _python_version(python))
+
+
 def estimate(version: str, python: Path, python_version: Optional[str] = None,
              index_url: Optional[str] = None) -> TorchDownload:
     """What installing ``torch==version`` for ``python`` (of ``python_version``, asked when None) fetches,
@@ -155,8 +171,11 @@ def estimate(version: str, python: Path, python_version: Optional[str] = None,
             page = fetch_project(url, name)
         except BisectorError:
             return name, None, False
-        files = [(f.get("filename", ""), int(f["size"])) for f in page.get("files", []) if f.get("size")]
-        return name, _best_file(files, found, ranked), False
+        files = [(f.get("filename", ""), f.get("size"), f.get("url", "")) for f in page.get("files", [])]
+        best = _best_entry(files, found, ranked)
+        if best is None or best[1]:
+            return name, int(best[1]) if best else None, False
+        return name, content_length(urllib.parse.urljoin(project_url(url, name), best[2])), False   # an HTML page
 
     with ThreadPoolExecutor(max_workers=8) as pool:
         sizes = list(pool.map(size, pins))

@@ -65,6 +65,7 @@ class EnvInfo(BaseModel):
     provided: dict[str, str] = {}       # name -> version taken from the base
     torch: Optional[str] = None         # torch's build version (local label kept: 2.11.0+cu130)
     torch_from: Optional[str] = None    # where that torch comes from (the interpreter, a base venv, the env)
+    torch_git: Optional[str] = None     # the commit it was built from (torch/version.py's git_version)
     python_version: str
     interpreter: InterpreterStamp
     backend: str
@@ -129,6 +130,7 @@ class BaseInfo(BaseModel):
     stamp: dict[str, object]
     fingerprint: str
     torch_build: Optional[str] = None   # torch's own __version__, local label kept (2.11.0+cu130)
+    torch_git: Optional[str] = None     # the commit torch was built from (its version.py's git_version)
 
     @property
     def torch_version(self) -> Optional[str]:

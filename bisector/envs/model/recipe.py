@@ -89,8 +89,8 @@ def spec_for_target(spec: EnvSpec, target: InstallTarget) -> EnvSpec:
     if target.canonical_name != TORCH:
         return spec
     if target.is_commit or not target.version:
-        raise UsageError("torch candidates are releases: a torch commit would need a source build of torch "
-                         "(hours); bisect releases, or nightly wheels through --index-url and --pre")
+        raise UsageError("torch candidates are releases or nightlies: a torch commit would need a source build of "
+                         "torch (hours); bisect releases, or nightly wheels with --mode nightlies --nightly-index URL")
     return spec.model_copy(update={"base": f"torch=={target.version}",
                                    "index_url": target.index_url or spec.index_url})
 

@@ -106,6 +106,7 @@ def _fingerprint(data: dict) -> str:
 
 
 _VERSION_LINE = re.compile(r"""^__version__\s*(?::\s*str\s*)?=\s*['"]([^'"]+)['"]""", re.M)
+_GIT_LINE = re.compile(r"""^git_version\s*(?::\s*str\s*)?=\s*['"]([0-9a-fA-F]{7,40})['"]""", re.M)
 
 
 def module_version(site_dirs: list[str], name: str = ROOT) -> Optional[str]:
@@ -119,6 +120,19 @@ def module_version(site_dirs: list[str], name: str = ROOT) -> Optional[str]:
                 continue
             if found:
                 return found[-1]
+    return None
+
+
+def module_git_version(site_dirs: list[str], name: str = ROOT) -> Optional[str]:
+    """The commit a torch build says it was built from (``git_version`` in ``torch/version.py``), read
+    from disk: what tells two nightlies apart as commits."""
+    for site in site_dirs:
+        try:
+            found = _GIT_LINE.findall(Path(site, name, "version.py").read_text(errors="replace"))
+        except OSError:
+            continue
+        if found:
+            return found[-1].lower()
     return None
 
 
@@ -138,7 +152,13 @@ def describe_base(spec_base: str, python: Path) -> BaseInfo:
         site_dirs=desc["site_dirs"], markers=desc["markers"], closure=members, provided=provided,
         constraints=constraints, stamp=_stamp(python, desc["site_dirs"]), fingerprint=fp,
         torch_build=module_version([d.site_dir for d in members if d.name == ROOT]) if ROOT in provided else None,
+        torch_git=module_git_version([d.site_dir for d in members if d.name == ROOT]) if ROOT in provided else None,
     )
+
+
+def torch_git(base: BaseInfo, site: Path) -> Optional[str]:
+    """The commit the environment's torch was built from: the base's, else its own site-packages'."""
+    return base.torch_git if base.torch_version else module_git_version([str(site)])
 
 
 def torch_source(base: BaseInfo, spec_base: str, site: Path) -> tuple[Optional[str], Optional[str]]:

@@ -193,9 +193,9 @@ def one_version(metrics: dict[str, float], details: dict, metric: Optional[str])
 
 def setting(result: BisectResult) -> str:
     """The job's probe setting in words: loop, precisions, GA, model, tokens, meter."""
-    cfg = (result.probe or {}).get("config") or {}
+    cfg = result.probe.config or {}
     if not cfg:
-        return (result.probe or {}).get("probe") or "the job's probe"
+        return result.probe.probe or "the job's probe"
     sizes = cfg.get("sizes") or []
     width = f"widths {sizes[0]}..{sizes[-1]}" if len(sizes) > 1 else f"width {sizes[0]}" if sizes else ""
     meter = (result.environment or {}).get("meter") or ""
