@@ -13,7 +13,8 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-DOCS = [ROOT / "README.md", ROOT / "probes" / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+DOCS = [ROOT / "README.md", ROOT / "probes" / "README.md", ROOT / "probes" / "CONTRACT.md",
+        *sorted((ROOT / "docs").glob("*.md"))]
 TOPS = "bisector|probes|bench|docs|tests|examples|envs|\\.ci"
 EXT = r"\.(?:py|md|toml|ya?ml|json|sh|txt|html|cfg|whl|tgz)"
 # a path under a top folder: a file with an extension, or a folder (with its slash); placeholders such
