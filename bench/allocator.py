@@ -25,9 +25,9 @@ import time
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path[:0] = [os.path.join(ROOT, "probes", "ga_memory"), os.path.join(ROOT, "probes")]
 
-from _alloc_conf import parse_alloc_conf  # noqa: E402
-from _alloc_replay import replay  # noqa: E402
-from _alloc_trace import Trace  # noqa: E402
+from _allocator_model.conf import parse_alloc_conf  # noqa: E402
+from _allocator_model.replay import replay  # noqa: E402
+from _allocator_model.trace import Trace  # noqa: E402
 
 MIB = 1024 * 1024
 CONFS = ("", "expandable_segments:True", "max_split_size_mb:64")
@@ -91,8 +91,9 @@ def probe_traces(rounds):
 def meter_overhead(rounds):
     import torch
 
-    from _alloc_conf import AllocSettings
-    from _meter_cpu import StorageMeter
+    from _allocator_model.conf import AllocSettings
+    from _allocator_model.replay import AllocatorEstimate
+    from _meters.cpu import StorageMeter
 
     torch.manual_seed(0)
     torch.set_num_threads(1)
@@ -102,7 +103,7 @@ def meter_overhead(rounds):
     x = torch.randn(2, 64, 128)
 
     def cell(allocator):
-        meter = StorageMeter(allocator=allocator)
+        meter = StorageMeter(allocations=AllocatorEstimate(allocator) if allocator is not None else None)
         meter.track(model.parameters())
         start = time.perf_counter()
         with meter:

@@ -1,19 +1,14 @@
-"""The probe side of the metrics-file contract, shared by the built-in probes (stdlib only).
+"""The probe side of the result contract, shared by the built-in probes (stdlib only): ``write_result`` and
+``cpu_name``.
 
-A probe writes one JSON object with at least ``{"metrics": {name: finite number}}`` to the file
-named by ``$BISECTOR_RESULT`` (else a ``--result`` path, else stdout). The write is atomic: the
-JSON goes to a temporary file next to the target, which is then renamed over it, so the
-orchestrator never reads half a result even when the probe is killed mid-write.
+The contract itself (the result's fields, the shape of ``device``, units, exit codes) is probes/CONTRACT.md,
+rendered from the host's result model. In short: one JSON object with at least ``{"metrics": {name: finite
+number}}`` in the file named by ``$BISECTOR_RESULT``, then exit 0; ``error`` and a non-zero exit when nothing
+could be measured. The write is atomic: the JSON goes to a temporary file next to the target, which is then
+renamed over it, so a probe killed mid-write never leaves half a result.
 
-A built-in probe may opt in to the warm worker (probes/_warm_worker.py, a fork server per candidate
-environment) by defining ``warm_imports()`` (``WARM_HOOK``) in its main script: it imports the heavy
-modules any run of the probe may use (torch, the ML stack, the probe's own helpers) and nothing else
-happens in it: no tensor op, no CUDA or NVML call (CUDA is initialised only in the forked runs), no
-thread, no change to autocast or to the default dtype. The worker checks this and refuses otherwise;
-each run is then a fork of the worker and runs the script as ``__main__`` exactly as a fresh
-``python SCRIPT ARGS`` would after those imports (what they did to ``os.environ``, as torch's inductor
-does at import, is done to each run's environment too). Custom probes and ``--probe-cmd`` always
-run as plain processes.
+A built-in probe may opt in to warm runs by defining ``warm_imports()`` (``WARM_HOOK``) in its main script:
+what it may do there is in probes/README.md ("Warm runs").
 """
 import json
 import os

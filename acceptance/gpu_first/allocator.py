@@ -1,5 +1,5 @@
 """Step allocator (planned 75 s on a GPU; widths 1024 and 2560): the caching allocator's model
-(probes/ga_memory/_allocator.py, issue 30) against CUDA's own allocator. Runs ``allocator_model.py`` on the bf16 cells (4 cells: two
+(probes/ga_memory/_allocator_model/, issue 30) against CUDA's own allocator. Runs ``allocator_model.py`` on the bf16 cells (4 cells: two
 widths, GA 1 and 2): each CUDA cell in a fresh interpreter records the allocator's history, which the
 model replays against ``max_memory_reserved`` / ``max_memory_allocated``; the same cell's CPU trace
 replayed by the model is compared with the CUDA reserved peak, and the bf16 GA cost in reserved bytes

@@ -4,7 +4,7 @@
 
 Planned time on the GPU: 120 s (8 CUDA cells, each in a fresh interpreter, about 6 s apiece; the same
 8 cells on the CPU under the probe's meter, about 70 s). Needs the image's python3 only: the stdlib,
-torch, and the probe's own pure modules (probes/ga_memory: the allocator model, the CPU meter).
+torch, and the probe's own pure modules (probes/ga_memory/_allocator_model: the allocator model; probes/_meters: the CPU meter).
 
 Every cell (width x precision x GA) trains a torch-only causal LM (embedding, pre-LN attention and
 MLP blocks, LM head, SGD): one warm-up optimizer step, then the measured step.
@@ -36,7 +36,7 @@ import sys
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-PROBE = os.path.join(os.path.dirname(os.path.dirname(HERE)), "probes", "ga_memory")
+PROBE = os.path.join(os.path.dirname(os.path.dirname(HERE)), "probes", "ga_memory")   # and probes/ (_meters)
 sys.path[:0] = [PROBE, os.path.dirname(PROBE)]
 
 PLANNED_SECONDS = 120
@@ -205,11 +205,12 @@ def cpu_cell(torch, cell) -> dict:
     trace a CPU user's estimate comes from."""
     import gc
 
-    from _alloc_conf import conf_from_env, parse_alloc_conf
-    from _meter_cpu import StorageMeter
+    from _allocator_model.conf import conf_from_env, parse_alloc_conf
+    from _allocator_model.replay import AllocatorEstimate
+    from _meters.cpu import StorageMeter
 
     model, opt, steps = setup(torch, cell, "cpu")
-    meter = StorageMeter(allocator=parse_alloc_conf(conf_from_env(os.environ)), keep_trace=True)
+    meter = StorageMeter(allocations=AllocatorEstimate(parse_alloc_conf(conf_from_env(os.environ)), keep_trace=True))
     meter.track(model.parameters())
     meter.track(ids for batches in steps for ids in batches)
     gc.collect()
@@ -337,9 +338,9 @@ def cell_timeout() -> float:
 def run_cuda(cell) -> dict:
     """The CUDA cell in a fresh interpreter (the allocator starts empty, as in an isolated probe cell),
     and the model's replay of its trace."""
-    from _alloc_conf import conf_from_env, parse_alloc_conf
-    from _alloc_replay import replay
-    from _alloc_trace import Trace
+    from _allocator_model.conf import conf_from_env, parse_alloc_conf
+    from _allocator_model.replay import replay
+    from _allocator_model.trace import Trace
 
     timeout = cell_timeout()
     try:

@@ -68,7 +68,7 @@ def _torch_device(step):
 def _nvml_name(step, uuid):
     try:
         import pynvml
-        from _meter_cuda import uuid_candidates
+        from _meters.cuda import uuid_candidates
 
         pynvml.nvmlInit()
         for spelling in uuid_candidates(uuid):

@@ -18,7 +18,7 @@ import torch  # noqa: E402
 
 import _cells  # noqa: E402
 from _cli import make_spec, parser  # noqa: E402
-from _meter_base import DEVICE_METER  # noqa: E402
+from _meters.phases import DEVICE_METER  # noqa: E402
 
 
 class WindowPeak:

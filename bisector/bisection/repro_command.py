@@ -15,8 +15,8 @@ from __future__ import annotations
 
 from bisector.job.config import JobConfig
 from bisector.core.criterion import Direction
-from bisector.data import probes_dir
-from bisector.job.probe_spec import builtin_files, builtin_script
+from bisector.bisection.repro_embed import files_dict, probe_files
+from bisector.job.probe_spec import COMMAND_PROBE
 
 _BODY = '''
 
@@ -34,10 +34,10 @@ def main(argv):
         sys.exit("repro: no command after --")
     with tempfile.TemporaryDirectory(prefix="bisector-repro-") as tmp:
         for rel, source in FILES.items():
-            path = os.path.join(tmp, rel)
+            path = os.path.join(tmp, *rel.split("/"))
             os.makedirs(os.path.dirname(path), exist_ok=True)
-            with open(path, "w") as fh:
-                fh.write(source)
+            with open(path, "wb") as fh:
+                fh.write(source if isinstance(source, bytes) else source.encode("utf-8"))
         env = dict(os.environ)
         env["PATH"] = os.path.dirname(sys.executable) + os.pathsep + env.get("PATH", "")
         for key, value in ENV.items():
@@ -81,25 +81,24 @@ if __name__ == "__main__":
 
 def meter_files() -> dict[str, str]:
     """The command meter's files as the script embeds them: relative path under probes/ -> source."""
-    root = probes_dir()
-    return {f.relative_to(root).as_posix(): f.read_text() for f in builtin_files(builtin_script("command"))}
+    return {rel: f.read_text() for rel, f in probe_files(COMMAND_PROBE)}
 
 
 def command_script(config: JobConfig, head: list[str], metric: str, threshold: float, direction: Direction,
                    package: str, device: str) -> str:
     """The command run's repro (see the module): the header, the command, the meter's files, the judge."""
     probe = config.probe
-    files = "\n".join(f"    {rel!r}: {source!r}," for rel, source in sorted(meter_files().items()))
     env = {"BISECTOR_PACKAGE": package, "BISECTOR_DEVICE": device}
     return "\n".join([
         "#!/usr/bin/env python3", *head,
         "# Run it from the directory the bisect ran in (the command's paths are relative to it).",
         f'"""Runs {probe.label().removeprefix("command: ")!r} unchanged under the command meter embedded below '
         f'and judges {metric} (python SCRIPT -- CMD measures any other command)."""',
-        "import json", "import os", "import shlex", "import subprocess", "import sys", "import tempfile", "",
+        "import base64", "import json", "import os", "import shlex", "import subprocess", "import sys", "import tempfile",
+        "",
         f"COMMAND = {list(probe.command)!r}",
         f"METER_ARGS = {probe.meter_args()!r}",
         f"METRIC, THRESHOLD, DIRECTION = {metric!r}, {threshold!r}, {direction.value!r}",
         f"ENV = {env!r}   # what bisector told the command (set only where the environment does not say)",
-        "FILES = {   # the command meter (probes/command) and the probes' meter library, as bisector ran them",
-        files, "}", _BODY])
+        *files_dict(COMMAND_PROBE, "the command meter (probes/command) and the probes' meter library, as bisector ran "
+                                   "them"), _BODY])

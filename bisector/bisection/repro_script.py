@@ -7,10 +7,10 @@ environment had): installable requirements only (a fact of the run, such as wher
 comment), no path of this machine (a local clone is ``$REPO_URL``, which the header explains). What
 follows depends on the probe:
 
-* ``ga_memory``: the probe's measured loop reduced to this run's setting (bisector/data/repro/
-  ga_memory_repro.py with only the run's loop and meter kept, and its effective configuration as
-  ``SETTINGS``): models from configs with random weights, the precision proved per cell, the CPU's
-  live-bytes meter inlined (on CUDA ``torch.cuda.max_memory_allocated``), the fits and the metric;
+* ``ga_memory``: the probe itself (bisector/data/repro/ga_memory_repro.py): its own files, the meter
+  library's and the contract embedded exactly as the bisect ran them (bisector.bisection.repro_embed), run
+  with the bisect's arguments on its device, the metric judged from its result; a run whose effective
+  settings are not the bisect's (its results' ``probe.config``) is not judged;
 * any other Python probe (built-in or a script): its source and its sibling modules embedded, run
   with this run's arguments, the metric read from its result and printed;
 * an exit-code probe (``--probe-cmd``): a shell script running that command;
@@ -23,16 +23,14 @@ imports bisector; when bisector runs it (to verify it), the metrics also go to `
 """
 from __future__ import annotations
 
-import ast
-import base64
 import pprint
-import re
 import shlex
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional
 
 from bisector.bisection.repro_command import command_script
+from bisector.bisection.repro_embed import embedded, files_dict
 from bisector.bisection.repro_header import IndexUse, header, index_use, installs, sides   # noqa: F401 (re-exported)
 from bisector.bisection.wiring import job_spec
 from bisector.job.config import JobConfig
@@ -41,14 +39,13 @@ from bisector.core.result import BisectResult
 from bisector.core.units import human_value
 from bisector.data import repro_dir
 from bisector.errors import UsageError
-from bisector.job.probe_spec import builtin_files
+from bisector.job.probe_code import builtin_files
 from bisector.report.common import result_metric
-from bisector.safety.safe_text import one_line, visible
+from bisector.safety.safe_text import one_line
 from bisector.report.sides import shown
 from bisector.sources.installer_config import resolve_index_url
 
-GA_MEMORY_METRIC = re.compile(r"^(peak_bytes\.[a-z0-9]+\.ga\d+\.h\d+(\.t\d+)?|((fp32|bf16|fp16)_)?(ga_cost|ga_excess|"
-                              r"mixed_cost)_(bytes_per_param|fixed_bytes|bytes_per_token))$")
+_LOOP_FILE = {"accelerate": "ga_memory/_training/accelerate_loop.py", "trainer": "ga_memory/_training/trainer_loop.py"}
 SETTING_KEYS = ("loop", "arch", "sizes", "seq_lens", "layers", "heads", "vocab", "max_positions", "batch", "precisions",
                 "ga", "optimizer", "gradient_checkpointing", "use_reentrant", "use_cache", "attn", "shape",
                 "shape_hidden", "model_factory", "zero_grad_target", "zero_grad_policy", "max_grad_norm",
@@ -86,73 +83,28 @@ def _expect(s: BisectResult, metric: Optional[str], threshold: Optional[float], 
             f"{human_value(threshold, metric)}. Exit 0 when GOOD, 1 when BAD.")
 
 
-def _sections(template: str, keep: dict[str, str]) -> str:
-    """The template without the ``# >>> key=value`` sections ``keep`` does not name (and without markers)."""
-    out, dropping = [], False
-    for line in template.splitlines():
-        marker = re.match(r"^# >>> (\w+)=(\w+)$", line)
-        if marker:
-            dropping = keep.get(marker[1]) != marker[2]
-            continue
-        if line == "# <<<":
-            dropping = False
-            continue
-        if not dropping:
-            out.append(line)
-    return "\n".join(out) + "\n"
-
-
 def _replace(text: str, name: str, lines: list[str]) -> str:
     start, end = text.index(f"# >>> {name}\n"), None
     end = text.index("# <<<\n", start) + len("# <<<\n")
     return text[:start] + "\n".join(lines) + "\n" + text[end:]
 
 
-def ga_memory_script(result: BisectResult, head: list[str], metric: str, threshold: float,
+def ga_memory_script(result: BisectResult, config: JobConfig, head: list[str], metric: str, threshold: float,
                      direction: Direction) -> str:
-    """The ga_memory loop in the run's setting (see the module)."""
-    config = shown(result).probe.config or {}
-    missing = [k for k in SETTING_KEYS if k not in config]
-    if missing:
-        raise UsageError(f"the run's ga_memory results do not say {', '.join(missing)}: rerun it with this bisector")
-    if not GA_MEMORY_METRIC.match(metric):
-        raise UsageError(f"the ga_memory repro computes the step peaks and the GA and mixed-precision costs, not {metric}")
-    if config.get("fp16_init_scale") is not None:
-        raise UsageError("the ga_memory repro does not set the fp16 GradScaler's initial scale (--fp16-init-scale)")
-    settings = {k: config[k] for k in SETTING_KEYS}
+    """The ga_memory probe itself, embedded, run with the bisect's arguments on its device (see the module)."""
+    settings = shown(result).probe.config or {}
+    device = settings.get("device") or ("cuda" if "cuda" in (shown(result).last_good.env.meter or "") else "cpu")
+    bisect = {k: settings[k] for k in SETTING_KEYS if k in settings}
     text = (repro_dir() / "ga_memory_repro.py").read_text()
     text = _replace(text, "header", head)
-    text = _replace(text, "settings", [f"SETTINGS = {pprint.pformat(settings, width=110, sort_dicts=False)}",
-                                       f"METRIC, THRESHOLD, DIRECTION = {metric!r}, {threshold!r}, {direction.value!r}"])
-    return _sections(text, {"loop": settings["loop"], "meter": "cuda" if settings["device"] == "cuda" else "cpu"})
-
-
-def _literal(source: str) -> str:
-    """A Python string literal of exactly ``source``: readable when it can be (a raw triple-quoted string
-    that reads back as ``source``, with no control, bidi or invisible character raw in it), else ``repr``
-    (which escapes every quote, backslash and unprintable character)."""
-    raw = "r'''" + source + "'''"
-    if visible(source) == source and "\r" not in source:
-        try:
-            if ast.literal_eval(raw) == source:
-                return raw
-        except (SyntaxError, ValueError):
-            pass
-    return repr(source)
-
-
-def embedded(path: Path) -> str:
-    """A Python expression of a probe file's source, exactly as Python would run it: its UTF-8 text as a
-    literal (:func:`_literal`; CRLF kept), or its bytes (base64) when it is not plain UTF-8 (another
-    encoding, a BOM), which ``compile`` decodes as running the file would."""
-    data = path.read_bytes()
-    try:
-        text = data.decode("utf-8")
-    except UnicodeDecodeError:
-        text = None
-    if text is not None and not text.startswith("\ufeff"):
-        return _literal(text)
-    return f"base64.b64decode({base64.b64encode(data).decode()!r})"
+    text = _replace(text, "settings", [
+        f"ARGS = {list(config.probe.args)!r}   # the bisect's probe arguments", f"DEVICE = {device!r}",
+        f"# what measures: the loop in FILES[{_LOOP_FILE.get(settings.get('loop'), _LOOP_FILE['accelerate'])!r}], "
+        f"the meter in FILES[{'_meters/cuda.py' if device == 'cuda' else '_meters/cpu.py'!r}]",
+        f"METRIC, THRESHOLD, DIRECTION = {metric!r}, {threshold!r}, {direction.value!r}",
+        "# the bisect's effective settings, as its results said (a run in another is not judged)",
+        f"BISECT_SETTINGS = {pprint.pformat(bisect, width=110, sort_dicts=False)}"])
+    return _replace(text, "files", files_dict("ga_memory", "the probe's files as the bisect ran them (see above)"))
 
 
 def _in_docstring(text: Optional[str]) -> str:
@@ -237,7 +189,7 @@ def repro_script(result: BisectResult, config: JobConfig, name: str) -> ReproScr
         device = "cuda" if "cuda" in (s.last_good.env.meter or "") else "cpu"
         text = command_script(config, head, metric, threshold, direction, s.package, device)
     elif config.probe.name == "ga_memory":
-        text = ga_memory_script(result, head, metric, threshold, direction)
+        text = ga_memory_script(result, config, head, metric, threshold, direction)
     else:
         text = bundle_script(config, head, metric, threshold, direction, s.package)
     return ReproScript(text, None if shell else metric, threshold, direction, shell)

@@ -37,6 +37,16 @@ _declared: dict[str, str] = {}
 _lock = threading.Lock()
 
 
+def declarable_units() -> list[str]:
+    """The units a probe may declare by name, as shown ("" is a count), besides a short word of its own."""
+    return list(dict.fromkeys(_CANONICAL.values()))
+
+
+def suffix_units() -> dict[str, str]:
+    """Each name suffix that gives a metric its unit when the probe declares none, and that unit."""
+    return {suffix: _CANONICAL[suffix] for suffix in _SUFFIXES}
+
+
 def unit_of(unit: Any) -> Optional[str]:
     """A declared unit as shown ("bytes", "MiB", "s", "" for a count, or the probe's own short word);
     None when it is no unit we can show."""

@@ -14,11 +14,11 @@ from typing import Literal, Optional
 from pydantic import BaseModel, ConfigDict, model_validator
 
 from bisector.data import probes_dir
+from bisector.job.probe_code import builtin_files
 from bisector.core.strict_numbers import numbers
 from bisector.errors import UsageError
 from bisector.process.procs import run_bounded
 
-CONTRACT = "_probe_contract.py"   # the shared result writer every built-in probe imports
 PREFLIGHT = "_preflight.py"        # a built-in probe package's own check of its arguments (stdlib only)
 PREFLIGHT_TIMEOUT_S = 60
 SHELL_OPERATORS = set("();<>|&")
@@ -59,20 +59,6 @@ def builtin_version(name: str) -> Optional[str]:
                 if isinstance(n, ast.Name) and n.id in ("PROBE_VERSION", "VERSION") and isinstance(v, ast.Constant):
                     return str(v.value)
     return None
-
-
-def builtin_files(script: Path) -> list[Path]:
-    """The files a built-in probe's output depends on: its own (the whole directory of a probe
-    package, or the one script), the shared contract, and the shared modules beside it that its files
-    name (``_tensor_bytes.py``, the meter library); never another probe's files."""
-    own = sorted(script.parent.rglob("*.py")) if script.name == "__main__.py" else [script]
-    root = probes_dir()
-    shared = [root / CONTRACT]
-    text = "\n".join(f.read_text() for f in own)
-    for f in sorted(root.glob("_*.py")):
-        if f.name not in (CONTRACT, "__init__.py") and f.stem in text and f not in own:
-            shared.append(f)
-    return own + [f for f in shared if f.is_file()]
 
 
 def _check_command(cmd: str) -> None:
@@ -245,7 +231,7 @@ class ProbeSpec(BaseModel):
         script = self.script()
         if script is not None:
             files = builtin_files(script) if self.name is not None else [script]
-            root = script.parent
+            root = probes_dir() if self.name is not None else script.parent
             for f in files:
                 label = f.relative_to(root).as_posix() if f.is_relative_to(root) else f.name
                 h.update(label.encode() + b"\0" + f.read_bytes())

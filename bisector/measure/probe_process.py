@@ -10,12 +10,11 @@ from typing import Callable, Optional
 from pydantic import ValidationError
 
 from bisector.core.measurement import Status
-from bisector.core.facts import RESULT_ENV, ProbeResult
+from bisector.core.facts import RESULT_ENV, RESULT_MAX_BYTES, ProbeResult
 from bisector.job.probe_spec import ProbeSpec
 from bisector.measure.warm_pool import Launch
 from bisector.process.procs import Completed, run_bounded
 
-RESULT_MAX_BYTES = 8 << 20
 NO_RESULT = ("probe exited 0 without writing a result: a probe writes {\"metrics\": {NAME: NUMBER}} to "
              "$BISECTOR_RESULT; or give your program after -- (bisector run ... -- python train.py) and it is "
              "measured for you, per optimizer step")

@@ -23,7 +23,8 @@ from bisector.core.measurement import Measurement, Status
 from bisector.data import probes_dir
 from bisector.envs import EnvManager, Recipe
 from bisector.errors import EnvironmentFailure
-from bisector.job.probe_spec import ProbeSpec, builtin_files
+from bisector.job.probe_code import builtin_files
+from bisector.job.probe_spec import ProbeSpec
 from bisector.measure.take import Proved, TakeJob, take_measurement
 from bisector.paths import default_cache_dir
 

@@ -6,7 +6,7 @@ A worker serves the runs whose environment matches the one it was started with, 
 variables that belong to one run (``PER_RUN``: the result and proof files, the GPU, the cores), which
 each child gets from its own request; CUDA_VISIBLE_DEVICES is never given to the worker, which must
 not touch CUDA. A worker that refuses (the probe does not opt in, or its imports left the process
-unlike a fresh one: see probes/_warm_worker.py) is remembered and that probe runs in plain processes
+unlike a fresh one: see bisector/measure/warm_worker.py) is remembered and that probe runs in plain processes
 there, as do custom probes and ``--probe-cmd``. At most ``capacity`` workers stay alive (the least
 recently used idle one ends first), and one idle for ``idle_s`` ends by itself.
 """
@@ -21,14 +21,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Optional
 
-from bisector.data import probes_dir
 from bisector.envs import HOOK_NAME, MODULES_ENV, PROOF_ENV
-from bisector.job.probe_spec import ProbeSpec, builtin_files
+from bisector.job.probe_code import builtin_files
+from bisector.job.probe_spec import ProbeSpec
 from bisector.core.facts import RESULT_ENV
 from bisector.measure.warm_server import WarmLost, WarmServer
 from bisector.process.procs import Completed
 
-WORKER = "_warm_worker.py"
+WORKER = Path(__file__).with_name("warm_worker.py")   # run by path with the environment's interpreter
 PER_RUN = (RESULT_ENV, PROOF_ENV, MODULES_ENV, "CUDA_VISIBLE_DEVICES", "BISECTOR_CPUS")
 MAX_LOSSES = 2          # a worker that ended under its runs this often: the probe runs cold there
 IDLE_CHECK_S = 5.0
@@ -118,7 +118,7 @@ class WarmPool:
                 worker_env = {k: v for k, v in env.items() if k not in PER_RUN}
                 worker_env[PROOF_ENV] = "/dev/null"  # the proof hook registers; each run names its own file
                 try:
-                    server = WarmServer(python, probes_dir() / WORKER, script, worker_env)
+                    server = WarmServer(python, WORKER, script, worker_env)
                 except OSError as exc:  # the plain run will say what is wrong with this interpreter
                     return None, f"the warm worker could not start: {exc}"
                 evicted = self._make_room()

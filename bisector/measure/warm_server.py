@@ -1,5 +1,5 @@
-"""One warm worker (probes/_warm_worker.py): a fork server for one probe in one candidate environment,
-seen from the orchestrator.
+"""One warm worker (bisector/measure/warm_worker.py, run by path): a fork server for one probe in one
+candidate environment, seen from the orchestrator.
 
 The worker is started with the environment's interpreter under the launcher (bisector.process.launcher:
 it dies with bisector, even by ``kill -9``, and takes everything below the worker with it), a

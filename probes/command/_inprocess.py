@@ -8,7 +8,7 @@ when Python starts, ``torch`` when torch is imported (version, device, meter), `
 (flushed at once: a killed or ``os._exit``-ing process keeps the steps it finished) and ``end`` at exit.
 
 Per step: on the CPU, live tensor-storage bytes counted exactly (the probes' meter library,
-``_tensor_bytes.LiveBytes``; ``$BISECTOR_METER_KIND=rss`` leaves it out: RSS and time only); on CUDA,
+``_meters/tensor_bytes.py``: ``LiveBytes``; ``$BISECTOR_METER_KIND=rss`` leaves it out: RSS and time only); on CUDA,
 ``max_memory_allocated`` / ``max_memory_reserved`` since the step began and the allocated / reserved bytes
 at its end, NVML's used bytes of this process's GPU (by UUID) where ``pynvml`` is importable; the peak RSS
 of the step (``/proc/self/clear_refs`` + ``VmHWM`` where the kernel allows it); wall seconds. Nothing is
@@ -22,6 +22,7 @@ import sys
 import time
 
 RECORDS_ENV, KIND_ENV, DEVICE_ENV = "BISECTOR_METER_RECORDS", "BISECTOR_METER_KIND", "BISECTOR_METER_DEVICE"
+METER_LIBRARY = "_meters.tensor_bytes"   # the exact live-bytes count (what bisector's fingerprint follows)
 _state = {"fd": None, "t0": None, "steps": 0, "window_t": None, "torch": None, "bytes": None, "cuda": None,
           "nvml": None, "rss_step": False, "run_peak_cuda": 0, "run_peak_cuda_reserved": 0, "installed": False}
 
@@ -144,16 +145,18 @@ def _start(torch):
 
 
 def _library():
-    """The probes' meter library (``probes/_tensor_bytes.py``), loaded by path: the program's ``sys.path``
-    stays as it was."""
-    name = "_bisector_tensor_bytes"
-    if name not in sys.modules:
-        path = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "_tensor_bytes.py")
-        spec = importlib.util.spec_from_file_location(name, path)
-        module = importlib.util.module_from_spec(spec)
-        sys.modules[name] = module
-        spec.loader.exec_module(module)
-    return sys.modules[name]
+    """The module of the probes' meter library this meter counts with (``METER_LIBRARY``, probes/_meters),
+    loaded by path under a package name of its own: the program's ``sys.path`` and modules stay as they were."""
+    package, _, module = METER_LIBRARY.partition(".")
+    alias = "_bisector" + package
+    if alias not in sys.modules:
+        root = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), package)
+        spec = importlib.util.spec_from_file_location(alias, os.path.join(root, "__init__.py"),
+                                                      submodule_search_locations=[root])
+        loaded = importlib.util.module_from_spec(spec)
+        sys.modules[alias] = loaded
+        spec.loader.exec_module(loaded)
+    return importlib.import_module(f"{alias}.{module}")
 
 
 def _cuda_ready(torch):

@@ -19,8 +19,9 @@ import json  # noqa: E402
 import os  # noqa: E402
 import sys  # noqa: E402
 
-# The helpers are siblings, the shared contract one level up. Put both on sys.path explicitly:
-# with PYTHONSAFEPATH (or -P) Python does not add the script's own directory.
+# The helpers are siblings (modules and sub-packages), the shared contract and meter library (_meters) one
+# level up. Put both on sys.path explicitly: with PYTHONSAFEPATH (or -P) Python does not add the script's own
+# directory.
 _HERE = os.path.dirname(os.path.abspath(__file__))
 for _path in (os.path.dirname(_HERE), _HERE):
     if _path not in sys.path:
@@ -49,7 +50,7 @@ def _import_stack(args, timings):
     from accelerate import Accelerator  # noqa: F401
 
     if args.model_factory:  # the user's own model: transformers only where the Trainer loop needs it
-        from _models import import_factory_module
+        from _models.build import import_factory_module
 
         import_factory_module(args.model_factory.partition(":")[0])
     if not args.model_factory or args.loop == "trainer":
@@ -74,8 +75,8 @@ def _import_transformers(args, importlib) -> None:
 
 
 WARM_FAMILIES = ("gpt_neox", "llama")
-WARM_HELPERS = ("_cells", "_fit", "_loops", "_meter_cpu", "_meter_cuda", "_models", "_precision", "_result",
-                "_trainer_loop", "_workers")
+WARM_HELPERS = ("_allocator_model.replay", "_cells", "_fit", "_meters.cpu", "_meters.cuda", "_models.build", "_result",
+                "_training.accelerate_loop", "_training.precision", "_training.trainer_loop", "_workers")
 
 
 def warm_imports():
@@ -103,7 +104,7 @@ def warm_imports():
 def _family(args) -> str:
     if not args.model_config:
         return args.arch
-    from _shapes import load_shape
+    from _models.shapes import load_shape
 
     return str(load_shape(args.model_config).get("model_type", args.arch))
 
@@ -152,8 +153,8 @@ def _plan_workers(spec, requested):
     """How many cells at once, and on the CPU why even one cannot run here: the largest cell's
     estimate against this machine's available memory (each worker holds one cell)."""
     from _cells import plan
-    from _budget import available_memory
-    from _models import cell_memory, memory_problem
+    from _models.budget import available_memory
+    from _models.build import cell_memory, memory_problem
     from _workers import plan_workers, worker_count
 
     n_cells = len(plan(spec))

@@ -19,10 +19,10 @@ import traceback
 
 import torch
 
-from _loops import AccelerateLoop
-from _meter_base import DEVICE_METER
-from _models import build_model, make_batches
-from _precision import PrecisionWitness
+from _meters.phases import DEVICE_METER
+from _models.build import build_model, make_batches
+from _training.accelerate_loop import AccelerateLoop
+from _training.precision import PrecisionWitness
 
 ACCELERATE_PREFIX = "ACCELERATE_"
 
@@ -50,14 +50,15 @@ def make_meter(spec):
     """The meter for the spec's device: exact dispatch meter on CPU, allocator stats on CUDA (its
     peak counters reset per phase or only at the window's start, as ``--cuda-reset`` says)."""
     if spec["device"] == "cuda":
-        from _meter_cuda import CudaMeter
+        from _meters.cuda import CudaMeter
 
         return CudaMeter(device=torch.device("cuda"), reset=spec["cuda_reset"])
-    from _alloc_conf import settings_from_spec
-    from _meter_cpu import StorageMeter
+    from _allocator_model.conf import settings_from_spec
+    from _allocator_model.replay import AllocatorEstimate
+    from _meters.cpu import StorageMeter
 
-    return StorageMeter(attribution=spec["attribution"], allocator=settings_from_spec(spec),
-                        keep_trace=spec.get("alloc_trace", False))
+    return StorageMeter(attribution=spec["attribution"],
+                        allocations=AllocatorEstimate(settings_from_spec(spec), keep_trace=spec.get("alloc_trace", False)))
 
 
 def placement_problem(spec, model, meter) -> str | None:
@@ -75,7 +76,7 @@ def placement_problem(spec, model, meter) -> str | None:
 
 def _loop_class(name):
     if name == "trainer":
-        from _trainer_loop import TrainerLoop
+        from _training.trainer_loop import TrainerLoop
 
         return TrainerLoop
     return AccelerateLoop

@@ -11,7 +11,7 @@ import hashlib
 import json
 import os
 
-from _shapes import FLAG_FIELDS, SHAPES, load_shape
+from _models.shapes import FLAG_FIELDS, SHAPES, load_shape
 
 DEFAULT_SIZES = "64,128,192,256"
 MODEL_DEFAULTS = {"sizes": [64, 128, 192, 256], "layers": 2, "heads": 4, "vocab": 512, "max_positions": 64}
@@ -152,7 +152,7 @@ def _add_allocator_args(p):
 
 def _resolve_allocator(spec: dict) -> None:
     """``alloc_conf`` from the flag or the environment, checked as torch checks it."""
-    from _alloc_conf import AllocConfError, conf_from_env, settings_from_spec
+    from _allocator_model.conf import AllocConfError, conf_from_env, settings_from_spec
 
     if spec["alloc_conf"] is None:
         spec["alloc_conf"] = conf_from_env(os.environ)

@@ -1,6 +1,6 @@
 """Run by bisector before a run starts, with its own interpreter and the standard library only:
 the probe's arguments parsed as the probe parses them (``--device auto`` is ``$BISECTOR_DEVICE``),
-and a setting refused when this machine cannot hold its floor (``_budget``). Exit 0: fine;
+and a setting refused when this machine cannot hold its floor (``_models/budget.py``). Exit 0: fine;
 otherwise one line on stderr saying why."""
 import os
 import sys
@@ -10,7 +10,7 @@ for _path in (os.path.dirname(_HERE), _HERE):
     if _path not in sys.path:
         sys.path.insert(0, _path)
 
-from _budget import available_memory, floor_problem  # noqa: E402
+from _models.budget import available_memory, floor_problem  # noqa: E402
 from _cli import make_spec, parser  # noqa: E402
 
 

@@ -10,7 +10,7 @@ import math
 import os
 import platform
 
-from _meter_base import DEVICE_METER
+from _meters.phases import DEVICE_METER
 from _probe_contract import RESULT_ENV, cpu_name, write_result  # noqa: F401 - RESULT_ENV re-exported
 
 SCHEMA_VERSION = "ga_memory/2"
@@ -49,7 +49,7 @@ def proc_driver_version():
 
 
 def _cuda_info(torch) -> dict:
-    from _meter_cuda import NvmlProbe
+    from _meters.cuda import NvmlProbe
 
     props = torch.cuda.get_device_properties(0)
     nvml = NvmlProbe()

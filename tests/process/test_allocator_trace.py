@@ -14,12 +14,12 @@ torch = pytest.importorskip("torch")
 PROBES = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))), "probes")
 sys.path[:0] = [os.path.join(PROBES, "ga_memory"), PROBES]
 
-from _alloc_conf import AllocSettings, parse_alloc_conf, settings_from_spec  # noqa: E402
-from _alloc_replay import replay  # noqa: E402
-from _alloc_trace import Trace, TraceRecorder  # noqa: E402
+from _allocator_model.conf import AllocSettings, parse_alloc_conf, settings_from_spec  # noqa: E402
+from _allocator_model.replay import AllocatorEstimate, replay  # noqa: E402
+from _allocator_model.trace import Trace, TraceRecorder  # noqa: E402
 from _cli import config_hash, make_spec, parser  # noqa: E402
 from _fit import derive  # noqa: E402
-from _meter_cpu import StorageMeter  # noqa: E402
+from _meters.cpu import StorageMeter  # noqa: E402
 
 from bisector.explain.ga_memory.explainer import GaMemoryExplainer  # noqa: E402
 from bisector.explain.ga_memory.names import metric_label  # noqa: E402
@@ -32,7 +32,7 @@ ESTIMATE = "estimated CUDA reserved (allocator model, from the CPU trace)"
 def test_the_meter_records_allocations_frees_resizes_and_the_window():
     """Ops under the meter become the trace, in order: 1200 B for a, 1200 B for b, a freed; the
     window opens at reset_peak with its phases; an in-place resize takes a new block, then frees the old."""
-    meter = StorageMeter(allocator=AllocSettings(), keep_trace=True)
+    meter = StorageMeter(allocations=AllocatorEstimate(AllocSettings(), keep_trace=True))
     with meter:
         a = torch.ones(300)
         meter.reset_peak()
@@ -84,7 +84,7 @@ def _linear_step(meter, layers=3, width=512, batch=64):
 def test_estimates_bound_the_live_peak_and_replay_the_same_from_json():
     """requested == the live-bytes peak exactly; est allocated >= it; est reserved >= est allocated;
     the kept trace, read back from JSON, replays to the same numbers (as the host or a GPU run would)."""
-    report = _linear_step(StorageMeter(allocator=AllocSettings(), keep_trace=True))
+    report = _linear_step(StorageMeter(allocations=AllocatorEstimate(AllocSettings(), keep_trace=True)))
     model = report["allocator_model"]
     assert model["requested_peak_bytes"] == report["peak_bytes"]
     assert report["est_reserved_peak_bytes"] >= report["est_allocated_peak_bytes"] >= report["peak_bytes"]

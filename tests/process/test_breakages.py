@@ -25,8 +25,8 @@ sys.path[:0] = [os.path.join(PROBES, "ga_memory"), PROBES]
 
 from _cells import make_meter, placement_problem  # noqa: E402
 from _cli import make_spec, parser  # noqa: E402
-from _meter_cpu import StorageMeter  # noqa: E402
-from _models import build_model  # noqa: E402
+from _meters.cpu import StorageMeter  # noqa: E402
+from _models.build import build_model  # noqa: E402
 from _result import cells_meter  # noqa: E402
 
 

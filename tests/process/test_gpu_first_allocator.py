@@ -39,8 +39,8 @@ def test_cuda_history_becomes_the_model_trace():
     trace = _step().trace_from_snapshot(entries, window_start=5)  # the step put the probe package on sys.path
     assert trace["events"] == [1000, 3000, -1, 500, -2]
     assert trace["window"] == [3, 5]
-    from _alloc_replay import replay
-    from _alloc_trace import Trace
+    from _allocator_model.replay import replay
+    from _allocator_model.trace import Trace
 
     out = replay(Trace.from_json(trace))  # the window opens with the 3000 B block live: 3072 + 512 B
     assert out["est_reserved_peak_bytes"] == 2097152 and out["est_allocated_peak_bytes"] == 3072 + 512

@@ -1,7 +1,8 @@
 """Unit tests of the ga_memory probe's helpers: meters, fits, result assembly, cell plumbing.
 
-The probe's helpers live in probes/ga_memory/ (run inside candidate environments, never
-importing bisector); the tests import them by putting that directory on sys.path, as the script does.
+The probe's helpers live in probes/ga_memory/ and its meters in the probes' meter library probes/_meters/ (run
+inside candidate environments, never importing bisector); the tests import them by putting both directories on
+sys.path, as the script does.
 """
 from __future__ import annotations
 
@@ -20,10 +21,10 @@ sys.path[:0] = [os.path.join(PROBES, "ga_memory"), PROBES]
 
 from _cli import config_hash, make_spec, parser  # noqa: E402
 from _fit import derive, fit_line  # noqa: E402
-from _meter_base import MeterBase  # noqa: E402
-from _meter_cpu import StorageMeter  # noqa: E402
-from _tensor_bytes import storage_objects_preserved  # noqa: E402  (probes/: the shared meter library)
-from _meter_cuda import CudaMeter  # noqa: E402
+from _meters.phases import MeterBase  # noqa: E402
+from _meters.cpu import StorageMeter  # noqa: E402
+from _meters.tensor_bytes import storage_objects_preserved  # noqa: E402  (probes/: the shared meter library)
+from _meters.cuda import CudaMeter  # noqa: E402
 
 from bisector.core.facts import ProbeResult  # noqa: E402
 
@@ -261,7 +262,7 @@ def test_cpu_meter_counts_what_the_window_created_by_dtype():
 
 # --- precision proof ------------------------------------------------------------------------
 def _witnessed(precision_context):
-    from _precision import PrecisionWitness
+    from _training.precision import PrecisionWitness
 
     model = _linear_stack(2, 16)
     witness = PrecisionWitness(model, "cpu")
@@ -285,7 +286,7 @@ def test_precision_witness_proves_what_the_forward_ran_in():
 
 
 def test_precision_witness_needs_a_forward_and_agreeing_meter_dtypes():
-    from _precision import PrecisionWitness
+    from _training.precision import PrecisionWitness
 
     silent = PrecisionWitness(_linear_stack(1, 8), "cpu")
     assert "never observed" in silent.problem("fp32")
@@ -390,7 +391,7 @@ class _FakePynvml:
 
 def test_nvml_reads_the_gpu_torch_sees_by_uuid_not_physical_gpu_0():
     """With CUDA_VISIBLE_DEVICES=2 torch's device 0 is physical GPU 2; NVML must read GPU 2."""
-    from _meter_cuda import NvmlProbe, uuid_candidates
+    from _meters.cuda import NvmlProbe, uuid_candidates
 
     probe = NvmlProbe(uuid="cccc", nvml=_FakePynvml())  # torch reports the UUID without a prefix
     assert (probe.uuid, probe.used_bytes(), probe.driver(), probe.mig_mode()) == ("GPU-cccc", 2000, "550.54.15", "off")
@@ -403,7 +404,7 @@ def test_nvml_reads_the_gpu_torch_sees_by_uuid_not_physical_gpu_0():
 
 
 def _cuda_window(reset):
-    from _meter_cuda import NvmlProbe
+    from _meters.cuda import NvmlProbe
 
     cuda = _FakeCuda()
     meter = CudaMeter(backend=cuda, nvml=NvmlProbe(uuid="GPU-bbbb", nvml=_FakePynvml()), reset=reset)
@@ -433,7 +434,7 @@ def test_cuda_peak_reset_only_at_the_window_start_gives_the_same_step_peak():
 
 
 def test_cuda_meter_says_when_nvml_is_unavailable():
-    from _meter_cuda import NvmlProbe
+    from _meters.cuda import NvmlProbe
 
     meter = CudaMeter(backend=_FakeCuda(), nvml=NvmlProbe(uuid="x", nvml=None))
     meter.reset_peak()

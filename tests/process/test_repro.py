@@ -1,9 +1,11 @@
 """``bisector report --repro FILE``: the standalone script (no bisector in it, both sides' install lines,
-the probe's loop in the run's setting) and its verification in the last good and first bad
+the probe's own code run with the run's arguments) and its verification in the last good and first bad
 environments, recorded in the run. The fast tests check the scripts' text and run the generic ones;
 the slow ones run the ga_memory script against the probe itself and verify scripts in real envs."""
 from __future__ import annotations
 
+import ast
+import base64
 import datetime as dt
 import json
 import os
@@ -19,6 +21,7 @@ from bisector.job.config import JobConfig
 from bisector.core.result import BisectResult, Point, PointEnv
 from bisector.core.search import Outcome
 from bisector.errors import UsageError
+from bisector.job.probe_code import builtin_files
 from bisector.store.storage import RunRow, Store, now
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -56,14 +59,25 @@ def ga_job(**probe) -> JobConfig:
                                      "criterion": {"metric": "ga_excess_bytes_per_param", "threshold": 0.5}})
 
 
-def test_the_ga_memory_script_is_the_runs_loop_and_meter_with_both_install_lines():
+def _files_of(text: str) -> dict[str, bytes]:
+    """The FILES a script holds, as the files it writes."""
+    tree = ast.parse(text)
+    node = next(n for n in tree.body if isinstance(n, ast.Assign) and getattr(n.targets[0], "id", "") == "FILES")
+    files = eval(compile(ast.Expression(node.value), "FILES", "eval"), {"base64": base64})   # noqa: S307
+    return {rel: source.encode() if isinstance(source, str) else source for rel, source in files.items()}
+
+
+def test_the_ga_memory_script_is_the_probe_itself_with_the_runs_arguments_and_both_install_lines():
     text = repro_script(ga_result(), ga_job(), "repro.py").text
     compile(text, "repro.py", "exec")
-    assert "import bisector" not in text and "from bisector" not in text
-    assert text.count("class Loop") == 1 and "accelerator.accumulate(model)" in text and "Trainer(" not in text
-    assert text.count("class Meter") == 1 and "TorchDispatchMode" in text and "max_memory_allocated" not in text
-    assert "'loop': 'accelerate'" in text and "'sizes': [64, 128]" in text and "# >>>" not in text
+    assert "import bisector" not in text and "from bisector" not in text and "# >>>" not in text
+    probe = {f.relative_to(ROOT / "probes").as_posix(): f.read_bytes()
+             for f in builtin_files(ROOT / "probes" / "ga_memory" / "__main__.py")}
+    assert _files_of(text) == probe   # the probe's own code, byte for byte: no copy of its loop or meter
+    assert "_meters/cpu.py" in probe and "ga_memory/_training/trainer_loop.py" in probe
+    assert "ARGS = ['--loop=accelerate']" in text and "DEVICE = 'cpu'" in text
     assert "METRIC, THRESHOLD, DIRECTION = 'ga_excess_bytes_per_param', 0.5, 'increase'" in text
+    assert "'loop': 'accelerate'" in text and "'sizes': [64, 128]" in text   # the settings a run must have
     head = text.split('"""', 1)[0]
     for sha, venv in ((GOOD_SHA, "good"), (BAD_SHA, "bad")):
         assert f"git+{REPO}.git@{sha}" in head and f"{venv}/bin/python repro.py" in head
@@ -72,9 +86,24 @@ def test_the_ga_memory_script_is_the_runs_loop_and_meter_with_both_install_lines
     assert "0.000 B/param at last good (GOOD), 1.244 B/param at first bad (BAD)" in " ".join(
         w for w in head.split() if w != "#")
     cuda = repro_script(ga_result({**GA_CONFIG, "device": "cuda", "loop": "trainer"}), ga_job(), "r.py").text
-    assert "max_memory_allocated" in cuda and "TorchDispatchMode" not in cuda and "Trainer(model=" in cuda
-    assert "accelerator.accumulate" not in cuda
+    assert "DEVICE = 'cuda'" in cuda and "'loop': 'trainer'" in cuda and _files_of(cuda) == probe
     compile(cuda, "r.py", "exec")
+    phase = repro_script(ga_result(metric="phase_peak_bytes.bf16.ga2.h64.forward"), ga_job(), "r.py").text
+    assert "METRIC, THRESHOLD, DIRECTION = 'phase_peak_bytes.bf16.ga2.h64.forward'" in phase   # any metric it writes
+
+
+def test_a_ga_memory_script_run_in_another_setting_than_the_bisects_is_not_judged(tmp_path):
+    """The script judges only what the probe measured in the bisect's settings (its results' probe.config):
+    here the bisect's say sizes 64 and 96, the arguments give the probe's own (64 to 256)."""
+    config = {**GA_CONFIG, "sizes": [64, 96], "precisions": ["fp32"], "ga": [1]}
+    script = tmp_path / "repro.py"
+    script.write_text(repro_script(ga_result(config, metric="peak_bytes.fp32.ga1.h64"),
+                                   ga_job(args=["--loop=accelerate", "--sizes=64", "--precisions=fp32", "--ga=1"]),
+                                   script.name).text)
+    env = {k: v for k, v in os.environ.items() if k != "BISECTOR_RESULT"}
+    ran = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, env=env, timeout=300)
+    assert ran.returncode == 125 and ran.stdout == "", ran.stderr[-2000:]
+    assert "measured in another setting than the bisect's, not judged: sizes [64] (the bisect: [64, 96])" in ran.stderr
 
 
 def test_what_cannot_be_reproduced_is_one_clear_error():
@@ -85,8 +114,6 @@ def test_what_cannot_be_reproduced_is_one_clear_error():
     old.first_bad.env = PointEnv()
     with pytest.raises(UsageError, match="stored before reports kept each side's environment"):
         repro_script(old, ga_job(), "r.py")
-    with pytest.raises(UsageError, match="not phase_peak_bytes"):
-        repro_script(ga_result(metric="phase_peak_bytes.bf16.ga2.h64.forward"), ga_job(), "r.py")
 
 
 def _tiny_result(kind: str = "release") -> BisectResult:

@@ -13,7 +13,8 @@ from pathlib import Path
 import pytest
 
 from bisector.data import probes_dir
-from bisector.job.probe_spec import ProbeSpec, builtin_files, builtin_names
+from bisector.job.probe_code import builtin_files
+from bisector.job.probe_spec import ProbeSpec, builtin_names
 
 PROBE = probes_dir() / "step_time" / "__main__.py"
 TINY = ["--hidden", "64", "--layers", "1", "--heads", "2", "--vocab", "128", "--seq-len", "16", "--batch", "2",

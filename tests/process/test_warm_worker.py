@@ -1,4 +1,4 @@
-"""The warm worker (probes/_warm_worker.py) seen through bisector.measure.warm_server, with this
+"""The warm worker (bisector/measure/warm_worker.py) seen through bisector.measure.warm_server, with this
 interpreter and stdlib-only probes (tests/probes/warm_state.py): every run is a fresh copy of the
 same image (its own pid, process group and session, the request's environment, arguments and working
 directory, no state of an earlier run), its output, exit code and signals come through as a plain
@@ -7,6 +7,7 @@ runs with it. A probe that does not opt in, or whose imports leave the process u
 refused."""
 from __future__ import annotations
 
+import ast
 import json
 import os
 import signal
@@ -21,11 +22,13 @@ import pytest
 from bisector.data import probes_dir
 from bisector.measure.probe_process import run_probe
 from bisector.job.probe_spec import ProbeSpec
+from bisector.measure import warm_pool
 from bisector.measure.warm_pool import WarmPool
 from bisector.measure.warm_server import WarmLost, WarmServer
 
+ROOT = Path(__file__).resolve().parents[2]
 PROBE = Path(__file__).resolve().parent.parent / "probes" / "warm_state.py"
-WORKER = probes_dir() / "_warm_worker.py"
+WORKER = ROOT / "bisector" / "measure" / "warm_worker.py"
 
 
 def alive(pid: int) -> bool:
@@ -237,7 +240,20 @@ def test_the_pool_runs_custom_and_refused_probes_cold_and_remembers_a_refusal(tm
 
 
 def test_the_worker_and_the_contract_name_the_same_opt_in():
-    texts = {name: (probes_dir() / name).read_text() for name in ("_warm_worker.py", "_probe_contract.py")}
-    assert 'HOOK = "warm_imports"' in texts["_warm_worker.py"] and 'WARM_HOOK = "warm_imports"' in texts["_probe_contract.py"]
+    texts = {"worker": WORKER.read_text(), "contract": (probes_dir() / "_probe_contract.py").read_text()}
+    assert 'HOOK = "warm_imports"' in texts["worker"] and 'WARM_HOOK = "warm_imports"' in texts["contract"]
     for probe in ("ga_memory", "step_time"):
         assert "\ndef warm_imports():" in (probes_dir() / probe / "__main__.py").read_text()
+
+
+def test_the_worker_is_the_hosts_runs_by_path_in_any_environment_and_imports_the_stdlib_only():
+    """It ships in bisector's package, not among the probes an author reads, and runs with a candidate
+    environment's interpreter, which has no bisector: the standard library is all it may import."""
+    assert not list(probes_dir().rglob("*warm_worker*")) and warm_pool.WORKER == WORKER
+    imported = set()
+    for node in ast.walk(ast.parse(WORKER.read_text())):
+        if isinstance(node, ast.Import):
+            imported |= {a.name.split(".")[0] for a in node.names}
+        elif isinstance(node, ast.ImportFrom):
+            imported.add((node.module or "").split(".")[0])
+    assert imported and imported <= set(sys.stdlib_module_names), imported - set(sys.stdlib_module_names)

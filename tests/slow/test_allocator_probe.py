@@ -13,9 +13,9 @@ pytest.importorskip("transformers")
 
 sys.path[:0] = [os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))), "probes", "ga_memory")]
 
-from _alloc_conf import parse_alloc_conf  # noqa: E402
-from _alloc_replay import replay  # noqa: E402
-from _alloc_trace import Trace  # noqa: E402
+from _allocator_model.conf import parse_alloc_conf  # noqa: E402
+from _allocator_model.replay import replay  # noqa: E402
+from _allocator_model.trace import Trace  # noqa: E402
 
 MIB = 1024 * 1024
 ARGS = ["--sizes", "64,128", "--alloc-trace", "--alloc-conf", ""]

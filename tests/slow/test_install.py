@@ -39,7 +39,8 @@ def installed(tmp_path_factory):
 def test_the_wheel_carries_the_probes_specs_and_default_job(installed):
     wheel, _, _ = installed
     names = zipfile.ZipFile(wheel).namelist()
-    for needed in ("bisector/data/probes/ga_memory/__main__.py", "bisector/data/probes/ga_memory/_meter_cpu.py",
+    for needed in ("bisector/data/probes/ga_memory/__main__.py", "bisector/data/probes/_meters/cpu.py",
+                   "bisector/data/probes/ga_memory/_allocator_model/model.py", "bisector/data/probes/CONTRACT.md",
                    "bisector/data/probes/import_cost.py", "bisector/data/probes/_probe_contract.py",
                    "bisector/data/specs/default.toml", "bisector/data/default_job.toml"):
         assert needed in names, needed

@@ -22,7 +22,7 @@ from bisector.job.probe_spec import ProbeSpec
 from bisector.measure.warm_pool import WarmPool
 from bisector.measure.warm_server import WarmServer
 from bisector.data import probes_dir
-from tests.process.test_warm_worker import wait_gone
+from tests.process.test_warm_worker import WORKER, wait_gone
 
 PYTHON = Path(sys.executable)
 TINY = ["--hidden=64", "--layers=1", "--heads=2", "--vocab=128", "--seq-len=16", "--batch=2", "--warmup=1", "--steps=3"]
@@ -86,7 +86,7 @@ def test_a_worker_whose_imports_initialised_cuda_is_refused(tmp_path):
     this CPU machine lacks (on a GPU the worker also refuses when libcuda or NVML is loaded)."""
     script = tmp_path / "cuda_probe.py"
     script.write_text("def warm_imports():\n    import torch\n    torch.cuda._initialized = True\n")
-    server = WarmServer(PYTHON, probes_dir() / "_warm_worker.py", script, dict(os.environ))
+    server = WarmServer(PYTHON, WORKER, script, dict(os.environ))
     try:
         assert "CUDA was initialised by the imports" in (server.wait_ready(120) or "")
     finally:
@@ -141,7 +141,7 @@ def _worker_children(ancestor: int) -> tuple[int, list[int]]:
             above = _parent(ppid) if ppid > 1 else 0
         except OSError:
             continue
-        if b"_warm_worker.py" in cmd and ancestor in (ppid, above) \
+        if b"/warm_worker.py" in cmd and ancestor in (ppid, above) \
                 and b"proc_launcher" not in cmd:
             kids = [int(c) for c in Path(f"/proc/{pid}/task/{pid}/children").read_text().split()]
             return pid, kids

@@ -1,4 +1,4 @@
-"""The CUDA caching allocator model (probes/ga_memory/_allocator.py and its helpers), rule by rule.
+"""The CUDA caching allocator model (probes/ga_memory/_allocator_model/), rule by rule.
 
 Every table row cites the rule it checks, by the function of PyTorch's
 ``c10/cuda/CUDACachingAllocator.cpp`` (or ``c10/core/AllocatorConfig.cpp`` for the settings) that
@@ -15,11 +15,11 @@ import pytest
 PROBES = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))), "probes")
 sys.path[:0] = [os.path.join(PROBES, "ga_memory")]
 
-from _alloc_conf import (AllocConfError, AllocSettings, allocation_size, next_division,  # noqa: E402
+from _allocator_model.conf import (AllocConfError, AllocSettings, allocation_size, next_division,  # noqa: E402
                          parse_alloc_conf, round_size)
-from _alloc_replay import replay  # noqa: E402
-from _alloc_trace import Trace  # noqa: E402
-from _allocator import CachingAllocatorModel, ModelOutOfMemory  # noqa: E402
+from _allocator_model.replay import replay  # noqa: E402
+from _allocator_model.trace import Trace  # noqa: E402
+from _allocator_model.model import CachingAllocatorModel, ModelOutOfMemory  # noqa: E402
 
 KIB, MIB = 1024, 1024 * 1024
 DEFAULT = AllocSettings()
@@ -300,7 +300,7 @@ def test_replay_empty_cache_event_and_errors():
     ({"format": "alloc-trace/1", "events": [1, 2], "window": [0, 2], "phases": [[1, "b"], [0, "a"]]}, "in order"),
 ])
 def test_trace_json_is_checked(data, message):
-    from _alloc_trace import TraceError
+    from _allocator_model.trace import TraceError
 
     with pytest.raises(TraceError, match=message):
         Trace.from_json(data)

@@ -15,10 +15,10 @@ from hypothesis import given, settings, strategies as st
 PROBES = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))), "probes")
 sys.path[:0] = [os.path.join(PROBES, "ga_memory")]
 
-from _alloc_conf import INTERVALS, AllocSettings, parse_alloc_conf  # noqa: E402
-from _alloc_replay import replay  # noqa: E402
-from _alloc_trace import Trace  # noqa: E402
-from _allocator import CachingAllocatorModel, ModelOutOfMemory  # noqa: E402
+from _allocator_model.conf import INTERVALS, AllocSettings, parse_alloc_conf  # noqa: E402
+from _allocator_model.replay import replay  # noqa: E402
+from _allocator_model.trace import Trace  # noqa: E402
+from _allocator_model.model import CachingAllocatorModel, ModelOutOfMemory  # noqa: E402
 
 MIB = 1024 * 1024
 SIZES = st.one_of(st.integers(1, 4096), st.integers(4096, 2 * MIB), st.integers(MIB, 30 * MIB),

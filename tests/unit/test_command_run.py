@@ -2,6 +2,7 @@
 and the pure parts of the command meter (its records turned into metrics)."""
 from __future__ import annotations
 
+import base64
 import json
 import sys
 from pathlib import Path
@@ -10,9 +11,11 @@ import pytest
 
 from bisector.bisection.phase import inside_spread
 from bisector.bisection.repro_command import meter_files
+from bisector.bisection.repro_embed import files_dict
 from bisector.cli.main import main
 from bisector.core.criterion import Criterion, calibrate
 from bisector.core.units import human_value
+from bisector.data import probes_dir
 from bisector.job.jobfile import load_config
 from bisector.job.command_metrics import metric_names, unknown_metric
 from bisector.job.probe_spec import ProbeSpec
@@ -148,10 +151,12 @@ def test_a_threshold_inside_an_endpoints_spread_is_said():
 
 def test_the_repro_embeds_the_meter_exactly():
     files = meter_files()
-    assert set(files) >= {"command/__main__.py", "command/_inprocess.py", "command/_aggregate.py",
-                          "_tensor_bytes.py", "_probe_contract.py"}
-    for text in files.values():
-        assert eval(repr(text)) == text   # noqa: S307 - how the script embeds each file
+    assert set(files) == {"command/__main__.py", "command/_inprocess.py", "command/_aggregate.py",
+                          "_meters/__init__.py", "_meters/tensor_bytes.py", "_probe_contract.py"}
+    namespace: dict = {"base64": base64}
+    exec("\n".join(files_dict("command", "the meter")), namespace)   # noqa: S102 - how the script holds them
+    assert {rel: source.encode() if isinstance(source, str) else source for rel, source in namespace["FILES"].items()} \
+        == {rel: (probes_dir() / rel).read_bytes() for rel in files}
 
 
 def _records(tmp_path: Path, procs: dict[int, list[dict]]) -> Path:

@@ -13,7 +13,8 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-DOCS = [ROOT / "README.md", ROOT / "probes" / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+DOCS = [ROOT / "README.md", ROOT / "probes" / "README.md", ROOT / "probes" / "CONTRACT.md",
+        *sorted((ROOT / "docs").glob("*.md"))]
 TOPS = "bisector|probes|bench|docs|tests|examples|envs|\\.ci"
 EXT = r"\.(?:py|md|toml|ya?ml|json|sh|txt|html|cfg|whl|tgz)"
 # a path under a top folder: a file with an extension, or a folder (with its slash); placeholders such
@@ -149,9 +150,9 @@ def test_no_doc_carries_a_machine_path(doc):
 
 def test_the_check_finds_what_is_gone(tmp_path):
     doc = tmp_path / "x.md"
-    doc.write_text("see bench/gpu_check.py, `probes/_meters/`, [a](nowhere.md#x), docs/install.md, "
+    doc.write_text("see bench/gpu_check.py, `probes/_gauges/`, [a](nowhere.md#x), docs/install.md, "
                    "probes/<name>.py, probes/NAME and [b](https://example.com/a.md)\n")
-    assert missing(doc) == ["bench/gpu_check.py", "probes/_meters/", "nowhere.md"]
+    assert missing(doc) == ["bench/gpu_check.py", "probes/_gauges/", "nowhere.md"]
     assert MACHINE.search("torch: 2.13.0 from /tmp/i24-routes/uvtools/bisector/bin/python")
     for path in ("/home/alice/src/x", "/tmp/session/out.json", "/root/.cache", "/opt/wheels/torch.whl",
                  "/Users/bob/x", "OUT=/tmp/gf bash"):

@@ -17,7 +17,8 @@ import pytest
 from hypothesis import given, settings, strategies as st
 from markdown_it import MarkdownIt
 
-from bisector.bisection.repro_script import embedded, header, installs
+from bisector.bisection.repro_embed import embedded
+from bisector.bisection.repro_script import header, installs
 from bisector.core.result import BisectResult, Point
 from bisector.errors import UsageError
 from bisector.matrix.draft_text import text as draft_text

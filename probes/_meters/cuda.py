@@ -15,7 +15,7 @@ every process (CUDA context included), sampled at phase marks: not a peak, and n
 """
 from __future__ import annotations
 
-from _meter_base import MeterBase
+from .phases import MeterBase
 
 REQUESTED_PEAK = "requested_bytes.all.peak"
 

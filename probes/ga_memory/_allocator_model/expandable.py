@@ -9,8 +9,8 @@ segment with nothing mapped (``release_expandable_segment``). Reserved bytes are
 """
 from __future__ import annotations
 
-from _alloc_blocks import Block, Segment, split_off, splice_free, try_merge
-from _alloc_conf import LARGE_BUFFER, SMALL_BUFFER
+from .blocks import Block, Segment, split_off, splice_free, try_merge
+from .conf import LARGE_BUFFER, SMALL_BUFFER
 
 EXPANDABLE_SPAN = 1 << 46   # address space of an expandable segment when the device's memory is not given
 

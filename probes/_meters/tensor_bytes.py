@@ -1,7 +1,7 @@
-"""The probe-side meter library: live tensor-storage bytes, counted exactly (torch and the stdlib only).
+"""Live tensor-storage bytes, counted exactly (torch and the stdlib only): the core of the meter library.
 
 Shared by the built-in probes that count bytes on the CPU: ``ga_memory``'s phase meter
-(``ga_memory/_meter_cpu.py``) and the command meter (``command/_inprocess.py``) that measures a user's
+(``_meters/cpu.py``) and the command meter (``command/_inprocess.py``) that measures a user's
 unchanged program. Every aten op that runs under a ``TorchDispatchMode`` passes its inputs and outputs
 through ``__torch_dispatch__``; each *untyped storage* is counted once (views and in-place results share
 it) from the moment it is first seen until it is freed. Frees are observed with ``weakref.finalize`` on

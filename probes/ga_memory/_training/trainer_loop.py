@@ -11,7 +11,7 @@ import contextlib
 import os
 import tempfile
 
-from _loops import PRECISION_ENV, PRECISION_TO_ACCELERATE, SkippedStep, grads_state, make_optimizer, \
+from .accelerate_loop import PRECISION_ENV, PRECISION_TO_ACCELERATE, SkippedStep, grads_state, make_optimizer, \
     reset_accelerate_state, state_tensors
 
 

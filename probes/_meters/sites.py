@@ -17,15 +17,14 @@ import torch
 
 _TORCH_DIR = os.path.dirname(torch.__file__) + os.sep
 _KEEP_UNDER_TORCH = (os.path.join(_TORCH_DIR, "optim") + os.sep,)
-_HERE = os.path.join(os.path.dirname(__file__), "")
-_METER_FILES = tuple(_HERE + name for name in ("_sites.py", "_meter_cpu.py", "_meter_base.py"))
+_HERE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "")   # the meter library: its frames are skipped
 _current_node = getattr(torch._C, "_current_autograd_node", None)
 
 
 def _is_internal(filename: str) -> bool:
     if filename.startswith(_TORCH_DIR):
         return not filename.startswith(_KEEP_UNDER_TORCH)
-    return filename.startswith(_METER_FILES) or filename.startswith("<")
+    return filename.startswith(_HERE) or filename.startswith("<")
 
 
 def short_path(filename: str) -> str:

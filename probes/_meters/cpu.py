@@ -6,11 +6,12 @@ optimizer kernels) passes its inputs and outputs through ``__torch_dispatch__``.
 first seen until it is freed. Freeing is observed with ``weakref.finalize`` on the storage's
 Python object where torch preserves that object for the storage's lifetime (torch >= 2.1), and
 otherwise by sweeping C++ weak references (``StorageWeakRef``) after every op. The counting primitives
-live in the probes' shared meter library (``probes/_tensor_bytes.py``), which the command meter uses too.
+are ``tensor_bytes``'s, which the command meter uses too.
 
-Given allocator settings, the meter also records the cell's allocation trace (every storage's
-allocation and free, in order, with the measured step's window and phases) and replays it through the
-CUDA caching allocator model: the cell's ``est_reserved_peak_bytes`` and ``est_allocated_peak_bytes``.
+Given an observer of allocations (``allocations``), the meter tells it every storage's allocation, resize
+and free, in order, with the measured step's window and phases, and its ``report()`` joins the cell's
+facts: ga_memory's allocator model records the allocation trace so and replays it through its model of the
+CUDA caching allocator (the cell's ``est_reserved_peak_bytes`` and ``est_allocated_peak_bytes``).
 """
 from __future__ import annotations
 
@@ -19,12 +20,10 @@ import collections
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
-from _alloc_replay import replay
-from _alloc_trace import TraceRecorder
-from _meter_base import MeterBase
-from _sites import site_of
-from _tensor_bytes import liveness as _liveness  # probes/: the meter library shared with the command meter
-from _tensor_bytes import storage_of, tensors_in
+from .phases import MeterBase
+from .sites import site_of
+from .tensor_bytes import liveness as _liveness
+from .tensor_bytes import storage_of, tensors_in
 
 
 class StorageMeter(MeterBase, TorchDispatchMode):
@@ -34,13 +33,14 @@ class StorageMeter(MeterBase, TorchDispatchMode):
     gradients, buffers, optimizer state); storages first seen as op inputs are registered too.
     With ``attribution=True`` every storage remembers the site that allocated it and the meter
     keeps a by-site breakdown of the bytes live at the window peak (``attribution()``). With
-    ``allocator`` settings (``_alloc_conf.AllocSettings``) it records the allocation trace and reports
-    the allocator model's estimates (``keep_trace``: the trace itself too, as ``alloc_trace``).
+    ``allocations``, an observer (``alloc(key, nbytes)``, ``resize(key, nbytes)``, ``free(key)``,
+    ``open_window()``, ``phase(name)``, ``close_window()`` and ``report()``, a dict the cell's record gets:
+    ga_memory's ``_allocator_model.replay.AllocatorEstimate``), it tells the observer every allocation.
     """
 
     kind = "cpu-dispatch"
 
-    def __init__(self, device_type="cpu", attribution=False, liveness="auto", allocator=None, keep_trace=False):
+    def __init__(self, device_type="cpu", attribution=False, liveness="auto", allocations=None):
         TorchDispatchMode.__init__(self)
         MeterBase.__init__(self)
         self.device_type = device_type
@@ -58,8 +58,7 @@ class StorageMeter(MeterBase, TorchDispatchMode):
         self._cur = 0
         self._ppeak = 0
         self.n_storages_seen = 0
-        self._allocator, self._keep_trace = allocator, keep_trace
-        self._trace = TraceRecorder() if allocator is not None else None
+        self._allocations = allocations
 
     # --- MeterBase hooks -----------------------------------------------------------------
     @property
@@ -86,33 +85,23 @@ class StorageMeter(MeterBase, TorchDispatchMode):
         MeterBase.reset_peak(self)
         self._snap_level = self._cur
         self._peak_sites = dict(self._by_site)
-        if self._trace is not None:
-            self._trace.open_window()
+        if self._allocations is not None:
+            self._allocations.open_window()
 
     def mark(self, name):
         MeterBase.mark(self, name)
         if name is None:
             self._window_open = False
-        if self._trace is not None and name is None:
-            self._trace.close_window()
-        elif self._trace is not None:
-            self._trace.phase(name)
+        if self._allocations is not None and name is None:
+            self._allocations.close_window()
+        elif self._allocations is not None:
+            self._allocations.phase(name)
 
     def extra(self):
         out = {"liveness": self._live.name, "storages_seen": self.n_storages_seen,
                "dtype_bytes": dict(sorted(self._created.items()))}
-        if self._trace is not None:
-            out.update(self.allocator_estimate())
-        return out
-
-    def allocator_estimate(self) -> dict:
-        """The allocator model's replay of the trace: ``est_*_peak_bytes`` and ``allocator_model``."""
-        trace = self._trace.trace()
-        model = replay(trace, self._allocator)
-        out = {k: model.pop(k) for k in ("est_reserved_peak_bytes", "est_allocated_peak_bytes") if k in model}
-        out["allocator_model"] = {"settings": self._allocator.describe(), **model}
-        if self._keep_trace:
-            out["alloc_trace"] = trace.to_json()
+        if self._allocations is not None:
+            out.update(self._allocations.report())
         return out
 
     def _live_sites(self) -> dict:
@@ -143,12 +132,12 @@ class StorageMeter(MeterBase, TorchDispatchMode):
             self._sites[key] = label
             if self._window_open and site is None:  # created inside the window, by an op
                 self._created[str(tensor.dtype).replace("torch.", "")] += nbytes
-            if self._trace is not None:
-                self._trace.alloc(key, nbytes)
+            if self._allocations is not None:
+                self._allocations.alloc(key, nbytes)
             self._add(key, nbytes, label)
         elif old != nbytes:  # resized in place
-            if self._trace is not None:
-                self._trace.resize(key, nbytes)
+            if self._allocations is not None:
+                self._allocations.resize(key, nbytes)
             self._add(key, nbytes - old, self._sites[key])
 
     def _add(self, key, delta, label):
@@ -165,8 +154,8 @@ class StorageMeter(MeterBase, TorchDispatchMode):
                     self._peak_sites = self._phase_sites
 
     def _freed(self, key):
-        if self._trace is not None:
-            self._trace.free(key)
+        if self._allocations is not None:
+            self._allocations.free(key)
         nbytes = self._sizes.pop(key, 0)
         label = self._sites.pop(key, "")
         self._cur -= nbytes

@@ -1,9 +1,11 @@
 """The warm worker: a fork server for one probe in one candidate environment (stdlib only).
 
-Started by the orchestrator as ``<env python> _warm_worker.py SCRIPT`` with a control socket (an
+Never imported: run by path with the candidate environment's interpreter, which has no bisector (so it imports
+the standard library only, and nothing of bisector's; bisector.measure.warm_server starts it). Started by the
+orchestrator as ``<env python> warm_worker.py SCRIPT`` with a control socket (an
 AF_UNIX SOCK_SEQPACKET) on the descriptor named by ``$BISECTOR_WARM_FD``. It loads the probe's
 script as a module (its ``__main__`` guard keeps it from running), calls the probe's
-``warm_imports()`` (the opt-in of probes/_probe_contract.py: the heavy modules its runs import)
+``warm_imports()`` (the probe's opt-in, probes/CONTRACT.md: the heavy modules its runs import)
 and checks that the imports left the process as a fresh one would be at that point: no CUDA or
 NVML initialised (the rule: CUDA is initialised only in a child, never in the worker; a child
 forked after CUDA init would inherit a broken context), no Python thread started, autocast off,
@@ -49,7 +51,7 @@ FD_ENV = "BISECTOR_WARM_FD"
 MAX_MESSAGE = 1 << 20
 PR_SET_PDEATHSIG, PR_SET_CHILD_SUBREAPER = 1, 36
 SWEEP_ROUNDS = 50  # kill, reap, look again: a process forking as it dies is caught within these rounds
-HOOK = "warm_imports"  # the probe's opt-in (probes/_probe_contract.py, WARM_HOOK)
+HOOK = "warm_imports"  # the probe's opt-in (probes/_probe_contract.py: WARM_HOOK)
 UNSHAREABLE_LIBS = ("libcuda.so", "libnvidia-ml.so")  # loaded only once CUDA / NVML is initialised
 
 

@@ -11,7 +11,7 @@ small pool or with expandable segments; in the large pool more than 1 MiB, for r
 ``max_split_size``). ``free`` merges a block with its free neighbours (``free_block``);
 ``empty_cache`` returns the unsplit cached segments. With a memory fraction and a
 ``garbage_collection_threshold`` the oldest unsplit large cached blocks go back before a segment is
-opened (``garbage_collect_cached_blocks``). Expandable segments: ``_alloc_expandable``.
+opened (``garbage_collect_cached_blocks``). Expandable segments: ``expandable``.
 
 Addresses are the model's own: segments are laid out one after another, so among equal-size cached
 blocks the older segment's wins the tie, where the real ``cudaMalloc`` may return any address.
@@ -20,9 +20,9 @@ from __future__ import annotations
 
 from bisect import bisect_left
 
-from _alloc_blocks import Block, Pool, expandable_size, split_off, try_merge
-from _alloc_conf import MIN_BLOCK, SMALL_BUFFER, SMALL_SIZE, AllocSettings, allocation_size, round_size
-from _alloc_expandable import ExpandableSegments
+from .blocks import Block, Pool, expandable_size, split_off, try_merge
+from .conf import MIN_BLOCK, SMALL_BUFFER, SMALL_SIZE, AllocSettings, allocation_size, round_size
+from .expandable import ExpandableSegments
 
 
 class ModelOutOfMemory(MemoryError):

@@ -11,10 +11,10 @@ import inspect
 
 import torch
 
-from _budget import OPTIMIZER_STATE, bytes_per_param, ffn_size, mixed_or_ga, rough_params
+from .budget import OPTIMIZER_STATE, bytes_per_param, ffn_size, mixed_or_ga, rough_params
 
 ATTN_NAMES = {"flash": "flash_attention_2"}
-# Host bytes a cell needs beyond bytes_per_param (_budget) per parameter: at pythia-1.4b's shape,
+# Host bytes a cell needs beyond bytes_per_param (budget.py) per parameter: at pythia-1.4b's shape,
 # Trainer, CPU, the bf16 GA=2 cell peaked at 9.86 B/param of live tensors and its process at 13.65 GiB RSS
 CELL_OVERHEAD = 256 << 20  # a worker's own Python objects and pages beyond the fork it shares
 ALLOCATOR_SLACK = 0.05     # the host allocator's slack over the tensors' bytes

@@ -11,9 +11,9 @@ block and the fragmentation (the share of reserved bytes not allocated); or an `
 """
 from __future__ import annotations
 
-from _alloc_conf import AllocSettings
-from _alloc_trace import Trace, TraceError
-from _allocator import CachingAllocatorModel, ModelOutOfMemory
+from .conf import AllocSettings
+from .model import CachingAllocatorModel, ModelOutOfMemory
+from .trace import Trace, TraceError, TraceRecorder
 
 
 def _at_peak(model) -> dict:
@@ -68,3 +68,23 @@ def replay(trace: Trace, settings: AllocSettings = AllocSettings()) -> dict:
         return {"error": f"allocation trace: {exc}"}
     except ModelOutOfMemory as exc:
         return {"error": f"estimated CUDA out of memory: {exc}"}
+
+
+class AllocatorEstimate(TraceRecorder):
+    """The CPU meter's observer of allocations (``_meters.cpu.StorageMeter(allocations=...)``): records the
+    cell's allocation trace as the meter sees it, and at the end replays it through the model with
+    ``settings``: ``report()`` gives the cell's ``est_reserved_peak_bytes``, ``est_allocated_peak_bytes`` and
+    ``allocator_model`` (with ``keep_trace``, the trace itself too, as ``alloc_trace``)."""
+
+    def __init__(self, settings: AllocSettings, keep_trace: bool = False):
+        super().__init__()
+        self.settings, self.keep_trace = settings, keep_trace
+
+    def report(self) -> dict:
+        trace = self.trace()
+        model = replay(trace, self.settings)
+        out = {k: model.pop(k) for k in ("est_reserved_peak_bytes", "est_allocated_peak_bytes") if k in model}
+        out["allocator_model"] = {"settings": self.settings.describe(), **model}
+        if self.keep_trace:
+            out["alloc_trace"] = trace.to_json()
+        return out
