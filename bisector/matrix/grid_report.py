@@ -68,8 +68,9 @@ def _code(text: str) -> str:
 def _version_cell(cell: CellResult, package: str, label: str) -> str:
     version = cell.versions[package]
     old = cell.baseline.versions.get(package) if cell.baseline else None
-    text = f"{old} -> {version}" if old and old != version else version
-    return md_escape(f"{text} ({label})" if label != version else text)   # versions and labels: the index's, data
+    # versions and labels are the index's (data, escaped); the arrow is ours
+    text = f"{md_escape(old)} -> {md_escape(version)}" if old and old != version else md_escape(version)
+    return f"{text} ({md_escape(label)})" if label != version else text
 
 
 def _value(value: Optional[float], metric: str) -> str:

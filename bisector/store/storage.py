@@ -289,5 +289,6 @@ class Store:
 
 
 def _clean(text: Optional[str]) -> Optional[str]:
-    """What is stored: every column that can hold free text goes through the redaction pass."""
-    return None if text is None else redact_text(text)
+    """What is stored: every column that can hold free text goes through the redaction pass; a lone
+    surrogate (an undecodable byte of a path or an argument) is kept as its escape, which SQLite can hold."""
+    return None if text is None else redact_text(text).encode("utf-8", "backslashreplace").decode("utf-8")

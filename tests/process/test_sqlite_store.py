@@ -37,6 +37,20 @@ def test_round_trip_survives_reopen(tmp_path):
     assert s.get_measurement("missing") is None
 
 
+def test_a_lone_surrogate_in_stored_text_is_kept_as_its_escape(tmp_path):
+    """An undecodable byte of a path or an argument (a lone surrogate) in a step's reason or a measurement's
+    reason is stored as its escape, not an encoding error that loses the row."""
+    s = Store(tmp_path / "s.db")
+    s.put_run(RunRow(id="r1", created=now(), updated=now(), kind="bisect", command=["bisector", "\udcff"],
+                     config={}, status="running"))
+    s.add_step(StepRow(run_id="r1", seq=0, candidate="1.0\udcff", verdict="skip", reason="no such file /tmp/\udcff",
+                       seconds=0.1, measurements=[]))
+    s.put_measurement(_m("a").model_copy(update={"reason": "x\ud800y"}))
+    assert [st.reason for st in s.steps("r1")] == ["no such file /tmp/\\udcff"]
+    assert s.steps("r1")[0].candidate == "1.0\\udcff" and s.get_measurement("a").reason == "x\\ud800y"
+    assert s.get_run("r1").command == ["bisector", "\udcff"]
+
+
 def test_store_uses_wal(tmp_path):
     Store(tmp_path / "s.db")
     assert sqlite3.connect(tmp_path / "s.db").execute("PRAGMA journal_mode").fetchone()[0] == "wal"

@@ -23,7 +23,7 @@ prints METRIC with its verdict (stdout) and exits 0 when GOOD, 1 when BAD by THR
 not measured, or measured in another setting than the bisect's), so ``git bisect run python this.py`` works
 too. Run by bisector (``$BISECTOR_RESULT`` set), the probe's result goes there and bisector judges it.
 """
-import base64
+import base64  # noqa: F401 (the embedded files below may be written from base64)
 import json
 import os
 import subprocess

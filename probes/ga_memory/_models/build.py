@@ -126,8 +126,6 @@ def import_factory_module(name: str):
 
 def _from_factory(spec: dict, hidden: int):
     """``--model-factory MODULE:FUNCTION``: the user's own model code, imported in the candidate env."""
-    import importlib
-
     module_name, _, function = spec["model_factory"].partition(":")
     factory = getattr(import_factory_module(module_name), function)
     model = factory(hidden=hidden, layers=spec["layers"], heads=spec["heads"], vocab=spec["vocab"],
