@@ -1,7 +1,7 @@
 """Stats mode end to end on a noisy timed probe: a generated repository whose probe sleeps
 ``base * SLOWDOWN * (1 + noise)`` (base 25 ms) and reports that planned time (tests/probes/noisy_timer.py,
 seeded noise of +-25%), real environments (built once, reused by every run) and real probe subprocesses,
-20 seeds each.
+10 seeds each.
 
 With a +20% step planted at a known commit, every seed names it; without a step no seed names a
 culprit. The runs go three at a time (sleeping probes leave the cores mostly idle); each seed is a
@@ -20,7 +20,7 @@ from bisector.store.storage import Store
 from tests.support.gitfixture import make_repo
 
 PROBE = Path(__file__).resolve().parent.parent / "probes" / "noisy_timer.py"
-SEEDS, AT_ONCE, PLANTED, BASE = range(20), 3, 3, 0.025
+SEEDS, AT_ONCE, PLANTED, BASE = range(10), 3, 3, 0.025
 
 
 def bisect(repo: Path, shas: list[str], root: Path, env_cache: Path, spec: Path, seed: int, *extra: str) -> dict:
@@ -34,7 +34,7 @@ def bisect(repo: Path, shas: list[str], root: Path, env_cache: Path, spec: Path,
     return json.loads(proc.stdout)
 
 
-def twenty(repo, shas, root, env_cache, spec) -> list[dict]:
+def seeded_runs(repo, shas, root, env_cache, spec) -> list[dict]:
     # builds the environments once (5 pairs at most: at alpha 0.01, the fewest that can tell two apart)
     bisect(repo, shas, root, env_cache, spec, 999, "--max-repeats", "5", "--alpha", "0.01")
     with ThreadPoolExecutor(AT_ONCE) as pool:
@@ -43,7 +43,7 @@ def twenty(repo, shas, root, env_cache, spec) -> list[dict]:
 
 def test_stats_mode_names_the_planted_commit_in_every_seeded_run(tmp_path, env_cache, plain_spec):
     repo, shas = make_repo(tmp_path / "repo", commits=6, bad_at=PLANTED, slowdown=1.2)
-    results = twenty(repo, shas, tmp_path, env_cache, plain_spec)
+    results = seeded_runs(repo, shas, tmp_path, env_cache, plain_spec)
     named = [r["first_bad"]["sha"] if r.get("first_bad") else r["status"] for r in results]
     assert named == [shas[PLANTED]] * len(SEEDS)
     for r in results:
@@ -55,7 +55,7 @@ def test_stats_mode_names_the_planted_commit_in_every_seeded_run(tmp_path, env_c
 
 def test_stats_mode_names_no_culprit_without_a_step(tmp_path, env_cache, plain_spec):
     repo, shas = make_repo(tmp_path / "repo", commits=6, bad_at=None)
-    results = twenty(repo, shas, tmp_path, env_cache, plain_spec)
+    results = seeded_runs(repo, shas, tmp_path, env_cache, plain_spec)
     assert [r["status"] for r in results] == ["no-regression"] * len(SEEDS)
     assert all(r.get("first_bad") is None for r in results)
 
