@@ -300,3 +300,24 @@ def test_package_under_test_replaces_its_companion(manager, index):
     with pytest.raises(UsageError, match="tinypkg is the package under test"):
         manager.recipe(EnvSpec(name="t", requirements=["tinypkg>=1"]),
                        InstallTarget(package="tinypkg", version="1.0", index_url=index))
+
+
+def test_a_wrapped_resolver_explanation_is_kept_from_its_first_because():
+    """uv wraps its explanation over as many lines as it needs: the clause naming the packages in conflict
+    is its first, and the last four lines alone lose it (a matrix cell then said only 'you require ...')."""
+    text = ("Using Python 3.11 environment at: x\n  × No solution found when resolving dependencies:\n"
+            "  ╰─▶ Because only tinyhelper==1.0.0 is available and tinyhelper==1.0.0 depends on\n"
+            "      tinyextra>=2, we can conclude that all versions of tinyhelper depend on tinyextra>=2.\n"
+            "      And because tinypkg>=1.2.0 depends on tinyhelper, we can conclude that\n"
+            "      tinypkg>=1.2.0 depends on tinyextra>=2.\n"
+            "      And because you require tinypkg==1.2.0 and tinyextra==1.0.0, we can\n"
+            "      conclude that your requirements are unsatisfiable.\n")
+    reason = short_reason(text)
+    assert reason.startswith("No solution found when resolving dependencies: | Because only tinyhelper==1.0.0")
+    assert reason.endswith("conclude that your requirements are unsatisfiable.")
+    pip = ("ERROR: Cannot install a==1 and b==2 because these package versions have conflicting dependencies.\n\n"
+           "The conflict is caused by:\n    a 1 depends on c>=2\n    b 2 depends on c<2\n\n"
+           "To fix this you could try to:\n1. loosen the range\n\n"
+           "ERROR: ResolutionImpossible: for help visit https://pip.pypa.io/\n")
+    assert short_reason(pip).startswith("ERROR: Cannot install a==1 and b==2 because")
+    assert "a 1 depends on c>=2 | b 2 depends on c<2" in short_reason(pip)

@@ -21,6 +21,8 @@ _NOISE = re.compile(
     re.IGNORECASE,
 )
 _DECOR = re.compile(r"^[\s×╰─▶│├└┬┴┼╭╮╯→|]+")
+# where a resolver's explanation starts (uv's, then pip's): kept whole from there, its first "Because" first
+_RESOLVER = re.compile(r"No solution found|conflicting dependencies|The conflict is caused by|ResolutionImpossible")
 
 
 def clean_env(extra: Optional[Mapping[str, str]] = None) -> dict[str, str]:
@@ -31,12 +33,18 @@ def clean_env(extra: Optional[Mapping[str, str]] = None) -> dict[str, str]:
 
 
 def short_reason(text: str, lines: int = 4, limit: int = 400) -> str:
-    """The last meaningful lines of an installer's output, joined into one short line."""
+    """The last meaningful lines of an installer's output, joined into one short line. A resolver's
+    explanation is kept from its start (up to 1500 characters, cut at the end): its first clause names
+    the packages in conflict, and a wrapped explanation runs longer than ``lines``."""
     kept = []
     for raw in text.splitlines():
         line = _DECOR.sub("", raw).strip()
         if line and not _NOISE.match(line):
             kept.append(line)
+    start = next((i for i, line in enumerate(kept) if _RESOLVER.search(line)), None)
+    if start is not None:
+        reason, limit = " | ".join(kept[start:]), max(limit, 1500)
+        return reason if len(reason) <= limit else reason[:limit - 3] + "..."
     reason = " | ".join(kept[-lines:]) or "no output"
     return reason if len(reason) <= limit else "..." + reason[-(limit - 3):]
 
