@@ -4,7 +4,7 @@
     bisector diff --package transformers --a-lock reporter.txt --b-lock maintainer.txt --metric ... --json
 
 Probe arguments start with dashes, so give them as ``--a-arg=--loop=trainer``. The flags are
-bisector.cli.args's ``diff_parser``.
+bisector.cli.subcommands's ``_diff_parser``.
 """
 from __future__ import annotations
 
@@ -12,7 +12,8 @@ import argparse
 import os
 import sys
 
-from bisector.cli.args import CRITERION_FLAGS, probe_overrides, run_section
+from bisector.cli.args import CRITERION_FLAGS
+from bisector.cli.overrides import probe_overrides, run_section
 from bisector.measure.assembly import check_executor
 from bisector.difference.diff_job import DiffInput, check
 from bisector.difference.diff_model import DiffResult

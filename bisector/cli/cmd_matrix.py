@@ -11,7 +11,7 @@ import sys
 from pathlib import Path
 from typing import Optional
 
-from bisector.cli.args import matrix_overrides
+from bisector.cli.overrides import matrix_overrides
 from bisector.data import specs_dir
 from bisector.envs import load_env_spec
 from bisector.matrix.bisects import bisect_regressions

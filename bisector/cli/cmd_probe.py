@@ -12,7 +12,7 @@ import json
 import sys
 
 from bisector.bisection.pins import apply_pins
-from bisector.cli.args import probe_overrides
+from bisector.cli.overrides import probe_overrides, run_section
 from bisector.job.config import validated
 from bisector.core.facts import ProbeResult
 from bisector.core.measurement import Measurement, Status, absent_reason
@@ -23,7 +23,6 @@ from bisector.core.requirements import parse_pin
 from bisector.errors import UsageError
 from bisector.explain.registry import compact_details, explainer_for
 from bisector.job.jobfile import builtin_job, stack
-from bisector.cli.args import run_section
 from bisector.measure.assembly import build_engine, check_executor, probe_device
 from bisector.job.command_metrics import DEFAULT_METRIC as COMMAND_METRIC, refuse_steps_left_out
 from bisector.job.probe_spec import ProbeSpec

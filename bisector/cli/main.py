@@ -17,7 +17,9 @@ from typing import Optional
 from bisector.bisection.repro_check import record, verify
 from bisector.bisection.repro_script import repro_script
 from bisector.bisection.wiring import bisector_for, preflight
-from bisector.cli.args import build_parser, glue_dash_values, run_overrides
+from bisector.cli.args import glue_dash_values
+from bisector.cli.overrides import run_overrides
+from bisector.cli.subcommands import build_parser
 from bisector.cli.cmd_diff import diff_command
 from bisector.cli.cmd_envs import envs_command
 from bisector.cli.cmd_matrix import matrix_command

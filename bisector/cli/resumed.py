@@ -10,7 +10,7 @@ from typing import Optional
 from pydantic import ValidationError
 
 from bisector.store.run_record import config_hash, stopped_run
-from bisector.cli.args import run_overrides
+from bisector.cli.overrides import run_overrides
 from bisector.job.config import JobConfig, validated
 from bisector.errors import UsageError
 from bisector.job.jobfile import load_config

@@ -386,7 +386,8 @@ def test_a_release_answer_links_the_compare_view_of_its_tags(tmp_path, index_url
 def test_each_job_reports_only_its_own_context(tmp_path, index_url, store):
     """A job with a [reference] and a [contrast] tells them; the same file bisected with an exit-code probe or a
     stats-mode speed probe tells neither (the report's paragraphs belong to the job that ran)."""
-    from bisector.cli.args import build_parser, run_overrides
+    from bisector.cli.overrides import run_overrides
+    from bisector.cli.subcommands import build_parser
     from bisector.job.jobfile import load_config
     from bisector.report.render import render_markdown
 

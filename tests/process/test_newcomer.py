@@ -13,7 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from bisector.cli.args import build_parser, glue_dash_values
+from bisector.cli.args import glue_dash_values
+from bisector.cli.subcommands import build_parser
 from bisector.cli.main import main
 from tests.support.pkgindex import LocalIndex, build_wheel
 

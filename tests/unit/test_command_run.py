@@ -211,7 +211,7 @@ def test_a_program_only_the_candidate_installs_is_not_refused_up_front(tmp_path)
 
 
 def test_a_job_files_command_takes_measure_skip_and_meter_from_the_command_line(tmp_path, monkeypatch):
-    from bisector.cli.args import run_overrides
+    from bisector.cli.overrides import run_overrides
     from bisector.cli.main import _parse
 
     monkeypatch.chdir(tmp_path)

@@ -62,7 +62,7 @@ def _code(text: str) -> str:
 def unknown_commands(text: str) -> list[str]:
     """'bisector frobnicate' for each `bisector WORD` in code whose WORD is no subcommand (prose such as
     "bisector builds ..." outside code is not a command)."""
-    from bisector.cli.args import build_parser
+    from bisector.cli.subcommands import build_parser
     commands = _subparsers(build_parser())
     return [f"bisector {m[1]}" for m in re.finditer(r"(?:^|[\s`($])bisector ([a-z][a-z-]*)\b(?![:'])",
                                                      _code(text).replace("\\\n", " "), re.M)
@@ -72,7 +72,7 @@ def unknown_commands(text: str) -> list[str]:
 def all_flags() -> set[str]:
     """Every flag of bisector (any subcommand), of the probes and of the bench scripts (their argparse),
     the ``--no-X`` of each, and FOREIGN's."""
-    from bisector.cli.args import build_parser
+    from bisector.cli.subcommands import build_parser
     known: set[str] = set()
 
     def walk(parser: argparse.ArgumentParser) -> None:
@@ -95,7 +95,7 @@ def unknown_prose_flags(text: str, known: set[str]) -> list[str]:
 
 def unknown_flags(text: str) -> list[str]:
     """'bisector run --no-such' for each flag of a shown command its subcommand does not take."""
-    from bisector.cli.args import build_parser
+    from bisector.cli.subcommands import build_parser
     commands = _subparsers(build_parser())
     out = []
     for m in COMMAND.finditer(text.replace("\\\n", " ")):

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from bisector.cli.args import build_parser, run_overrides
+from bisector.cli.overrides import run_overrides
+from bisector.cli.subcommands import build_parser
 from bisector.errors import UsageError
 from bisector.job.jobfile import load_config
 
