@@ -17,13 +17,14 @@ import sqlite3
 import threading
 import time
 from pathlib import Path
-from typing import Optional
+from typing import Callable, Optional
 
 from bisector.errors import BisectorError, UsageError
 from bisector.paths import default_cache_dir, default_store_path
 
 LOCK_SUFFIX = ".init.lock"
 LOCK_WAIT_S = 120
+SETTLE_S = 10
 PROBLEMS_SHOWN = 3
 
 
@@ -99,6 +100,23 @@ def check_run_paths(store: Optional[Path], cache_dir: Optional[Path]) -> None:
     """The store (``--store``, else the default) and the cache directory of a command that measures."""
     check_store_path(store or default_store_path())
     check_directory(cache_dir or default_cache_dir(), "cache directory")
+
+
+def settled_version(store: Path, read: Callable[[], Optional[tuple]]) -> Optional[tuple]:
+    """``read()`` (the store's version row) for a reader that takes no lock: while another process is
+    setting the store up (its lock file is there, the tables or the version row not yet), read again for up
+    to ``SETTLE_S`` seconds, so that a store being created right now is not called unusable."""
+    lock, deadline = Path(str(store) + LOCK_SUFFIX), time.monotonic() + SETTLE_S
+    while True:
+        try:
+            row = read()
+        except sqlite3.OperationalError as exc:
+            if "no such table" not in str(exc) or not lock.exists() or time.monotonic() > deadline:
+                raise
+        else:
+            if row is not None or not lock.exists() or time.monotonic() > deadline:
+                return row
+        time.sleep(0.05)
 
 
 class OpenMark:

@@ -17,7 +17,8 @@ from bisector.core.measurement import Measurement
 from bisector.errors import BisectorError, UsageError
 from bisector.redact import redact_text
 from bisector.store.blobs import externalized
-from bisector.store.integrity import OpenMark, Transaction, check_store_path, damaged, integrity_problems, translated
+from bisector.store.integrity import (OpenMark, Transaction, check_store_path, damaged, integrity_problems,
+                                      settled_version, translated)
 from bisector.store.records import (RUN_COLUMNS, RunKind, RunRow, RunState, StepRow, damaged_rows, measurement_from,  # noqa: F401
                                     run_columns, run_from, step_from, tell)
 
@@ -114,18 +115,21 @@ class Store:
         if not os.access(self.path, os.R_OK):
             raise UsageError(f"store {self.path} is not readable by this user")
         try:
-            row = self._connect_read_only("mode=ro")
-        except sqlite3.OperationalError:
-            # a WAL store in a directory this user cannot write: SQLite cannot make its -shm file, so read
-            # the file as it is (what a finished run left is in it: the last one out checkpoints)
-            try:
-                row = self._connect_read_only("immutable=1")
-            except sqlite3.DatabaseError as exc:
-                raise self._unusable(exc) from None
+            row = settled_version(self.path, self._read_version)
         except sqlite3.DatabaseError as exc:
             raise self._unusable(exc) from None
         if row is None or row[0] != STORE_VERSION:
             raise self._unusable(f"store version {row[0] if row else 'missing'}, expected {STORE_VERSION}")
+
+    def _read_version(self) -> Optional[tuple]:
+        try:
+            return self._connect_read_only("mode=ro")
+        except sqlite3.OperationalError as exc:
+            if "no such table" in str(exc):
+                raise
+            # a WAL store in a directory this user cannot write: SQLite cannot make its -shm file, so read
+            # the file as it is (what a finished run left is in it: the last one out checkpoints)
+            return self._connect_read_only("immutable=1")
 
     def _connect_read_only(self, how: str) -> Optional[tuple]:
         if self._db is not None:

@@ -7,6 +7,8 @@ import sqlite3
 import subprocess
 import sys
 import textwrap
+import threading
+import time
 
 import pytest
 
@@ -114,6 +116,44 @@ def test_processes_creating_one_store_at_the_same_moment_all_succeed(tmp_path):
         for p in procs:
             p.join(timeout=60)
         assert outcomes == ["ok"] * 4, outcomes
+
+
+def _half_set_up(path, tables: bool) -> None:
+    """A store as another process leaves it for a moment while it sets the store up: the lock file is
+    there, the file is empty or has its tables without the version row."""
+    (path.parent / (path.name + ".init.lock")).write_text("")
+    path.write_bytes(b"")
+    if tables:
+        db = sqlite3.connect(path)
+        db.execute("CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)")
+        db.commit()
+        db.close()
+
+
+@pytest.mark.parametrize("tables", [False, True])
+def test_a_reader_waits_for_a_store_being_set_up_right_now(tmp_path, tables):
+    """`bisector run` looks for an interrupted run read-only; a second run started at the same moment
+    found the first one's store half made and stopped with "not a usable bisector store" (CI, once)."""
+    path = tmp_path / "s.db"
+    _half_set_up(path, tables)
+    timer = threading.Timer(0.5, lambda: Store(path).close())   # the other process finishes its set-up
+    timer.start()
+    try:
+        reader = Store(path, read_only=True)
+    finally:
+        timer.join()
+    assert reader.list_runs() == []
+
+
+@pytest.mark.parametrize("tables", [False, True])
+def test_a_half_made_store_that_nobody_is_setting_up_is_refused_at_once(tmp_path, tables):
+    path = tmp_path / "s.db"
+    _half_set_up(path, tables)
+    (path.parent / (path.name + ".init.lock")).unlink()
+    start = time.monotonic()
+    with pytest.raises(BisectorError, match="not a usable bisector store"):
+        Store(path, read_only=True)
+    assert time.monotonic() - start < 5
 
 
 def test_a_store_from_before_run_ids_keeps_its_runs_findable_by_config_hash(tmp_path):
