@@ -26,7 +26,8 @@ from bisector.core.criterion import Criterion, calibrate, describe_against_basel
 from bisector.core.facts import ProbeResult
 from bisector.core.measurement import Measurement, Status
 from bisector.core.probe_args import effective_args
-from bisector.core.result import BisectResult, Contrast, Point, ProbeFacts, made_by
+from bisector.core.result import BisectResult, Contrast, made_by
+from bisector.core.points import Point, ProbeFacts
 from bisector.core.search import Outcome
 from bisector.core.units import declared
 from bisector.envs import TORCH, EnvSpec

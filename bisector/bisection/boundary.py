@@ -11,7 +11,7 @@ from bisector.bisection.phase import PhaseResult
 from bisector.core.facts import ProbeResult
 from bisector.core.measurement import Status
 from bisector.core.requirements import Pin
-from bisector.core.result import PointEnv
+from bisector.core.points import PointEnv
 
 STACK = ("torch", "transformers", "accelerate")
 Side = tuple[ProbeResult, dict]   # (the probe's result, the environment's name -> version)

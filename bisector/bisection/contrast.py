@@ -16,7 +16,8 @@ from bisector.decide.seam import MeasurerFactory, Measures
 from bisector.job.config import ContrastSection, JobConfig
 from bisector.core.candidate import Candidate
 from bisector.core.criterion import Calibrated
-from bisector.core.result import Contrast, Point
+from bisector.core.result import Contrast
+from bisector.core.points import Point
 
 PHASE = "contrast"
 

@@ -17,7 +17,7 @@ from bisector.job.config import JobConfig
 from bisector.core.candidate import Candidate
 from bisector.core.criterion import Calibrated
 from bisector.core.measurement import Status, absent_reason
-from bisector.core.result import Step
+from bisector.core.points import Step
 from bisector.errors import UsageError
 from bisector.job.command_metrics import refuse_steps_left_out
 from bisector.store.run_record import RunRecord, config_hash

@@ -26,7 +26,8 @@ from bisector.bisection.wiring import job_spec
 from bisector.core.candidate import Candidate, CandidateKind
 from bisector.core.criterion import Compare, Criterion, calibrate
 from bisector.core.measurement import Measurement
-from bisector.core.result import BisectResult, Point, Repro, ReproSide
+from bisector.core.result import BisectResult, Repro, ReproSide
+from bisector.core.points import Point
 from bisector.core.verdict import Verdict
 from bisector.envs import TORCH, CacheLayout, ensure_overlay, overlay_of, resolve_base, site_packages, venv_run_env
 from bisector.errors import EnvironmentFailure

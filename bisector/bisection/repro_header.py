@@ -26,7 +26,8 @@ from packaging.version import InvalidVersion, Version
 
 from bisector.bisection.boundary import STACK
 from bisector.core.candidate import CandidateKind
-from bisector.core.result import BisectResult, Point, made_by
+from bisector.core.result import BisectResult, made_by
+from bisector.core.points import Point
 from bisector.envs import HEAVY
 from bisector.errors import UsageError
 from bisector.job.commandline import portable_words

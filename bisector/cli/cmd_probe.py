@@ -13,7 +13,7 @@ import sys
 
 from bisector.bisection.pins import apply_pins
 from bisector.cli.overrides import probe_overrides, run_section
-from bisector.job.config import validated
+from bisector.job.layering import validated
 from bisector.core.facts import ProbeResult
 from bisector.core.measurement import Measurement, Status, absent_reason
 from bisector.core.units import human_value

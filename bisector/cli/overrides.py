@@ -9,7 +9,8 @@ from typing import Any
 from bisector.cli.args import CRITERION_FLAGS, flag_dest
 from bisector.cli.followflags import followup_overrides
 from bisector.errors import UsageError
-from bisector.job.config import RunSection, validated
+from bisector.job.config import RunSection
+from bisector.job.layering import validated
 
 
 def probe_overrides(args: argparse.Namespace) -> dict[str, Any]:

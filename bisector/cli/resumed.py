@@ -11,7 +11,8 @@ from pydantic import ValidationError
 
 from bisector.store.run_record import config_hash, stopped_run
 from bisector.cli.overrides import run_overrides
-from bisector.job.config import JobConfig, validated
+from bisector.job.config import JobConfig
+from bisector.job.layering import validated
 from bisector.errors import UsageError
 from bisector.job.jobfile import load_config
 from bisector.store.storage import RunKind, RunRow, Store

@@ -8,7 +8,7 @@ import textwrap
 from typing import Callable, Optional, TextIO
 
 from bisector.core.candidate import Candidate
-from bisector.core.result import Step
+from bisector.core.points import Step
 from bisector.core.units import human_value
 from bisector.core.verdict import Verdict
 from bisector.safety.safe_text import visible

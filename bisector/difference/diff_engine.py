@@ -20,7 +20,7 @@ from bisector.core.candidate import Candidate
 from bisector.core.criterion import Calibrated, calibrate, needs_endpoints
 from bisector.core.ddmin import Subset, Trial as Outcome, single_bound, worst_bound
 from bisector.core.measurement import Status, metric_value
-from bisector.core.result import Step
+from bisector.core.points import Step
 from bisector.core.verdict import Verdict
 from bisector.difference.knobs import expand_loop
 from bisector.difference.diff_model import DiffJob, DiffResult, DiffStatus, Setup

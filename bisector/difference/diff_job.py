@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Optional
 
-from bisector.job.config import layer, validated
+from bisector.job.layering import layer, validated
 from bisector.core.changes import ChangeKind
 from bisector.core.candidate import Candidate
 from bisector.core.criterion import Criterion

@@ -10,7 +10,8 @@ from pydantic import BaseModel, ConfigDict
 
 from bisector.core.changes import Change, Trial
 from bisector.core.criterion import Criterion
-from bisector.core.result import BisectResult, Step
+from bisector.core.result import BisectResult
+from bisector.core.points import Step
 from bisector.job.probe_spec import ProbeSpec
 
 SIDES = ("A", "B")

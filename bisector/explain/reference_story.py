@@ -6,7 +6,8 @@ from __future__ import annotations
 
 from typing import Callable, Optional
 
-from bisector.core.result import BisectResult, Point, Step
+from bisector.core.result import BisectResult
+from bisector.core.points import Point, Step
 from bisector.core.units import human_value
 from bisector.core.verdict import Verdict
 

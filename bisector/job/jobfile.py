@@ -26,7 +26,8 @@ from packaging.version import Version
 
 from pydantic import ValidationError
 
-from bisector.job.config import JobConfig, merge, read_toml, validated, validation_message
+from bisector.job.config import JobConfig
+from bisector.job.layering import merge, read_toml, validated, validation_message
 from bisector.core.probe_args import effective_args
 from bisector.data import default_job_path
 from bisector.errors import UsageError

@@ -17,7 +17,8 @@ from packaging.utils import canonicalize_name
 from packaging.version import Version
 from pydantic import BaseModel, ConfigDict, field_validator, model_validator
 
-from bisector.job.config import RunSection, layer, read_toml, validated
+from bisector.job.config import RunSection
+from bisector.job.layering import layer, read_toml, validated
 from bisector.core.criterion import Compare, Criterion
 from bisector.errors import OwnListError, UsageError
 from bisector.job.command_metrics import unknown_metric, with_default_metric

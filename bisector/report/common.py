@@ -8,7 +8,8 @@ from typing import Optional
 
 from bisector.job.commandline import shown_command
 from bisector.core.candidate import CandidateKind
-from bisector.core.result import BisectResult, Point, Step
+from bisector.core.result import BisectResult
+from bisector.core.points import Point, Step
 from bisector.core.search import Outcome
 from bisector.core.units import human_value
 from bisector.explain.generic import Explainer

@@ -8,7 +8,8 @@ import json
 from typing import Optional
 
 from bisector.job.commandline import shown_command
-from bisector.core.result import BisectResult, Step
+from bisector.core.result import BisectResult
+from bisector.core.points import Step
 from bisector.core.units import human_value
 from bisector.core.verdict import Verdict
 from bisector.report.common import explainer, explanation, md_code, md_escape, result_metric, story

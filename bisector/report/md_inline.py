@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Optional
 
 from bisector.core.candidate import CandidateKind
-from bisector.core.result import Point
+from bisector.core.points import Point
 from bisector.report.common import md_code
 
 

@@ -8,7 +8,8 @@ from typing import Callable, Optional
 
 from bisector.job.commandline import shown_command
 from bisector.core.candidate import CandidateKind
-from bisector.core.result import BisectResult, Point
+from bisector.core.result import BisectResult
+from bisector.core.points import Point
 from bisector.core.search import Outcome
 from bisector.core.units import human_value
 from bisector.core.verdict import Verdict

@@ -8,7 +8,6 @@ into a session of its own), ``--atexit=FILE`` (written at exit), ``--print``,
 import atexit
 import json
 import os
-import signal
 import subprocess
 import sys
 import time

@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from bisector.job.config import read_toml
+from bisector.job.layering import read_toml
 from bisector.errors import UsageError
 from tests.process import test_hostile as battery
 from tests.support.hostile import T0, Kind, build_world, config_kind, local_index, releases, toml

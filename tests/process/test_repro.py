@@ -18,7 +18,8 @@ import pytest
 from bisector.bisection.repro_script import repro_script
 from bisector.cli.main import main
 from bisector.job.config import JobConfig
-from bisector.core.result import BisectResult, Point, PointEnv
+from bisector.core.result import BisectResult
+from bisector.core.points import Point, PointEnv
 from bisector.core.search import Outcome
 from bisector.errors import UsageError
 from bisector.job.probe_code import builtin_files

@@ -11,7 +11,6 @@ import subprocess
 import sys
 from pathlib import Path
 
-import pytest
 from tests.process.test_gpu_first import BENCH, _host_side, dry_run  # noqa: F401 (helpers and fixtures)
 
 import gf  # noqa: E402 (acceptance/gpu_first is on sys.path once the process half is imported)

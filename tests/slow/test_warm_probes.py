@@ -21,7 +21,6 @@ from bisector.measure.probe_process import run_probe
 from bisector.job.probe_spec import ProbeSpec
 from bisector.measure.warm_pool import WarmPool
 from bisector.measure.warm_server import WarmServer
-from bisector.data import probes_dir
 from tests.process.test_warm_worker import WORKER, wait_gone
 
 PYTHON = Path(sys.executable)

@@ -12,7 +12,8 @@ import zipfile
 import pytest
 
 from bisector.core.candidate import CandidateKind
-from bisector.core.result import BisectResult, CommitRange, Point, PointEnv
+from bisector.core.result import BisectResult, CommitRange
+from bisector.core.points import Point, PointEnv
 from bisector.core.search import Outcome
 from bisector.envs import EnvSpec
 from bisector.errors import UsageError

@@ -30,7 +30,8 @@ from bisector.cli.main import main
 from bisector.console.live import PlainProgress
 from bisector.core.changes import Change, ChangeKind, Trial
 from bisector.core.measurement import Measurement, Status
-from bisector.core.result import BisectResult, Point
+from bisector.core.result import BisectResult
+from bisector.core.points import Point
 from bisector.difference.diff_model import DiffResult, Setup
 from bisector.difference.diff_report import render_diff_text
 from bisector.job.config import JobConfig

@@ -18,7 +18,8 @@ from bisector.bisection.boundary import merge_sides
 from bisector.cli.main import main
 from bisector.job.commandline import shown_command
 from bisector.core.changes import Confirmation
-from bisector.core.result import BisectResult, Point, PointEnv, Repro, ReproSide, Step
+from bisector.core.result import BisectResult, Repro, ReproSide
+from bisector.core.points import Point, PointEnv, Step
 from bisector.explain.registry import compact_details, explain, metric_label
 from bisector.explain.sites import by_site, site_sentence
 from bisector.core.result import made_by

@@ -18,7 +18,8 @@ from markdown_it import MarkdownIt
 
 from bisector.bisection.repro_embed import embedded
 from bisector.bisection.repro_script import header, installs
-from bisector.core.result import BisectResult, Point
+from bisector.core.result import BisectResult
+from bisector.core.points import Point
 from bisector.errors import UsageError
 from bisector.matrix.draft_text import text as draft_text
 from bisector.matrix.grid_config import MatrixConfig

@@ -10,7 +10,8 @@ import pytest
 
 from bisector.decide.paired import PairedJudge, boundary_evidence
 from bisector.bisection.stats_phase import StatsPhase
-from bisector.job.config import JobConfig, validated
+from bisector.job.config import JobConfig
+from bisector.job.layering import validated
 from bisector.job.jobfile import stack
 from bisector.core.candidate import Candidate, CandidateKind
 from bisector.core.criterion import Criterion
