@@ -1,5 +1,5 @@
-"""acceptance/gpu_first/allocator_model.py, the GPU run's allocator-model step, without a GPU: the CUDA
-history it reads, turned into the model's trace, and its CPU dry run end to end (DEV=cpu)."""
+"""acceptance/gpu_first/allocator_model.py (and its cells), the GPU run's allocator-model step, without a
+GPU: the CUDA history it reads, turned into the model's trace, and its CPU dry run end to end (DEV=cpu)."""
 from __future__ import annotations
 
 import importlib.util
@@ -66,8 +66,10 @@ def test_the_ga_cost_limit_holds_several_segments_over_the_widths():
     import torch
 
     step = _step()
+    from allocator_cells import build_lm   # the step put its own folder on sys.path
+
     for hidden, layers, vocab in ((64, 2, 256), (96, 1, 512)):   # the count is build_lm's own
-        model = step.build_lm(torch, hidden, layers, 4, vocab)
+        model = build_lm(torch, hidden, layers, 4, vocab)
         assert step.n_params(hidden, layers, vocab) == sum(p.numel() for p in model.parameters())
     one = step.segment_bpp([1024, 2560], 4, 8192)
     assert one == pytest.approx(0.0724, abs=1e-4) and step.ga_cost_limit([1024, 2560], 4, 8192) == 0.3

@@ -7,7 +7,8 @@ from __future__ import annotations
 from typing import Any, Mapping, Optional
 
 from bisector.explain.ga_memory import setting_story
-from bisector.explain.ga_memory.moves import caveats, explain_moves, peaks, peaks_behind
+from bisector.explain.ga_memory.group_moves import peaks
+from bisector.explain.ga_memory.moves import caveats, explain_moves, peaks_behind
 from bisector.explain.ga_memory.names import CELL_KEYS, DERIVED, OWN_NAMES, PEAK, RESULT_KEYS, metric_label, phase_kind
 from bisector.explain.generic import Explainer, phase_peaks
 from bisector.explain.sites import by_site
