@@ -3,7 +3,7 @@ built and measured like any candidate.
 
 The bad end is where the regression was reported, so the question is the maintainer's: does reverting
 this commit there undo the step? The reverted tree comes from a 3-way apply of the culprit's inverse
-diff (against its first parent) onto the bad end, in a scratch index (sources.git.reverted_tree); its
+diff (against its first parent) onto the bad end, in a scratch index (sources.git_trees.reverted_tree); its
 environment is built from ``git archive`` of that tree, stamped ``<bad end>-revert-<culprit>``, which the
 health check proves (so it can never be mistaken for the plain commit's environment). GOOD:
 ``confirmed``; BAD: ``not-causal`` (the commit is where the step shows, not what makes it); the inverse
@@ -20,7 +20,7 @@ from bisector.decide.judge import Judgement
 from bisector.core.changes import Confirmation, ConfirmationStatus
 from bisector.core.candidate import Candidate
 from bisector.core.verdict import Verdict
-from bisector.sources import git
+from bisector.sources import git, git_trees
 
 _STATUS = {Verdict.GOOD: ConfirmationStatus.CONFIRMED, Verdict.BAD: ConfirmationStatus.NOT_CAUSAL,
            Verdict.SKIP: ConfirmationStatus.UNDECIDED}
@@ -33,7 +33,7 @@ def confirm_by_revert(repo: Path, culprit: Candidate, onto: Candidate, judge: Ca
     scratch.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix="revert-", dir=scratch) as tmp:
         try:
-            tree, conflicts = git.reverted_tree(repo, onto.ref, culprit.ref, Path(tmp))
+            tree, conflicts = git_trees.reverted_tree(repo, onto.ref, culprit.ref, Path(tmp))
         except git.GitFailure as exc:
             return Confirmation(status=ConfirmationStatus.UNDECIDED, reason=f"cannot revert: {exc}", **facts)
     what = f"reverting {culprit.short} on {onto.short}"

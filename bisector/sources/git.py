@@ -92,7 +92,7 @@ def _failure(exc: _CommandError) -> GitFailure:
     return GitFailure(exc.argv[1] if len(exc.argv) > 1 else "", detail)
 
 
-def _run(where: Any, *args: str, timeout: float = TIMEOUT_S, env: Optional[dict] = None) -> str:
+def run_git(where: Any, *args: str, timeout: float = TIMEOUT_S, env: Optional[dict] = None) -> str:
     """``git <args>`` through ``where`` (a repository or a bare runner); GitFailure on failure."""
     runner = where.git if isinstance(where, gitpython.Repo) else where
     try:
@@ -121,7 +121,7 @@ def validate_ref(ref: str) -> str:
     if re.fullmatch(r"[0-9a-fA-F]{4,40}", ref):
         return ref
     try:
-        _run(_BoundedGit(), "check-ref-format", "--allow-onelevel", ref)
+        run_git(_BoundedGit(), "check-ref-format", "--allow-onelevel", ref)
     except GitFailure:
         raise UsageError(f"invalid git ref {ref!r}") from None
     if any(c in ref for c in _SHELL_CHARS):
@@ -150,16 +150,16 @@ def open_repo(repo: str, cache_dir: Path) -> Path:
         return local_repo(repo)
     target = cache_dir / "repos" / hashlib.sha256(repo.encode()).hexdigest()[:16]
     if (target / "HEAD").exists():
-        _run(repository(target), "fetch", "--quiet", "--tags", "--force", "origin")
+        run_git(repository(target), "fetch", "--quiet", "--tags", "--force", "origin")
         return target
     target.parent.mkdir(parents=True, exist_ok=True)
     try:  # a partial clone: history now, file contents only for the commits that get built
         with activity.doing(f"cloning {redact_url(repo)}", kind="clone"):
-            _run(_BoundedGit(), "clone", "--progress", "--bare", "--filter=blob:none", "--", repo, str(target),
+            run_git(_BoundedGit(), "clone", "--progress", "--bare", "--filter=blob:none", "--", repo, str(target),
                  timeout=CLONE_TIMEOUT_S)
     except GitFailure as exc:
         raise BisectorError(f"cannot clone {redact_url(repo)}: {exc}") from None
-    _run(repository(target), "config", "remote.origin.fetch", "+refs/heads/*:refs/heads/*")
+    run_git(repository(target), "config", "remote.origin.fetch", "+refs/heads/*:refs/heads/*")
     return target
 
 
@@ -178,7 +178,7 @@ def resolve(repo: Path, ref: str) -> str:
 
 def _commit_of(repo: Path, ref: str) -> Optional[str]:
     try:
-        return _run(repository(repo), "rev-parse", "--verify", "--quiet", "--end-of-options", f"{ref}^{{commit}}").strip()
+        return run_git(repository(repo), "rev-parse", "--verify", "--quiet", "--end-of-options", f"{ref}^{{commit}}").strip()
     except GitFailure:
         return None
 
@@ -186,7 +186,7 @@ def _commit_of(repo: Path, ref: str) -> Optional[str]:
 def work_tree_top(path: Path) -> Optional[Path]:
     """The top directory of the git work tree ``path`` lies in (None: in none, or a bare repository)."""
     try:
-        return Path(_run(_BoundedGit(working_dir=str(path)), "rev-parse", "--show-toplevel").strip())
+        return Path(run_git(_BoundedGit(working_dir=str(path)), "rev-parse", "--show-toplevel").strip())
     except GitFailure:
         return None
 
@@ -194,7 +194,7 @@ def work_tree_top(path: Path) -> Optional[Path]:
 def show_file(repo: Path, ref: str, name: str) -> Optional[str]:
     """The text of file ``name`` at ``ref`` (None when it has none)."""
     try:
-        return _run(repository(repo), "show", f"{ref}:{name}")
+        return run_git(repository(repo), "show", f"{ref}:{name}")
     except GitFailure:
         return None
 
@@ -209,13 +209,13 @@ def is_ancestor(repo: Path, older: str, newer: str) -> bool:
 
 def committed_at(repo: Path, sha: str) -> int:
     """A commit's committer time (Unix seconds)."""
-    return int(_run(repository(repo), "show", "-s", "--format=%ct", sha).strip())
+    return int(run_git(repository(repo), "show", "-s", "--format=%ct", sha).strip())
 
 
 def merge_base(repo: Path, a: str, b: str) -> str:
     """The merge-base of two commits; a usage error when they share no history."""
     try:
-        return _run(repository(repo), "merge-base", a, b).strip()
+        return run_git(repository(repo), "merge-base", a, b).strip()
     except GitFailure:
         raise UsageError(f"{a[:12]} and {b[:12]} share no history in {repo} (no merge-base)") from None
 
@@ -223,7 +223,7 @@ def merge_base(repo: Path, a: str, b: str) -> str:
 def first_parent_range(repo: Path, good_sha: str, bad_sha: str, first_parent: bool = True) -> list[str]:
     """SHAs from good to bad inclusive, oldest first, along the first-parent line by default."""
     args = ["rev-list", "--reverse", *(["--first-parent"] if first_parent else []), f"{good_sha}..{bad_sha}"]
-    return [good_sha, *_run(repository(repo), *args).split()]
+    return [good_sha, *run_git(repository(repo), *args).split()]
 
 
 def count_between(repo: Path, older: str, newer: str) -> Optional[int]:
@@ -232,7 +232,7 @@ def count_between(repo: Path, older: str, newer: str) -> Optional[int]:
     if not all(re.fullmatch(r"[0-9a-f]{7,40}", sha) for sha in (older, newer)):
         return None
     try:
-        return int(_run(repository(repo), "rev-list", "--count", f"{older}..{newer}").strip())
+        return int(run_git(repository(repo), "rev-list", "--count", f"{older}..{newer}").strip())
     except (GitFailure, ValueError):
         return None
 
@@ -240,7 +240,7 @@ def count_between(repo: Path, older: str, newer: str) -> Optional[int]:
 def commit_candidates(repo: Path, package: str, shas: list[str], repo_url: Optional[str]) -> list[Candidate]:
     """Commit facts (subject, author, committer date, PR number) for each SHA."""
     fmt = _SEP.join(["%H", "%cI", "%an", "%s"])
-    out = _run(repository(repo), "show", "--no-patch", f"--format={fmt}", *shas) if shas else ""
+    out = run_git(repository(repo), "show", "--no-patch", f"--format={fmt}", *shas) if shas else ""
     facts = {parts[0]: parts for line in out.splitlines() if len(parts := line.split(_SEP, 3)) == 4}
     result = []
     for sha in shas:
@@ -276,41 +276,3 @@ def tag_for_version(repo: Path, version: str) -> Optional[str]:
     tags = {tag.name for tag in repository(repo).tags}
     short = version[:-2] if version.endswith(".0") else version
     return next((name for name in (f"v{version}", version, f"v{short}", short) if name in tags), None)
-
-
-def archive(source: Path, sha: str, tar_path: Path, tree: Optional[str] = None) -> None:
-    """Write the tree of commit ``sha`` (or the git ``tree`` given, e.g. a reverted one) as a tar file, never
-    the working copy; GitFailure if it is unknown."""
-    repo = repository(source)
-    _run(repo, "cat-file", "-e", f"{sha}^{{commit}}")
-    if tree is not None:
-        _run(repo, "cat-file", "-e", f"{tree}^{{tree}}")
-    _run(repo, "archive", "--format=tar", "-o", str(tar_path), tree or sha, timeout=1800)
-
-
-def reverted_tree(source: Path, onto: str, culprit: str, scratch: Path) -> tuple[Optional[str], list[str]]:
-    """The tree of commit ``onto`` with ``culprit``'s change (against its first parent) reverted, by a
-    3-way apply of the inverse diff into a scratch index (the repository's own index and working copy
-    are never touched): (tree SHA, []) when it applies cleanly, else (None, the conflicting files)."""
-    repo = repository(source)
-    patch, index = scratch / "revert.patch", scratch / "revert.index"
-    _run(repo, "diff", "--binary", "--full-index", f"--output={patch}", culprit, f"{culprit}^1", "--")
-    env = {"GIT_INDEX_FILE": str(index)}
-    _run(repo, "read-tree", onto, env=env)
-    if patch.stat().st_size:
-        try:
-            _run(repo, "apply", "--cached", "--3way", "--whitespace=nowarn", str(patch), env=env)
-        except GitFailure as exc:
-            unmerged = _run(repo, "ls-files", "--unmerged", env=env).splitlines()
-            files = sorted({line.split("\t", 1)[1] for line in unmerged if "\t" in line})
-            return None, files or [exc.reason]
-    return _run(repo, "write-tree", env=env).strip(), []
-
-
-def describe(source: Path, sha: str) -> Optional[str]:
-    """``git describe --tags --long`` of a commit over version-like tags (None without such a tag)."""
-    try:
-        return _run(repository(source), "describe", "--tags", "--long", "--abbrev=12", "--match", "v[0-9]*",
-                    "--match", "[0-9]*", sha).strip()
-    except GitFailure:
-        return None

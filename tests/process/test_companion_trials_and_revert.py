@@ -140,7 +140,7 @@ def test_revert_applies_and_the_reverted_tree_is_measured(tmp_path, measured, st
     assert conf.status is status and conf.culprit == shas[1] and conf.onto == shas[2]
     assert judged == [commit_candidate(shas[2]).model_copy(update={"revert": shas[1]})]
     shown = subprocess.run(["git", "-C", str(repo), "show", f"{conf.tree}:pkg.py"], capture_output=True, text=True)
-    assert "KIB = 100" in shown.stdout and "notes.txt" in git._run(git.repository(repo), "ls-tree", conf.tree)
+    assert "KIB = 100" in shown.stdout and "notes.txt" in git.run_git(git.repository(repo), "ls-tree", conf.tree)
     assert subprocess.run(["git", "-C", str(repo), "status", "--porcelain"], capture_output=True,
                           text=True).stdout == ""                      # the user's index and tree untouched
 

@@ -9,7 +9,7 @@ version the repository gives the commit (see scm_version). The wheel gets
 installed package is that commit. Wheels are cached in ``<cache>/wheels/<sha>/``.
 
 A commit with another commit's change reverted (a culprit's confirmation) is built from the reverted
-git tree (``git archive`` of that tree, see sources.git.reverted_tree), stamped
+git tree (``git archive`` of that tree, see sources.git_trees.reverted_tree), stamped
 ``<sha>-revert-<culprit sha>`` and cached in ``<cache>/wheels/<sha>-revert-<culprit sha>/``.
 """
 from __future__ import annotations
@@ -35,7 +35,7 @@ from bisector.envs.builders.once import build_once
 from bisector.envs.builders.scm_version import commit_version, pretend_version_env
 from bisector.envs.model.env_spec import InstallTarget, valid_sha
 from bisector.errors import EnvironmentFailure
-from bisector.sources import git
+from bisector.sources import git, git_trees
 from bisector.safety import safe_toml
 
 REVISION_FILE = "bisector_revision"
@@ -48,7 +48,7 @@ def archive(source: Path, sha: str, dest: Path, revert: Optional[str] = None) ->
     tar_path = dest.with_suffix(".tar")
     try:
         tree = _reverted(source, sha, revert, dest.parent) if revert else None
-        git.archive(source, sha, tar_path, tree=tree)
+        git_trees.archive(source, sha, tar_path, tree=tree)
     except git.GitFailure as exc:
         what = f"commit {sha[:10]} not in {source}" if exc.command == "cat-file" else f"git {exc.command}"
         raise EnvironmentFailure(f"{what}: {exc.reason}") from None
@@ -63,7 +63,7 @@ def archive(source: Path, sha: str, dest: Path, revert: Optional[str] = None) ->
 
 def _reverted(source: Path, sha: str, revert: str, scratch: Path) -> str:
     """The git tree of ``sha`` with ``revert``'s change reverted (the same tree the confirmation checked)."""
-    tree, conflicts = git.reverted_tree(source, sha, valid_sha(revert), scratch)
+    tree, conflicts = git_trees.reverted_tree(source, sha, valid_sha(revert), scratch)
     if tree is None:
         raise EnvironmentFailure(f"reverting {revert[:10]} on {sha[:10]} conflicts in {', '.join(conflicts)}")
     return tree

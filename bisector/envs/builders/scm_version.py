@@ -14,7 +14,7 @@ from pathlib import Path
 
 from packaging.version import InvalidVersion, Version
 
-from bisector.sources import git
+from bisector.sources import git_trees
 
 _DESCRIBED = re.compile(r"^(?P<tag>.+)-(?P<distance>\d+)-g[0-9a-f]+$")
 
@@ -30,7 +30,7 @@ def _next_dev(tag: Version, distance: int) -> str:
 
 def commit_version(source: Path, sha: str) -> str:
     """The PEP 440 version setuptools-scm would give commit ``sha`` of the repo at ``source``."""
-    m = _DESCRIBED.match(git.describe(source, sha) or "")  # None: no version tag before this commit
+    m = _DESCRIBED.match(git_trees.describe(source, sha) or "")  # None: no version tag before this commit
     try:
         tag = Version(m.group("tag").lstrip("vV")) if m else None
     except InvalidVersion:
