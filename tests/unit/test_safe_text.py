@@ -29,9 +29,10 @@ from bisector.safety.safe_write import check_output_file, write_atomic
 from bisector.store.storage import Store
 from tests.unit.test_matrix_drafts import CRIT, night, step
 
-ACTING = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u200b\u200e\u200f\u2028-\u202e\u2060\u2066-\u2069\ufeff]")
+# what visible() escapes, lone surrogates included (undecodable bytes of a path or argv: UTF-8 cannot write them)
+ACTING = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u200b\u200e\u200f\u2028-\u202e\u2060\u2066-\u2069\ufeff\ud800-\udfff]")
 HOSTILE = ["\x1b]0;title\x07", "\x1b[2J", "\x9b31m", "\r", "\x08", "\x00", "\x7f", "\u202e", "\u2066", "\u2069",
-           "\u200e", "\u200f", "\u061c", "\u2028", "\ufeff", "\u200b"]
+           "\u200e", "\u200f", "\u061c", "\u2028", "\ufeff", "\u200b", "\ud800", "\udcff"]
 # arbitrary text, with the characters that act on terminals and documents drawn often
 TEXT = st.lists(st.one_of(st.characters(), st.sampled_from([*HOSTILE, "`", "```", "~~~", "\n", "<script>", "'", "\\",
                                                               "    ", "&lt;", "[x](javascript:alert(1))"])),
