@@ -55,8 +55,8 @@ def flag_dest(flag: str) -> str:
     return flag.lstrip("-").replace("-", "_")
 
 
-def add_env_and_probe_flags(p: argparse.ArgumentParser, g) -> None:
-    """--env and --index-url (into group ``g``) and the probe group."""
+def add_env_and_probe_flags(p: argparse.ArgumentParser, g):
+    """--env and --index-url (into group ``g``) and the probe group (returned)."""
     g.add_argument("--env", help="environment spec: a built-in name ('default': envs/default.toml) or a path to a .toml")
     g.add_argument("--index-url", help="package index (default: the installers' configuration)")
     g = p.add_argument_group("probe")
@@ -65,6 +65,7 @@ def add_env_and_probe_flags(p: argparse.ArgumentParser, g) -> None:
     g.add_argument("--probe-arg", action="append", dest="probe_args", metavar="ARG", help=PROBE_ARG_HELP)
     g.add_argument("--timeout", type=float, help="seconds before a probe run is stopped (SKIP)")
     add_command_flags(g)
+    return g
 
 
 COMMAND_HELP = ("-- CMD [ARGS...]: your own program, run unchanged in each candidate environment (from this "

@@ -15,7 +15,7 @@ from typing import Optional
 
 from bisector.bisection.wiring import bisector_for, preflight
 from bisector.cli.args import glue_dash_values
-from bisector.cli.overrides import run_overrides
+from bisector.cli.overrides import run_job
 from bisector.cli.subcommands import build_parser
 from bisector.cli.cmd_diff import diff_command
 from bisector.cli.cmd_envs import envs_command
@@ -24,7 +24,6 @@ from bisector.cli.cmd_probe import probe_command
 from bisector.cli.cmd_store import store_command
 from bisector.cli.cmd_stored import cmd_log, cmd_report, cmd_runs, reading_store
 from bisector.cli.resumed import interrupted_run, resumed
-from bisector.job.jobfile import load_config
 from bisector.job.probe_spec import builtin_names, builtin_version
 from bisector.data import VERSION
 from bisector.errors import BisectorError
@@ -67,7 +66,7 @@ def cmd_run(args) -> int:
     if args.resume is not None:
         config, command, run_id = resumed(args, config_path, reading_store(args.store))
     else:
-        config = load_config(config_path, run_overrides(args))
+        config = run_job(config_path, args)
         where = Path(config.run.store or default_store_path())
         stopped = interrupted_run(Store(where, read_only=True) if where.is_file() else None, config)
         if stopped is not None:   # the same command again continues it (same id), as the interrupt said

@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import argparse
 from pathlib import Path
-from typing import Any
+from typing import Any, Optional
 
 from bisector.cli.args import CRITERION_FLAGS, flag_dest
 from bisector.cli.followflags import followup_overrides
 from bisector.errors import UsageError
-from bisector.job.config import RunSection
+from bisector.job.config import JobConfig, RunSection
+from bisector.job.jobfile import load_config
 from bisector.job.layering import validated
 
 
@@ -54,6 +55,14 @@ def run_overrides(args: argparse.Namespace) -> dict[str, Any]:
            "nightly_index": args.nightly_index,
            "clone": args.clone, **followup_overrides(args)}
     return {"job": job, "env": {"torch": args.torch}, **shared_overrides(args)}
+
+
+def run_job(config_path: Optional[Path], args: argparse.Namespace) -> JobConfig:
+    """``bisector run``'s job: the built-in default job, the job file, then the flags."""
+    overrides, replace = run_overrides(args), getattr(args, "replace_probe_args", False)
+    if replace:
+        overrides["probe"]["args"] = list(args.probe_args or [])   # none given: none at all
+    return load_config(config_path, overrides, append_args=not replace)
 
 
 def matrix_overrides(args: argparse.Namespace) -> dict[str, Any]:

@@ -10,11 +10,10 @@ from typing import Optional
 from pydantic import ValidationError
 
 from bisector.store.run_record import config_hash, stopped_run
-from bisector.cli.overrides import run_overrides
+from bisector.cli.overrides import run_job, run_overrides
 from bisector.job.config import JobConfig
 from bisector.job.layering import validated
 from bisector.errors import UsageError
-from bisector.job.jobfile import load_config
 from bisector.store.storage import RunKind, RunRow, Store
 from bisector.safety.safe_text import shell_join
 
@@ -44,7 +43,7 @@ def resumed(args, config_path: Optional[Path], store: Optional[Store]):
         if runs and runs[0].kind is RunKind.BISECT:
             _refuse_changes(_changed_by(runs[0].config, overrides))
     elif config_path is not None or _given(overrides):
-        wanted = config_hash(load_config(config_path, run_overrides(args)))
+        wanted = config_hash(run_job(config_path, args))
         runs, what = store.runs_with_hash(wanted, RunKind.BISECT), f"run of this job (config hash {wanted})"
     else:
         runs, what = [r for r in store.list_runs()[::-1] if r.kind is RunKind.BISECT][:1], "bisect run"

@@ -52,7 +52,10 @@ def _run_parser(sub) -> None:
     g.add_argument("--with", dest="with_", action="append", metavar="PKG==VERSION",
                    help="pin a companion exactly over the env spec (torch==X sets the base); repeatable")
     add_torch_flag(g)
-    add_env_and_probe_flags(p, g)
+    probe = add_env_and_probe_flags(p, g)
+    probe.add_argument("--replace-probe-args", action="store_true",
+                       help="the --probe-arg flags are the probe's arguments (none when none is given) instead of "
+                            "following the job's")
     add_criterion_flags(p, RUN)
     add_followup_flags(p)
     g = add_execution_flags(p, RUN)

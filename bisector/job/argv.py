@@ -1,14 +1,18 @@
 """A job written back as its ``bisector run`` command line: the one writer of the commands bisector
 offers to run next (a diff's follow-up bisect, a matrix's bisect of what moved). Machine-local
 settings (store, cache dir, executor) stay out; every other setting that differs from its default is
-written with the flag that sets it, so the command reproduces the job on another machine."""
+written with the flag that sets it, so the command reproduces the job on another machine. A user's own
+program (``-- CMD``) ends the line, after ``--``, and runs where the command is started, as it did."""
 from __future__ import annotations
 
 from bisector.job.config import JobConfig, JobSection, Mode
 from bisector.core.criterion import Criterion
+from bisector.job.jobfile import builtin_job
 from bisector.job.probe_spec import ProbeSpec
 
 _JOB_DEFAULTS = JobSection(package="x", good="0", bad="1")
+_PROBE_DEFAULTS = ProbeSpec(name="x")
+REPLACE = "--replace-probe-args"
 _CRITERION_DEFAULTS = Criterion()
 # criterion field -> flag, for the fields given as a value
 _CRITERION_VALUES = (("metric", "--metric"), ("threshold", "--threshold"), ("max_increase", "--max-increase"),
@@ -29,12 +33,48 @@ def _job_words(job: JobSection) -> list[str]:
         words += ["--with", str(pin)]
     words += ["--env", job.env] if job.env != _JOB_DEFAULTS.env else []
     words += ["--nightly-index", job.nightly_index] if job.nightly_index else []
-    return words + (["--index-url", job.index_url] if job.index_url else [])
+    words += ["--index-url", job.index_url] if job.index_url else []
+    return words + _search_words(job)
+
+
+def _search_words(job: JobSection) -> list[str]:
+    """How far the search goes and what it does after the boundary, where it differs from the default."""
+    words = ["--repo-url", job.repo_url] if job.repo_url else []
+    words += ["--all-parents"] if not job.first_parent else []
+    words += ["--widen"] if job.widen else []
+    words += ["--clone"] if job.clone else []
+    words += ["--no-attribute"] if not job.attribute else []
+    words += ["--follow" if job.follow else "--no-follow"] if job.follow is not None else []
+    words += ["--follow-repo", job.follow_repo] if job.follow_repo else []
+    return words + (["--no-confirm-revert"] if not job.confirm_revert else [])
 
 
 def _probe_words(probe: ProbeSpec) -> list[str]:
-    words = ["--probe-cmd", probe.cmd] if probe.cmd else ["--probe", probe.name or str(probe.path)]
-    return words + [f"--probe-arg={a}" for a in probe.args]
+    """The probe's flags; a user's program (``probe.command``) is not among them: it follows ``--``."""
+    if probe.command:
+        words = ["--measure-skip", str(probe.measure_skip)] if probe.measure_skip != _PROBE_DEFAULTS.measure_skip else []
+        words += ["--meter", probe.meter] if probe.meter != _PROBE_DEFAULTS.meter else []
+    else:
+        words = ["--probe-cmd", probe.cmd] if probe.cmd else ["--probe", probe.name or str(probe.path)]
+        words += _probe_arg_words(probe)
+    return words + (["--timeout", _value(probe.timeout)] if probe.timeout != _below(probe).timeout else [])
+
+
+def _below(probe: ProbeSpec) -> ProbeSpec:
+    """The probe settings a command line is layered over: the built-in default job's for its probe
+    (same name), else the defaults."""
+    default = ProbeSpec.model_validate(builtin_job().get("probe") or {})
+    return default if probe.name is not None and probe.name == default.name else _PROBE_DEFAULTS
+
+
+def _probe_arg_words(probe: ProbeSpec) -> list[str]:
+    """The probe's arguments as ``--probe-arg`` words follow them: on the built-in default job's probe, a
+    command line's arguments come after that job's (``bisector run`` layers flags over it), so the
+    job's own are left out where they lead, and ``--replace-probe-args`` stands first where they do not."""
+    below, words = _below(probe).args, [f"--probe-arg={a}" for a in probe.args]
+    if not below:
+        return words
+    return words[len(below):] if probe.args[:len(below)] == below else [REPLACE, *words]
 
 
 def _criterion_words(crit: Criterion) -> list[str]:
@@ -52,5 +92,7 @@ def _criterion_words(crit: Criterion) -> list[str]:
 
 def run_argv(config: JobConfig) -> list[str]:
     """``config`` as a ``bisector run`` command line (a list of words; see the module)."""
-    return ["bisector", "run", *_job_words(config.job), *_probe_words(config.probe),
-            *_criterion_words(config.criterion)]
+    program = ["--", *config.probe.command] if config.probe.command else []
+    torch = ["--torch", config.env.torch] if config.env.torch else []
+    return ["bisector", "run", *_job_words(config.job), *torch, *_probe_words(config.probe),
+            *_criterion_words(config.criterion), *program]

@@ -120,15 +120,16 @@ def builtin_job() -> dict:
     return read_toml(default_job_path())
 
 
-def load_config(path: Optional[Path], overrides: dict) -> JobConfig:
-    """The job: the built-in default job, ``path`` over it (when given), then ``overrides`` (flags)."""
+def load_config(path: Optional[Path], overrides: dict, append_args: bool = True) -> JobConfig:
+    """The job: the built-in default job, ``path`` over it (when given), then ``overrides`` (flags): their
+    probe arguments follow the job's, or with ``append_args`` false (--replace-probe-args) replace them."""
     data, source = _stamp_reference(builtin_job()), "command line"
     if path is not None:
         raw = read_toml(path)
         data, source = _stamp_reference(stack(data, raw)), str(path)
         _check_file_values(raw, data, source)
     below = data
-    data = stack(data, overrides, append_args=True)
+    data = stack(data, overrides, append_args=append_args)
     if isinstance(data.get("reference"), dict) and not _reference_is_about(data):
         del data["reference"]
     job = data.get("job") or {}
