@@ -6,6 +6,7 @@ from __future__ import annotations
 import datetime as dt
 import json
 import os
+import shlex
 import subprocess
 import sys
 import textwrap
@@ -171,8 +172,17 @@ def test_probe_diff_and_matrix_measure_the_command(torch_index, tmp_path, env_ca
     diff = _bisector("diff", "--with", "tinypkg==1.2.0", "--a-with", "tinyhelper==1.0", "--b-with", "tinyhelper==2.0",
                      *where, "--json", "--", "python", "train_diff.py", cwd=tmp_path)
     assert diff.returncode == 0, diff.stderr[-3000:]
-    assert json.loads(diff.stdout)["headline"].startswith(
-        "The difference that matters at tinypkg 1.2.0: tinyhelper (A: 1.0, B: 2.0)")
+    said = json.loads(diff.stdout)
+    assert said["headline"].startswith("The difference that matters at tinypkg 1.2.0: tinyhelper (A: 1.0, B: 2.0)")
+    # the bisect it offers, run as printed (with this test's store and cache): the same program, measured
+    follow = shlex.split(said["follow_command"])
+    assert follow[:2] == ["bisector", "run"] and follow[-3:] == ["--", "python", "train_diff.py"], follow
+    cut = follow.index("--")
+    bisect = _bisector(*follow[1:cut], "--cache-dir", str(env_cache), "--store", str(tmp_path / "s.db"), "--json",
+                       *follow[cut:], cwd=tmp_path)
+    assert bisect.returncode == 0, bisect.stderr[-3000:]
+    found = json.loads(bisect.stdout)
+    assert (found["package"], found["first_bad"]["ref"], found["last_good"]["ref"]) == ("tinyhelper", "2.0", "1.0")
     # matrix: the command as the grid's probe, given after -- (and --measure-skip with a job file's command)
     config = tmp_path / "m.toml"
     config.write_text(f'[matrix]\nenv = "{plain_spec}"\nindex_url = "{torch_index}"\n[matrix.grid]\n'
