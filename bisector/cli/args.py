@@ -32,6 +32,11 @@ CRITERION_FLAGS: list[tuple[str, dict[str, Any], str, Optional[str]]] = [
     ("--noise", {"type": float}, "noise band around the threshold (metric units)",
      "noise band around the threshold (metric units)"),
     ("--crash-is-bad", {"action": "store_true", "default": None}, "a crashing probe counts as BAD", None),
+    ("--oom-is-bad", {"action": argparse.BooleanOptionalAction, "default": None},
+     "running out of memory counts as BAD (the default; --no-oom-is-bad: SKIP with its reason)",
+     "a cell that runs out of memory is a regression (the default; --no-oom-is-bad: it is not)"),
+    ("--timeout-is-bad", {"action": "store_true", "default": None}, "a probe stopped at --timeout counts as BAD",
+     None),
     ("--confirm", {"action": argparse.BooleanOptionalAction, "default": None},
      "re-measure the boundary pair at the end", None),
     # stats mode (noisy metrics): samples against the good endpoint's, Mann-Whitney U and Kolmogorov-Smirnov

@@ -86,6 +86,8 @@ def _criterion_words(crit: Criterion) -> list[str]:
     words += ["--auto"] if crit.auto else []
     words += ["--compare", crit.compare.value] if crit.compare != _CRITERION_DEFAULTS.compare else []
     words += ["--crash-is-bad"] if crit.crash_is_bad else []
+    words += ["--no-oom-is-bad"] if not crit.oom_is_bad else []
+    words += ["--timeout-is-bad"] if crit.timeout_is_bad else []
     words += ["--confirm" if crit.confirm else "--no-confirm"] if crit.confirm is not None else []
     return words + ["--direction", crit.direction.value] if crit.metric else words
 
