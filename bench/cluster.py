@@ -37,7 +37,7 @@ from bisector.measure.executors import LocalExecutor  # noqa: E402
 from bisector.measure.gpus import GpuPool  # noqa: E402
 from bisector.measure.measurer import Measurer  # noqa: E402
 from bisector.measure.ray_executor import RayExecutor  # noqa: E402
-from bisector.job.probe_spec import ProbeSpec  # noqa: E402
+from bisector.job.probe import ScriptProbe  # noqa: E402
 from bisector.store.storage import Store  # noqa: E402
 from bench.e2e import make_repo  # noqa: E402
 
@@ -100,7 +100,7 @@ def per_task(work: Path, repo: Path, shas: list[str], spec: Path, probe: Path, t
     envs = EnvManager(work / "cache1")
     env_spec = load_env_spec(str(spec), Path("."))
     cand = Candidate(package="tinypkg", kind=CandidateKind.COMMIT, ref=shas[0])
-    probe_spec = ProbeSpec(path=probe, args=["0"])
+    probe_spec = ScriptProbe(path=probe, args=["0"])
     out = {}
     ray.init(num_cpus=1, num_gpus=1, include_dashboard=False, log_to_driver=False)
     try:

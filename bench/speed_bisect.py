@@ -31,7 +31,7 @@ from scipy.stats import mannwhitneyu  # noqa: E402
 
 from bisector.envs import venv_run_env  # noqa: E402
 from bisector.measure.probe_process import run_probe  # noqa: E402
-from bisector.job.probe_spec import ProbeSpec  # noqa: E402
+from bisector.job.probe import BuiltinProbe  # noqa: E402
 from bisector.measure.warm_pool import WarmPool  # noqa: E402
 
 IMPORT = "import torch, transformers, accelerate"
@@ -65,7 +65,7 @@ def import_seconds(python: Path, env: dict) -> float:
 
 def warm_against_cold(python: Path, env: dict, n: int) -> tuple[list, list]:
     """(wall, step_seconds) of ``n`` cold and ``n`` warm runs, interleaved (the worker started first)."""
-    spec, pool = ProbeSpec(name="step_time"), WarmPool()
+    spec, pool = BuiltinProbe(name="step_time"), WarmPool()
     cold, warm = [], []
     try:
         pool.start(spec, python, env, "bench")

@@ -94,11 +94,11 @@ def assemble(run: RunFacts, answer: Answer, summary: RunSummary, reference: Opti
     return BisectResult(
         run_id=run.run_id, package=job.package, mode=CandidateKind.NIGHTLY if nightly else plan.candidates[0].kind,
         status=status, reason=reason,
-        find_fix=job.find_fix, criterion=phase.calibrated.describe(), metric=run.config.criterion.metric,
+        find_fix=job.find_fix, criterion=phase.calibrated.describe(), metric=phase.calibrated.criterion.metric,
         first_bad=first, last_good=last, ambiguous=[plan.candidates[i].short for i in s.ambiguous],
         compare_link=commits.link if commits else compare_link(repo_url, last, first, job.repo),
         commit_range=commits, refine_command=refine, widen_command=widen, command=list(run.command),
-        decision_rule=describe_rule(run.config.criterion, run.config.probe.exit_code_mode),
+        decision_rule=describe_rule(phase.calibrated.criterion, run.config.probe.judged_by_exit_code),
         probe=_probe_facts(run.config, phase),
         environment=environment_section(sides, job.package, answer.measurers.spec.name,
                                         _base_label(job.package, answer.measurers.spec)),
@@ -119,7 +119,7 @@ def stopped_result(run: RunFacts, reason: str, summary: RunSummary) -> BisectRes
     return BisectResult(run_id=run.run_id, package=config.job.package, mode=kind, status=Outcome.UNDECIDED,
                         reason=reason, find_fix=config.job.find_fix, criterion=_rule(config.criterion),
                         metric=config.criterion.metric, command=list(run.command),
-                        decision_rule=describe_rule(config.criterion, config.probe.exit_code_mode),
+                        decision_rule=describe_rule(config.criterion, config.probe.judged_by_exit_code),
                         bisector_version=made_by(), **_record(summary))
 
 
@@ -238,9 +238,7 @@ def _probe_facts(config: JobConfig, phase: PhaseResult) -> ProbeFacts:
     """Which probe ran: name or path or command, its version, config (hash and values), arguments,
     and the schema of its results (which tells the reports how to explain them)."""
     probe = config.probe
-    kind = "command" if probe.cmd else "your program, under the command meter" if probe.command else (
-        "built-in" if probe.name else "script")
-    facts = {"probe": probe.label(), "kind": kind, "args": shlex.join(effective_args(probe.args)) or None,
+    facts = {"probe": probe.label(), "kind": probe.kind_label, "args": shlex.join(effective_args(probe.args)) or None,
              "timeout": probe.timeout, "fingerprint": probe.fingerprint()}
     result = _first_result(phase)
     facts.update({k: result.probe.get(k) for k in ("name", "version", "config_hash", "config")

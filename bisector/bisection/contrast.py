@@ -65,7 +65,7 @@ def contrast_of(config: JobConfig, recorder: RunRecorder, measurers: MeasurerFac
     """The job's ``[contrast]`` measured at the two ends of ``plan`` (None when there is none, for an
     exit-code probe, or when it is the job's own setting)."""
     section = config.contrast
-    if section is None or config.probe.exit_code_mode or is_the_jobs_own(section, config.probe.args):
+    if section is None or config.probe.judged_by_exit_code or is_the_jobs_own(section, config.probe.args):
         return None
     args = [*config.probe.args, *section.args]   # the job's setting, with the contrast's changes
     measurer = recorder.measurer(measurers.with_probe_args(args), plan.repo_path)

@@ -23,6 +23,7 @@ from bisector.bisection.search_phase import search_phase
 from bisector.decide.seam import MeasurerFactory
 from bisector.bisection.widen import walk_back
 from bisector.job.config import JobConfig, Mode
+from bisector.core.default_rule import chosen_rule
 from bisector.core.result import BisectResult
 from bisector.core.search import Outcome
 from bisector.envs import TORCH
@@ -52,6 +53,9 @@ class Bisector:
         assembled once, from the answer, the story around it and the run's record."""
         rec = self.recorder
         rec.begin()
+        said = chosen_rule(self.config.criterion)
+        if said:
+            rec.note(said)
         try:
             answer = self._run_mode()
             contrast = contrast_of(self.config, rec, answer.measurers, answer.plan, answer.phase)

@@ -5,16 +5,16 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Callable, Optional
 
-from bisector.decide.judge import Judgement, judge, missing_why
+from bisector.decide.judge import Judgement, judge, missing_why, refuse_bad_input
 from bisector.decide.seam import Measures
 from bisector.core.candidate import Candidate
-from bisector.core.criterion import Calibrated, Criterion, calibrate, needs_endpoints
-from bisector.core.measurement import metric_value, metric_values
+from bisector.core.criterion import FAILS_RULE, FAILURES, Calibrated, Criterion, calibrate, fails, needs_endpoints, program_fails
+from bisector.core.default_rule import chosen_rule
+from bisector.core.measurement import Measurement, metric_value, metric_values
 from bisector.core.units import human_value
 from bisector.core.search import Outcome, Search, SearchResult
 from bisector.core.verdict import Verdict
 from bisector.errors import UndecidedError
-from bisector.job.command_metrics import refuse_steps_left_out
 
 _FLIP = {Verdict.GOOD: Verdict.BAD, Verdict.BAD: Verdict.GOOD, Verdict.SKIP: Verdict.SKIP}
 
@@ -76,10 +76,12 @@ class Phase:
             runs = list(pool.map(lambda c: [self.measurer.measure(c, r) for r in range(self.criterion.repeats)], ends))
         values = [metric_value(ms, self.criterion.metric) for ms in runs]
         if None in values:
-            refuse_steps_left_out([m for ms in runs for m in ms])   # --measure-skip beyond the steps: bad input
+            refuse_bad_input(self.measurer.bad_input, [m for ms in runs for m in ms])   # e.g. --measure-skip too high
         # the good endpoint is the one a relative rule is measured from: the older, or with --find-fix the newer
         # (the fixed one: the verdicts are flipped, so the criterion's GOOD side is where the fix landed)
         good, bad = (1, 0) if self.find_fix else (0, 1)
+        if values[good] is not None and values[bad] is None and fails(runs[bad]) and chosen_rule(self.criterion):
+            return self._program_fails(ends[bad], runs[bad])
         if values[good] is None:
             why = missing_why(runs[good], self.criterion.metric)
             if values[bad] is None:
@@ -92,6 +94,16 @@ class Phase:
         if said and self.on_note:
             self.on_note(said)
         return calibrated
+
+    def _program_fails(self, end: Candidate, runs: list[Measurement]) -> Calibrated:
+        """The good end measured, the bad end failed, and the job gave no rule: where does the program start to
+        fail? The criterion becomes the failure itself (crash BAD, success GOOD), and the note says why."""
+        failed = next(m for m in reversed(runs) if m.status in FAILURES)
+        self.criterion = program_fails(self.criterion)
+        if self.on_note:
+            self.on_note(f"the bad end {end.short} fails ({failed.status.value}: {failed.reason or 'no reason given'}) "
+                         f"and no rule was given: bisecting where the program starts to fail ({FAILS_RULE})")
+        return calibrate(self.criterion)
 
     def _judge(self, index: int, calibrated: Calibrated, first_repeat: int = 0) -> Judgement:
         j = judge(self.measurer, calibrated, self.candidates[index], first_repeat)

@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Optional, Protocol
 
-from bisector.decide.judge import Judgement, judge
+from bisector.decide.judge import Judgement, judge, refuse_bad_input
 from bisector.bisection.phase import flipped
 from bisector.decide.seam import MeasurerFactory, Measures
 from bisector.job.config import JobConfig
@@ -18,8 +18,8 @@ from bisector.core.candidate import Candidate
 from bisector.core.criterion import Calibrated
 from bisector.core.measurement import Status, absent_reason
 from bisector.core.points import Step
+from bisector.measure.program_output import failure_lines
 from bisector.errors import UsageError
-from bisector.job.command_metrics import refuse_steps_left_out
 from bisector.store.run_record import RunRecord, config_hash
 from bisector.store.storage import RunKind, StepRow, Store
 
@@ -41,6 +41,13 @@ class Handler(Protocol):
     def note(self, text: str) -> None: ...
     def plan(self, phase: str, candidates: list[Candidate]) -> None: ...
     def step(self, step: Step) -> None: ...
+    # optional (a handler written before it lacks it): the last lines a failed step's run printed
+    # def failed_output(self, step: Step, lines: list[str]) -> None: ...
+
+
+def _failed(m) -> bool:
+    """A run that ended in failure (its output says why), not one that measured or answered by exit code."""
+    return m.status not in (Status.OK, Status.EXIT_CODE) or (m.status is Status.EXIT_CODE and m.exit_code != 0)
 
 
 class SilentHandler:
@@ -114,6 +121,10 @@ class RunRecorder:
                                     verdict=step.verdict, value=step.value, reason=step.reason,
                                     seconds=step.seconds, measurements=[m.key for m in j.measurements]))
         self.handler.step(step)
+        lines = failure_lines(j.measurements[-1].details) if j.measurements and _failed(j.measurements[-1]) else []
+        shown = getattr(self.handler, "failed_output", None)
+        if lines and shown is not None:
+            shown(step, lines)
         return step
 
     def judged(self, phase: str, measurer: Measures, c: Candidate, calibrated: Calibrated,
@@ -142,7 +153,7 @@ class RunRecorder:
         if any(metric in m.metrics for m in clean):
             self._metric_seen = True
             return
-        refuse_steps_left_out(clean)
+        refuse_bad_input(self.config.probe.bad_input, clean)
         if clean and not absent_reason(clean, metric):
             produced = sorted(clean[-1].metrics)
             shown = ", ".join(produced[:12]) + (f" (and {len(produced) - 12} more)" if len(produced) > 12 else "")

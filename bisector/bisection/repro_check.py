@@ -33,7 +33,7 @@ from bisector.envs import TORCH, CacheLayout, ensure_overlay, overlay_of, resolv
 from bisector.errors import EnvironmentFailure
 from bisector.job.config import JobConfig
 from bisector.measure.probe_process import run_probe
-from bisector.job.probe_spec import ProbeSpec
+from bisector.job.probe import ExitCodeProbe, ProbeBase, ScriptProbe
 from bisector.paths import default_cache_dir
 from bisector.redact import redact_text
 from bisector.sources import git
@@ -53,10 +53,10 @@ def candidate(package: str, p: Point) -> Candidate:
 class FreshVenv:
     """Runs the script in one fresh environment (the Measures protocol the judge reads; nothing stored)."""
 
-    def __init__(self, probe: ProbeSpec, venv: Path, env_vars: dict[str, str], package: str, workdir: Optional[Path]):
+    def __init__(self, probe: ProbeBase, venv: Path, env_vars: dict[str, str], package: str, workdir: Optional[Path]):
         self.probe, self.venv, self.package, self.workdir = probe, venv, package, workdir
         self.env = {**venv_run_env(venv, env_vars), "BISECTOR_PACKAGE": package}
-        self.exit_code_mode = probe.exit_code_mode
+        self.exit_code_mode = probe.judged_by_exit_code
         self.probes_run, self.reused_keys = 0, set()
 
     def measure(self, c: Candidate, repeat: int = 0) -> Measurement:
@@ -121,8 +121,8 @@ def verify(store: Store, result: BisectResult, config: JobConfig, path: Path, sc
     layout = CacheLayout(cache)
     base = resolve_base(spec, layout)
     timeout = config.probe.timeout
-    probe = (ProbeSpec(cmd=f"sh {shlex.quote(str(path))}", timeout=timeout) if script.shell
-             else ProbeSpec(path=path, timeout=timeout, cwd=config.probe.cwd if config.probe.command else None))
+    probe = (ExitCodeProbe(cmd=f"sh {shlex.quote(str(path))}", timeout=timeout) if script.shell
+             else ScriptProbe(path=path, timeout=timeout, cwd=config.probe.cwd))
     runs = STATS_RUNS if config.criterion.compare is Compare.STATS else config.criterion.repeats
     criterion = Criterion() if script.shell else Criterion(
         metric=script.metric, threshold=script.threshold, direction=script.direction, repeats=runs, max_repeats=runs)
@@ -141,7 +141,7 @@ def verify(store: Store, result: BisectResult, config: JobConfig, path: Path, sc
             failed = ReproSide(verdict=Verdict.SKIP, reason="the script's install lines make no good and bad venvs")
             return Repro(path=str(path), last_good=failed, first_bad=failed, metric=script.metric,
                          threshold=script.threshold, verified=False, how=made.said, sha256=digest)
-        workdir = Path(config.probe.cwd) if config.probe.command and config.probe.cwd else None
+        workdir = Path(config.probe.cwd) if config.probe.cwd else None
         last_good, first_bad = (
             _side(judge(FreshVenv(probe, made.venvs[venv], dict(spec.env_vars), s.package, workdir), calibrated,
                         candidate(s.package, p)))

@@ -13,10 +13,12 @@ metric could not be measured: ``git bisect run``'s skip). Run by bisector to ver
 """
 from __future__ import annotations
 
+import shlex
+
 from bisector.job.config import JobConfig
 from bisector.core.criterion import Direction
 from bisector.bisection.repro_embed import files_dict, probe_files
-from bisector.job.probe_spec import COMMAND_PROBE
+from bisector.job.probe.builtin import PROGRAM_METER as COMMAND_PROBE
 
 _BODY = '''
 
@@ -92,11 +94,11 @@ def command_script(config: JobConfig, head: list[str], metric: str, threshold: f
     return "\n".join([
         "#!/usr/bin/env python3", *head,
         "# Run it from the directory the bisect ran in (the command's paths are relative to it).",
-        f'"""Runs {probe.label().removeprefix("command: ")!r} unchanged under the command meter embedded below '
+        f'"""Runs {shlex.join(probe.program_words()[1:])!r} unchanged under the command meter embedded below '
         f'and judges {metric} (python SCRIPT -- CMD measures any other command)."""',
         "import base64", "import json", "import os", "import shlex", "import subprocess", "import sys", "import tempfile",
         "",
-        f"COMMAND = {list(probe.command)!r}",
+        f"COMMAND = {probe.program_words()[1:]!r}",
         f"METER_ARGS = {probe.meter_args()!r}",
         f"METRIC, THRESHOLD, DIRECTION = {metric!r}, {threshold!r}, {direction.value!r}",
         f"ENV = {env!r}   # what bisector told the command (set only where the environment does not say)",

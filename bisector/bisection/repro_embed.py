@@ -10,7 +10,7 @@ from pathlib import Path
 
 from bisector.data import probes_dir
 from bisector.job.probe_code import builtin_files
-from bisector.job.probe_spec import builtin_script
+from bisector.job.probe import builtin_script
 from bisector.safety.safe_text import visible
 
 

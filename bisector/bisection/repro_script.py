@@ -39,7 +39,7 @@ from bisector.core.result import BisectResult
 from bisector.core.units import human_value
 from bisector.data import repro_dir
 from bisector.errors import UsageError
-from bisector.job.probe_code import builtin_files
+from bisector.job.probe import is_program
 from bisector.report.common import result_metric
 from bisector.safety.safe_text import one_line
 from bisector.report.sides import shown
@@ -116,7 +116,7 @@ def bundle_script(config: JobConfig, head: list[str], metric: Optional[str], thr
                   direction: Direction, package: str) -> str:
     """A Python probe with its sibling modules embedded, run with the run's arguments (see the module)."""
     script = config.probe.script()
-    files = builtin_files(script) if config.probe.name else [script]
+    files = [path for _, path in config.probe.files()]
     siblings = {f.stem: embedded(f) for f in files if f != script}
     modules = "\n".join(f"    {name!r}: {src}," for name, src in sorted(siblings.items()))
     env = {"BISECTOR_PACKAGE": package, "BISECTOR_DEVICE": "cpu", "BISECTOR_CPUS": "1"}
@@ -177,7 +177,7 @@ def repro_script(result: BisectResult, config: JobConfig, name: str) -> ReproScr
     """The repro script of ``result`` (a stored bisect run with ``config``), to be saved as ``name``."""
     s, _, _ = sides(result)
     metric, direction = result_metric(s), config.criterion.direction
-    shell = config.probe.exit_code_mode
+    shell = config.probe.judged_by_exit_code
     threshold = None if shell else _threshold(s, config)
     if not shell and (metric is None or threshold is None):
         raise UsageError(f"run {result.run_id} judges no metric against a threshold: nothing for a script to print")
@@ -185,10 +185,10 @@ def repro_script(result: BisectResult, config: JobConfig, name: str) -> ReproScr
                   printed_index(config))
     if shell:
         text = shell_script(config, head, s.package)
-    elif config.probe.command:
+    elif is_program(config.probe):
         device = "cuda" if "cuda" in (s.last_good.env.meter or "") else "cpu"
         text = command_script(config, head, metric, threshold, direction, s.package, device)
-    elif config.probe.name == "ga_memory":
+    elif config.probe.label() == "ga_memory":
         text = ga_memory_script(result, config, head, metric, threshold, direction)
     else:
         text = bundle_script(config, head, metric, threshold, direction, s.package)

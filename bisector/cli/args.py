@@ -79,7 +79,7 @@ COMMAND_HELP = ("-- CMD [ARGS...]: your own program, run unchanged in each candi
 
 def add_command_flags(g) -> None:
     """The command meter's flags (for a program given after ``--``)."""
-    from bisector.job.command_metrics import metric_names
+    from bisector.job.probe.program_metrics import metric_names
 
     g.add_argument("--measure-skip", type=int, metavar="N",
                    help="with -- CMD: optimizer steps left out as warm-up (default 1)")

@@ -24,8 +24,8 @@ from bisector.errors import UsageError
 from bisector.explain.registry import compact_details, explainer_for
 from bisector.job.jobfile import builtin_job, stack
 from bisector.measure.assembly import build_engine, check_executor, probe_device
-from bisector.job.command_metrics import DEFAULT_METRIC as COMMAND_METRIC, refuse_steps_left_out
-from bisector.job.probe_spec import ProbeSpec
+from bisector.decide.judge import refuse_bad_input
+from bisector.job.probe import ProbeBase, probe_from
 from bisector.paths import default_store_path
 from bisector.console.live import progress_for, showing
 from bisector.safety.safe_text import json_visible, one_line
@@ -38,15 +38,18 @@ from bisector.store.integrity import check_run_paths
 SHOWN = 8   # metrics listed without --all
 
 
-def _job_probe(args) -> tuple[ProbeSpec, str | None]:
+def _job_probe(args) -> tuple[ProbeBase, str | None]:
     """The probe (the default job's, with the flags over it) and the metric its criterion reads."""
     data = stack(builtin_job(), {"probe": probe_overrides(args), "criterion": {}}, append_args=True)
-    probe = validated(ProbeSpec, data["probe"], "command line")
-    metric = (data.get("criterion") or {}).get("metric")
-    return probe, metric or (COMMAND_METRIC if probe.command else None)
+    probe = validated(probe_from, data["probe"], "command line")
+    metric = args.metric or (data.get("criterion") or {}).get("metric") or probe.default_metric
+    problem = probe.known_metric(metric)
+    if problem:
+        raise UsageError(problem)
+    return probe, metric
 
 
-def _header(name: str, version: str, m: Measurement, reused: bool, probe: ProbeSpec) -> list[str]:
+def _header(name: str, version: str, m: Measurement, reused: bool, probe: ProbeBase) -> list[str]:
     when = f"from the store, measured {m.created[:19].replace('T', ' ')} (--fresh measures again)" if reused \
         else f"measured in {m.seconds:.1f}s"
     why = f" — {m.reason}" if m.reason else ""
@@ -110,8 +113,9 @@ def probe_command(args) -> int:
     cand = release_candidate(name, release)
     started = now()
     with showing(progress_for()):
-        m = measurer.measure(cand, measurer.next_repeat(cand) if args.fresh else 0)
-    refuse_steps_left_out([m])   # --measure-skip beyond the steps the command took: bad input, nothing saved
+        stored = measurer.next_repeat(cand)   # a fresh measurement is the next repeat; else the newest stored one
+        m = measurer.measure(cand, stored if args.fresh else max(stored - 1, 0))
+    refuse_bad_input(probe.bad_input, [m])   # e.g. --measure-skip beyond the steps the command took: nothing saved
     reused = m.reused
     _save_run(store, started, name, release.version, m, reused, probe, metric, args.with_)
     if args.json:
@@ -121,7 +125,7 @@ def probe_command(args) -> int:
     return 0 if m.status is Status.OK else 3
 
 
-def probe_lines(name: str, version: str, m: Measurement, reused: bool, probe: ProbeSpec, metric: str | None,
+def probe_lines(name: str, version: str, m: Measurement, reused: bool, probe: ProbeBase, metric: str | None,
                 everything: bool = False, explain: bool = False) -> list[str]:
     """What ``bisector probe`` prints (and ``bisector report`` of a probe run, as text): each line shown by
     safe_text.one_line (the probe's reason, metric names and fields are the probe's text, not ours)."""
@@ -130,7 +134,7 @@ def probe_lines(name: str, version: str, m: Measurement, reused: bool, probe: Pr
     return [one_line(line) for line in lines]
 
 
-def _save_run(store: Store, started: str, name: str, version: str, m: Measurement, reused: bool, probe: ProbeSpec,
+def _save_run(store: Store, started: str, name: str, version: str, m: Measurement, reused: bool, probe: ProbeBase,
               metric: str | None, pins: list[str]) -> None:
     """The measurement as a run of kind ``probe`` (``bisector runs``, ``log`` and ``report`` list and show it)."""
     config = {"package": name, "version": version, "with": list(pins), "probe": probe.model_dump(mode="json"),
@@ -149,5 +153,5 @@ def render_probe_run(store: Store, run: RunRow, fmt: str) -> str:
     if fmt == "json":
         return json.dumps({"run_id": run.id, "kind": run.kind.value, **res,
                            "measurement": m.model_dump(mode="json")}, indent=2)
-    probe = ProbeSpec.model_validate(run.config.get("probe") or {"name": "ga_memory"})
+    probe = probe_from(run.config.get("probe") or {"name": "ga_memory"})
     return "\n".join(probe_lines(res["package"], res["version"], m, bool(res.get("reused")), probe, res.get("metric")))

@@ -21,6 +21,7 @@ from bisector.paths import default_store_path
 from bisector.redact import redact_text
 from bisector.report.culprit_lines import through_companion
 from bisector.report.render import load_result, render, write_reports
+from bisector.report.text import render_output
 from bisector.safety.safe_text import one_line
 from bisector.safety.safe_write import check_output_file, write_atomic
 from bisector.sources.index import pages_read_once
@@ -43,7 +44,8 @@ def cmd_log(args) -> int:
     if store is None:
         raise UsageError(f"no run {shown(args.run)} in {default_store_path()}" if args.run
                          else f"no runs in {default_store_path()}")
-    print(log_text(store, chosen_run(store, args)))
+    run = chosen_run(store, args)
+    print(render_output(store, run, args.output) if args.output is not None else log_text(store, run))
     return 0
 
 

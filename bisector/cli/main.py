@@ -24,8 +24,9 @@ from bisector.cli.cmd_probe import probe_command
 from bisector.cli.cmd_store import store_command
 from bisector.cli.cmd_stored import cmd_log, cmd_report, cmd_runs, reading_store
 from bisector.cli.resumed import interrupted_run, resumed
-from bisector.job.probe_spec import builtin_names, builtin_version
+from bisector.job.probe import builtin_names, builtin_version
 from bisector.data import VERSION
+from bisector.measure.program_output import OUTPUT_LOGGER
 from bisector.errors import BisectorError
 from bisector.paths import default_store_path
 from bisector.process.procs import SHUTDOWN, Interrupted, request_shutdown, stop_all
@@ -162,13 +163,17 @@ class _VisibleFormatter(logging.Formatter):
 
 
 def _logging(args) -> None:
-    """-v: bisector's INFO lines (builds, installer steps) on stderr; -q: errors only."""
+    """-v: bisector's INFO lines (builds, installer steps) on stderr, and the probe's output (your program's) as it
+    comes, each line after its candidate and stream, never under bisector's own prefix; -q: errors only."""
     logger = logging.getLogger("bisector")
     if getattr(args, "verbose", False):
-        if not logger.handlers:
-            handler = logging.StreamHandler(sys.stderr)
-            handler.setFormatter(_VisibleFormatter("bisector: %(message)s"))
-            logger.addHandler(handler)
+        for name, form in (("bisector", "bisector: %(message)s"), (OUTPUT_LOGGER, "%(message)s")):
+            own = logging.getLogger(name)
+            if not own.handlers:
+                handler = logging.StreamHandler(sys.stderr)
+                handler.setFormatter(_VisibleFormatter(form))
+                own.addHandler(handler)
+        logging.getLogger(OUTPUT_LOGGER).propagate = False
         logger.setLevel(logging.INFO)
     elif getattr(args, "quiet", False):
         logger.setLevel(logging.ERROR)

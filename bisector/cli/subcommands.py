@@ -14,8 +14,12 @@ from bisector.cli.runflags import add_torch_flag
 
 
 def _command(sub, name: str, text: str, description: Optional[str] = None) -> argparse.ArgumentParser:
-    return sub.add_parser(name, help=text, description=description or text[:1].upper() + text[1:] + ".",
-                          epilog=epilog(name), formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = sub.add_parser(name, help=text, description=description or text[:1].upper() + text[1:] + ".",
+                            epilog=epilog(name), formatter_class=argparse.RawDescriptionHelpFormatter)
+    # before or after the command (bisector --debug run, bisector run --debug); SUPPRESS: not given here, the
+    # top level's value stands
+    parser.add_argument("--debug", action="store_true", default=argparse.SUPPRESS, help="show tracebacks")
+    return parser
 
 
 def _run_parser(sub) -> None:
@@ -109,6 +113,8 @@ def _probe_parser(sub) -> None:
     p.add_argument("--fresh", action="store_true", help="measure again (a new repeat; stored ones are kept)")
     p.add_argument("--explain", action="store_true", help="add where the bytes live (by phase and allocation site)")
     p.add_argument("--all", action="store_true", help="list every metric, not only the headline ones")
+    p.add_argument("--metric", help="the metric printed first, and the one --explain follows (default: the probe's: "
+                                    "step_peak_bytes for your program, the default job's for its probe)")
     add_execution_flags(p, "probe")
 
 
@@ -120,6 +126,10 @@ def _other_parsers(sub) -> None:
                        "else the latest finished run; stderr says which)")
         q.add_argument("--store", type=Path, help="SQLite store (default: in the user cache dir)")
         q.add_argument("--kind", choices=KINDS, help="the latest finished run of this kind")
+        if name == "log":
+            q.add_argument("--output", type=int, metavar="STEP",
+                           help="print what step STEP (1-based, as the run printed it) printed: the last 200 lines of "
+                                "each stream of its run (your program's output), as stored (redacted)")
         if name == "report":
             q.add_argument("--format", choices=["markdown", "json", "text"], default="markdown",
                            help="markdown for an issue comment (default), json for tools, text for a terminal")

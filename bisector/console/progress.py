@@ -65,10 +65,23 @@ class PrintHandler:
         """A phase starts over these candidates."""
         self._print(f"{phase}: {len(candidates)} candidates from {candidates[0].short} to {candidates[-1].short}")
 
+    def failed_output(self, step: Step, lines: list[str]) -> None:
+        """The last lines a failed step's run printed (its error), under the step."""
+        self._print("\n".join(f"      | {line}" for line in lines))
+
     def step(self, step: Step) -> None:
         """One verdict was given."""
         value = "-" if step.value is None else human_value(step.value, step.metric)
         flag = " (stored)" if step.reused else ""
-        reason = f"  [{step.reason}]" if step.verdict is Verdict.SKIP and step.reason else ""
+        said = step.verdict is Verdict.SKIP or (step.verdict is Verdict.BAD and step.value is None)   # a failure
+        reason = f"  [{step.reason}]" if said and step.reason else ""
         self._print(f"  step {step.seq + 1:>2} {step.phase:<9} {step.candidate:<14} {value:>14}  "
-                    f"{step.verdict.value.upper():<4} {step.seconds:7.1f}s{flag}{reason}")
+                    f"{step.verdict.value.upper():<4} {step.seconds:7.1f}s{flag}{reason}{_ranks(step)}")
+
+
+def _ranks(step: Step) -> str:
+    """Each rank's own value where the metric has them (``<metric>.rank<N>``: a launcher's ranks)."""
+    prefix = f"{step.metric}.rank" if step.metric else None
+    ranks = sorted((int(k[len(prefix):]), v) for k, v in step.metrics.items()
+                   if prefix and k.startswith(prefix) and k[len(prefix):].isdigit())
+    return ("  (" + ", ".join(f"rank {r} {human_value(v, step.metric)}" for r, v in ranks) + ")") if ranks else ""

@@ -7,7 +7,7 @@ import math
 import re
 from typing import Optional
 
-from pydantic import BaseModel, ConfigDict, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, PrivateAttr, field_validator, model_validator
 
 from bisector.core.measurement import Measurement, Status
 from bisector.core.stats import CONFIRM_ALPHA, CONFIRM_MISS
@@ -18,6 +18,8 @@ from bisector.errors import UsageError
 
 _INCREASE = re.compile(r"^\s*([0-9]{0,15}\.?[0-9]{1,15}(?:[eE][+-]?\d{1,3})?)\s*(%?)\s*$")   # digits bounded
 EXIT_CODE_RULE = "probe exit code (0 good, 125 skip, 1-127 bad)"
+FAILS_RULE = "the probe fails: a non-zero exit, a signal or out of memory is BAD, a run that succeeds GOOD"
+FAILURES = (Status.CRASHED, Status.OOM)   # what "the program fails" counts (a timeout or a broken environment: SKIP)
 
 
 class Direction(enum.StrEnum):
@@ -72,6 +74,7 @@ class Criterion(BaseModel):
     compare: Compare = Compare.THRESHOLD
     min_effect: Optional[str] = None
     alpha: Optional[float] = None   # stats mode only (default STATS_ALPHA there)
+    _chosen: Optional[str] = PrivateAttr(default=None)   # the rule bisector chose, when the job gave none (said once)
 
     _numbers = numbers("threshold", "noise", "repeats", "max_repeats", "alpha")
 
@@ -167,7 +170,7 @@ class Calibrated(BaseModel):
         if self.criterion.compare is Compare.STATS:
             return describe_stats(self.criterion)
         if self.threshold is None:
-            return EXIT_CODE_RULE
+            return FAILS_RULE if self.criterion.crash_is_bad and not self.criterion.metric else EXIT_CODE_RULE
         return _comparison(self.criterion, self.threshold)
 
 
@@ -194,6 +197,18 @@ def calibrate(criterion: Criterion, good: Optional[float] = None, bad: Optional[
     return Calibrated(criterion=c)
 
 
+def fails(measurements: list[Measurement]) -> bool:
+    """Whether the last of a candidate's measurements failed as a program fails (crash, signal, out of memory)."""
+    return bool(measurements) and measurements[-1].status in FAILURES
+
+
+def program_fails(c: Criterion) -> Criterion:
+    """``c`` turned into "the program fails": no metric, no rule, a crash BAD (what a crash bisect judges by)."""
+    return Criterion.model_validate({**c.model_dump(exclude_unset=True), "metric": None, "threshold": None,
+                                     "max_increase": None, "auto": False, "compare": Compare.THRESHOLD.value,
+                                     "min_effect": None, "alpha": None, "crash_is_bad": True})
+
+
 def failure_verdict(m: Measurement, criterion: Criterion) -> tuple[Verdict, str]:
     """The verdict for a measurement that did not produce metrics."""
     reason = m.reason or m.status.value
@@ -218,7 +233,7 @@ def exit_code_verdict(code: Optional[int], reason: Optional[str] = None) -> tupl
 # -- descriptions ----------------------------------------------------------------------------------
 def _comparison(criterion: Criterion, threshold: float) -> str:
     op = ">" if criterion.direction is Direction.INCREASE else "<"
-    return f"{criterion.metric} {op} {threshold:.6g}"
+    return f"{criterion.metric} {op} {human_value(threshold, criterion.metric)}"
 
 
 def describe_against_baseline(c: Criterion) -> str:

@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Optional
+from typing import Callable, Iterable, Optional
 
 from bisector.decide.seam import Measures
 from bisector.core.candidate import Candidate
@@ -11,6 +11,7 @@ from bisector.core.measurement import (Measurement, Status, absent_reason, media
                                       oom_cells)
 from bisector.core.stats import SampleEvidence
 from bisector.core.verdict import Verdict
+from bisector.errors import UsageError
 
 
 @dataclass
@@ -32,6 +33,15 @@ class Judgement:
     def metrics(self) -> dict[str, float]:
         """Each metric's median over the successful repeats (so ``metrics[metric] == value``)."""
         return medians(self.measurements)
+
+
+def refuse_bad_input(bad_input: Callable[[Measurement], Optional[str]], measurements: Iterable[Measurement]) -> None:
+    """UsageError (exit 2) at the first measurement that shows the job's settings were bad input (a program's
+    ``--measure-skip`` beyond the optimizer steps it took): known only once it ran, never a SKIP."""
+    for m in measurements:
+        why = bad_input(m)
+        if why:
+            raise UsageError(why)
 
 
 def _side(calibrated: Calibrated, values: list[float]) -> Optional[bool]:

@@ -20,6 +20,9 @@ class Measures(Protocol):
     def measure(self, c: Candidate, repeat: int = 0) -> Measurement:
         """Repeat ``repeat`` of ``c``: stored, or taken now."""
 
+    def bad_input(self, m: Measurement) -> Optional[str]:
+        """One line when ``m`` shows the job's settings were bad input (the probe's kind knows), else None."""
+
     def prefetch(self, candidates: list[Candidate]) -> None:
         """Prepare what these candidates' measurements will need, in the background, in place of what was
         asked for before (an empty list drops what is still queued)."""

@@ -22,12 +22,9 @@ from bisector.envs import TORCH, EnvSpec, load_env_spec
 from bisector.envs import choose_torch
 from bisector.envs import HEAVY
 from bisector.errors import UsageError
-from bisector.job.probe_spec import ProbeSpec
+from bisector.job.probe import ProbeBase, probe_from
 from bisector.sources.index import find_release, list_releases, release_candidate
 from bisector.sources.installer_config import resolve_index_url
-
-DEFAULT_METRIC = {"ga_memory": "ga_excess_bytes_per_param", "command": "step_peak_bytes"}
-
 
 @dataclass
 class DiffInput:
@@ -59,12 +56,12 @@ class CheckedDiff:
     notes: list[str]
 
 
-def _criterion(given: dict[str, Any], probe: ProbeSpec) -> Criterion:
-    """The given rule, ``auto`` (midway between A and B) when none; ga_memory's metric by default."""
+def _criterion(given: dict[str, Any], probe: ProbeBase) -> Criterion:
+    """The given rule, ``auto`` (midway between A and B) when none; the probe's own metric by default."""
     table = {k: v for k, v in given.items() if v is not None}
-    if probe.name in DEFAULT_METRIC and not probe.cmd:
-        table.setdefault("metric", DEFAULT_METRIC[probe.name])
-    if not probe.cmd and not table.get("metric"):
+    if probe.default_metric and not probe.judged_by_exit_code:
+        table.setdefault("metric", probe.default_metric)
+    if not probe.judged_by_exit_code and not table.get("metric"):
         raise UsageError("bisector diff needs --metric (the value whose side of the criterion A and B differ on)")
     if table.get("metric") and not any(table.get(k) is not None and table.get(k) is not False
                                        for k in ("threshold", "max_increase", "auto")):
@@ -112,9 +109,10 @@ def check(given: DiffInput) -> CheckedDiff:
     name, version, a, b, notes = _sides(given)
     if a == b:
         raise UsageError("A and B are the same setup (same pins, same probe arguments): nothing to compare")
-    probe = validated(ProbeSpec, layer({"probe": {"name": "ga_memory"}}, {"probe": given.probe})["probe"],
+    probe = validated(probe_from, layer({"probe": {"name": "ga_memory"}}, {"probe": given.probe})["probe"],
                       "command line")
     probe.script()  # an unknown probe is a usage error before any work
+    probe.settle()
     criterion = _criterion(given.criterion, probe)
     spec = load_env_spec(given.env or "default", specs_dir())
     if TORCH not in {*a.packages, *b.packages}:   # a side's torch pin is its base

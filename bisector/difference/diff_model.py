@@ -12,7 +12,7 @@ from bisector.core.changes import Change, Trial
 from bisector.core.criterion import Criterion
 from bisector.core.result import BisectResult
 from bisector.core.points import Step
-from bisector.job.probe_spec import ProbeSpec
+from bisector.job.probe import BuiltinProbe, Probe
 
 SIDES = ("A", "B")
 
@@ -37,7 +37,7 @@ class DiffJob(BaseModel):
     version: str
     a: Setup
     b: Setup
-    probe: ProbeSpec = ProbeSpec(name="ga_memory")
+    probe: Probe = BuiltinProbe(name="ga_memory")
     criterion: Criterion
     env: str = "default"
     index_url: Optional[str] = None

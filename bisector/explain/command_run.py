@@ -11,7 +11,7 @@ from typing import Any, Mapping, Optional
 
 from bisector.core.units import human_value
 from bisector.explain.generic import Explainer
-from bisector.job.command_metrics import metric_table
+from bisector.job.probe.program_metrics import metric_table
 
 STEPS_KEPT = 12
 

@@ -8,10 +8,10 @@ from __future__ import annotations
 from bisector.job.config import JobConfig, JobSection, Mode
 from bisector.core.criterion import Criterion
 from bisector.job.jobfile import builtin_job
-from bisector.job.probe_spec import ProbeSpec
+from bisector.job.probe import BuiltinProbe, ProbeBase, probe_from
 
 _JOB_DEFAULTS = JobSection(package="x", good="0", bad="1")
-_PROBE_DEFAULTS = ProbeSpec(name="x")
+_PROBE_DEFAULTS = BuiltinProbe(name="x")
 REPLACE = "--replace-probe-args"
 _CRITERION_DEFAULTS = Criterion()
 # criterion field -> flag, for the fields given as a value
@@ -49,25 +49,20 @@ def _search_words(job: JobSection) -> list[str]:
     return words + (["--no-confirm-revert"] if not job.confirm_revert else [])
 
 
-def _probe_words(probe: ProbeSpec) -> list[str]:
-    """The probe's flags; a user's program (``probe.command``) is not among them: it follows ``--``."""
-    if probe.command:
-        words = ["--measure-skip", str(probe.measure_skip)] if probe.measure_skip != _PROBE_DEFAULTS.measure_skip else []
-        words += ["--meter", probe.meter] if probe.meter != _PROBE_DEFAULTS.meter else []
-    else:
-        words = ["--probe-cmd", probe.cmd] if probe.cmd else ["--probe", probe.name or str(probe.path)]
-        words += _probe_arg_words(probe)
+def _probe_words(probe: ProbeBase) -> list[str]:
+    """The probe's flags; a user's program is not among them: it follows ``--`` (``program_words``)."""
+    words = probe.flag_words() + (_probe_arg_words(probe) if not probe.program_words() else [])
     return words + (["--timeout", _value(probe.timeout)] if probe.timeout != _below(probe).timeout else [])
 
 
-def _below(probe: ProbeSpec) -> ProbeSpec:
+def _below(probe: ProbeBase) -> ProbeBase:
     """The probe settings a command line is layered over: the built-in default job's for its probe
-    (same name), else the defaults."""
-    default = ProbeSpec.model_validate(builtin_job().get("probe") or {})
-    return default if probe.name is not None and probe.name == default.name else _PROBE_DEFAULTS
+    (the same probe), else the defaults."""
+    default = probe_from(builtin_job().get("probe") or {})
+    return default if type(probe) is type(default) and probe.label() == default.label() else _PROBE_DEFAULTS
 
 
-def _probe_arg_words(probe: ProbeSpec) -> list[str]:
+def _probe_arg_words(probe: ProbeBase) -> list[str]:
     """The probe's arguments as ``--probe-arg`` words follow them: on the built-in default job's probe, a
     command line's arguments come after that job's (``bisector run`` layers flags over it), so the
     job's own are left out where they lead, and ``--replace-probe-args`` stands first where they do not."""
@@ -94,7 +89,7 @@ def _criterion_words(crit: Criterion) -> list[str]:
 
 def run_argv(config: JobConfig) -> list[str]:
     """``config`` as a ``bisector run`` command line (a list of words; see the module)."""
-    program = ["--", *config.probe.command] if config.probe.command else []
+    program = config.probe.program_words()
     torch = ["--torch", config.env.torch] if config.env.torch else []
     return ["bisector", "run", *_job_words(config.job), *torch, *_probe_words(config.probe),
             *_criterion_words(config.criterion), *program]

@@ -14,8 +14,9 @@ from bisector.core.criterion import Compare, Criterion
 from bisector.core.strict_numbers import numbers
 from bisector.core.requirements import Pin, as_pin, check_urls, valid_torch_choice
 from bisector.errors import OwnListError, cut
-from bisector.job.command_metrics import unknown_metric, with_default_metric
-from bisector.job.probe_spec import ProbeSpec
+from bisector.core.default_rule import with_default_rule
+from bisector.job.metric_default import with_default_metric
+from bisector.job.probe import BuiltinProbe, Probe
 
 
 class ExecutorKind(enum.StrEnum):
@@ -178,7 +179,7 @@ class ReferenceSection(BaseModel):
     measured_with: str = ""
     url: Optional[str] = None
     values: dict[str, float] = {}   # metric name -> what the report measured
-    probe: Optional[str] = None         # the probe's label (ProbeSpec.label) the report's setting is
+    probe: Optional[str] = None         # the probe's label (its kind's label()) the report's setting is
     args: Optional[list[str]] = None    # and its arguments (as the probe reads them)
 
     @field_validator("package")
@@ -218,7 +219,7 @@ class JobConfig(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     job: JobSection
-    probe: ProbeSpec = ProbeSpec(name="ga_memory")
+    probe: Probe = BuiltinProbe(name="ga_memory")
     criterion: Criterion = Criterion()
     run: RunSection = RunSection()
     env: EnvSection = EnvSection()
@@ -235,25 +236,26 @@ class JobConfig(BaseModel):
 
     @model_validator(mode="before")
     @classmethod
-    def _command_default_metric(cls, data):
-        """A command run (-- CMD) reads step_peak_bytes unless told another of the command meter's metrics."""
+    def _probe_default_metric(cls, data):
+        """A criterion that names no metric reads its probe's (a user's program: step_peak_bytes)."""
         return with_default_metric(data)
 
     @model_validator(mode="after")
-    def _command_metric(self) -> "JobConfig":
-        """A command run's metric is one the command meter gives; it runs where bisector was started."""
-        if self.probe.command:
-            problem = unknown_metric(self.criterion.metric)
-            if problem:
-                raise OwnListError(problem)
-            if self.probe.cwd is None:
-                self.probe.cwd = Path.cwd()
+    def _probe_metric(self) -> "JobConfig":
+        """The metric is one the probe gives (where its kind knows them); what the probe takes from where bisector
+        runs is fixed now (a program runs where bisector was started); a metric without a rule gets its unit's
+        default rule (bisector.core.default_rule)."""
+        problem = self.probe.known_metric(self.criterion.metric)
+        if problem:
+            raise OwnListError(problem)
+        self.probe.settle()
+        self.criterion = with_default_rule(self.criterion)
         return self
 
     @model_validator(mode="after")
     def _stats_fits(self) -> "JobConfig":
         if self.criterion.compare is Compare.STATS:
-            if self.probe.exit_code_mode:
+            if self.probe.judged_by_exit_code:
                 raise ValueError("criterion.compare = stats compares metric samples: an exit-code probe has none")
             if self.job.find_fix:
                 raise ValueError("criterion.compare = stats looks for a regression from the good endpoint; "

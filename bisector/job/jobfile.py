@@ -27,10 +27,11 @@ from packaging.version import Version
 from pydantic import ValidationError
 
 from bisector.job.config import JobConfig
-from bisector.job.layering import merge, read_toml, validated, validation_message
+from bisector.job.layering import job_loc, merge, read_toml, validated, validation_message
 from bisector.core.probe_args import effective_args
 from bisector.data import default_job_path
 from bisector.errors import UsageError
+from bisector.job.probe import raw_label
 
 PROBE_KINDS = ("name", "path", "cmd", "command")
 RULES = ("threshold", "max_increase", "auto")
@@ -66,14 +67,8 @@ def _drop_what_belongs_below(lower: dict, upper: dict) -> dict:
 
 
 def _probe_label(probe: dict) -> Optional[str]:
-    """How ProbeSpec.label names the probe of a raw ``[probe]`` table."""
-    if probe.get("cmd"):
-        return f"cmd: {probe['cmd']}"
-    if probe.get("command"):
-        import shlex
-
-        return f"command: {shlex.join(str(w) for w in probe['command'])}"
-    return probe.get("name") or (str(probe["path"]) if probe.get("path") else None)
+    """How a report names the probe of a raw ``[probe]`` table (its kind's label)."""
+    return raw_label(probe) if isinstance(probe, dict) else None
 
 
 def _stamp_reference(data: dict) -> dict:
@@ -161,7 +156,7 @@ def _check_file_values(raw: dict, data: dict, source: str) -> None:
     try:
         JobConfig.model_validate(data)
     except ValidationError as exc:
-        errors = [e for e in exc.errors() if e["type"] != "missing" and _given_at(raw, e["loc"])]
+        errors = [e for e in exc.errors() if e["type"] != "missing" and _given_at(raw, job_loc(e["loc"]))]
         if errors:
             raise UsageError(validation_message(source, exc, errors)) from None
 

@@ -5,16 +5,22 @@ from __future__ import annotations
 
 import tomllib
 from pathlib import Path
-from typing import Any, Optional, TypeVar
+from typing import Any, Callable, Optional, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
 from bisector.errors import SHOWN_CHARS, OwnListError, UsageError, cut
 from bisector.safety import safe_toml
+from bisector.job.probe import KINDS, is_program
+
+
+def job_loc(loc: tuple) -> tuple:
+    """A validation error's location as the job's keys: a probe's kind (the union's tag) is not one of them."""
+    return tuple(p for i, p in enumerate(loc) if not (p in KINDS and (i == 0 or loc[i - 1] == "probe")))
 
 
 def _location(error: dict) -> str:
-    return ".".join(cut(p) for p in error["loc"]) or "(top level)"
+    return ".".join(cut(p) for p in job_loc(error["loc"])) or "(top level)"
 
 
 def validation_message(source: str, exc: ValidationError, errors: Optional[list] = None) -> str:
@@ -82,14 +88,15 @@ def layer(raw: dict, overrides: dict) -> dict:
         if isinstance(table, dict) and any(given.get(k) is not None for k in keys):
             data[section] = {k: v for k, v in table.items() if k not in keys or given.get(k) is not None}
     probe = data.get("probe")
-    if isinstance(probe, dict) and (overrides.get("probe") or {}).get("command"):
+    if isinstance(probe, dict) and is_program(overrides.get("probe")):
         probe.pop("args", None)   # the file's probe arguments were for the probe the command replaces
     return data
 
 
-def validated(model: type[M], data: dict, source: str) -> M:
-    """``data`` as ``model``; errors are one line naming the source, the key and the problem."""
+def validated(model: type[M] | Callable[[Any], M], data: dict, source: str) -> M:
+    """``data`` as ``model`` (a model, or a function parsing to one: a probe's kind, bisector.job.probe.probe_from);
+    errors are one line naming the source, the key and the problem."""
     try:
-        return model.model_validate(data)
+        return getattr(model, "model_validate", model)(data)
     except ValidationError as exc:
         raise UsageError(validation_message(source, exc)) from None

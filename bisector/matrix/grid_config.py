@@ -21,8 +21,8 @@ from bisector.job.config import RunSection
 from bisector.job.layering import layer, read_toml, validated
 from bisector.core.criterion import Compare, Criterion
 from bisector.errors import OwnListError, UsageError
-from bisector.job.command_metrics import unknown_metric, with_default_metric
-from bisector.job.probe_spec import ProbeSpec
+from bisector.job.metric_default import with_default_metric
+from bisector.job.probe import BuiltinProbe, Probe
 
 LATEST = re.compile(r"^latest(?:-(\d+))?$")
 _NAME = re.compile(r"^[A-Za-z0-9]([A-Za-z0-9._-]*[A-Za-z0-9])?$")
@@ -140,21 +140,20 @@ class MatrixConfig(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     matrix: MatrixSection
-    probe: ProbeSpec = ProbeSpec(name="ga_memory")
+    probe: Probe = BuiltinProbe(name="ga_memory")
     criterion: Criterion = Criterion()
     run: RunSection = RunSection()
     job: Optional[dict[str, Any]] = None  # the bisect job of `bisector run`; not used by the matrix
 
     @model_validator(mode="before")
     @classmethod
-    def _command_metric(cls, data):
-        """A matrix of a command (``[probe] command = [...]``) reads step_peak_bytes unless told another."""
+    def _probe_default_metric(cls, data):
+        """A criterion that names no metric reads its probe's (a user's program: step_peak_bytes)."""
         return with_default_metric(data)
 
     @model_validator(mode="after")
-    def _command_metric_known(self) -> "MatrixConfig":
-        problems = [unknown_metric(m) for m in [self.criterion.metric or "", *self.matrix.metrics]
-                    if self.probe.command and m]
+    def _probe_metrics_known(self) -> "MatrixConfig":
+        problems = [self.probe.known_metric(m) for m in [self.criterion.metric or "", *self.matrix.metrics] if m]
         if any(problems):
             raise OwnListError(next(p for p in problems if p))
         return self

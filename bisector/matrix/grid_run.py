@@ -35,7 +35,7 @@ from bisector.matrix.steps import confirm_steps, find_steps, mark_new
 from bisector.matrix.trend import history_lines
 from bisector.measure.assembly import Engine, build_engine
 from bisector.measure.measurer import Measurer
-from bisector.job.probe_spec import ProbeSpec
+from bisector.job.probe import Probe
 from bisector.sources.index import Release, release_candidate
 from bisector.store.storage import RunState, Store
 from bisector.safety.safe_text import one_line
@@ -45,7 +45,7 @@ class CellRunner:
     """Measures cells in threads: a Measurer per cell environment spec, all sharing one GpuPool, and
     the next cells' environments prefetched while probes run."""
 
-    def __init__(self, engine: Engine, spec: EnvSpec, probe: ProbeSpec, packages: list[str],
+    def __init__(self, engine: Engine, spec: EnvSpec, probe: Probe, packages: list[str],
                  pins: dict[str, str], index_url: Optional[str], run_id: str, prefetch: bool = True):
         self.engine, self.store, self.spec, self.probe = engine, engine.store, spec, probe
         self.packages, self.pins, self.index_url, self.run_id = packages, pins, index_url, run_id
@@ -157,7 +157,7 @@ def _confirm(config: MatrixConfig, runner: CellRunner, cells: list[Cell],
     todo = [i for i, r in enumerate(results) if r.verdict is CellVerdict.REGRESSION]
     if not todo:
         return results
-    crit, exit_mode = config.criterion, config.probe.exit_code_mode
+    crit, exit_mode = config.criterion, config.probe.judged_by_exit_code
     again = runner.measure([cells[i] for i in todo], range(crit.max_repeats, crit.max_repeats + 1))
     out = list(results)
     for i, ms in zip(todo, again):
@@ -170,10 +170,9 @@ def _confirm(config: MatrixConfig, runner: CellRunner, cells: list[Cell],
 def _start(config: MatrixConfig, store: Store, plan: Plan, baseline: Optional[MatrixResult],
            run_id: Optional[str]) -> MatrixResult:
     m, gid = config.matrix, grid_id(config)
-    probe = config.probe.label()
     return MatrixResult(run_id=run_id or new_run_id(), created=timestamp(), grid_id=gid, packages=m.packages, grid=m.grid,
                         pins=m.pins, excluded=plan.excluded, invalid=plan.invalid, notes=list(plan.notes),
-                        probe=Path(probe).name if config.probe.path else probe,
+                        probe=config.probe.short_label(),
                         criterion=describe_against_baseline(config.criterion), criterion_metric=config.criterion.metric,
                         baseline_run=baseline.run_id if baseline else None,
                         baseline_created=baseline.created if baseline else None,
@@ -214,7 +213,7 @@ def run_matrix(config: MatrixConfig, store: Store, cache_dir: Path, baseline_id:
     try:
         measured = _measure(config, runner, cells)
         bases = match_baseline(measured, baseline)
-        compared = [compare(c, bases.get(c.key), config.criterion, config.probe.exit_code_mode) for c in measured]
+        compared = [compare(c, bases.get(c.key), config.criterion, config.probe.judged_by_exit_code) for c in measured]
         compared = _confirm(config, runner, cells, compared)
     except BaseException as exc:
         save_run(store, config, result, RunState.FAILED if isinstance(exc, Exception) else RunState.INTERRUPTED,

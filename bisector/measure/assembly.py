@@ -25,7 +25,7 @@ from bisector.measure.executors import Executor, LocalExecutor
 from bisector.measure.gpus import GpuPool, detect_gpus, probe_cpus
 from bisector.measure.measurer import Measurer
 from bisector.measure.measurers import Measurers
-from bisector.job.probe_spec import ProbeSpec
+from bisector.job.probe import Probe
 from bisector.paths import default_cache_dir
 from bisector.store.storage import Store
 
@@ -133,12 +133,12 @@ class Engine:
         whose nodes decide for themselves)."""
         return probe_cpus(self.jobs, self.pool.gpus) if self.executor.builds_here else 1
 
-    def measurers(self, spec: EnvSpec, probe: ProbeSpec, index_url: Optional[str] = None) -> Measurers:
+    def measurers(self, spec: EnvSpec, probe: Probe, index_url: Optional[str] = None) -> Measurers:
         """The factory of a bisect's per-phase measurers over ``spec`` and ``probe``."""
         return Measurers(self.store, self.envs, spec, probe, self.executor, index_url=index_url, cpus=self.cpus,
                          taken=self.taken)
 
-    def measurer(self, spec: EnvSpec, probe: ProbeSpec, index_url: Optional[str] = None,
+    def measurer(self, spec: EnvSpec, probe: Probe, index_url: Optional[str] = None,
                  run_id: Optional[str] = None, repo_path: Optional[Path] = None) -> Measurer:
         """One measurer over ``spec`` and ``probe`` (a matrix cell's, a diff setup's, ``bisector probe``'s)."""
         return self.measurers(spec, probe, index_url)(run_id, repo_path)

@@ -21,7 +21,7 @@ from bisector.errors import EnvironmentFailure
 from bisector.measure.executors import Executor, Handle
 from bisector.measure.gpus import cuda_runtime
 from bisector.measure.nightly_env import NightlyIndex, nightly_fingerprint
-from bisector.job.probe_spec import ProbeSpec
+from bisector.job.probe import Probe
 from bisector.measure.take import TakeJob, check_shutdown
 from bisector.process.procs import SHUTDOWN, Interrupted
 from bisector.store.storage import Store
@@ -44,7 +44,7 @@ class _Address:
 class Measurer:
     """Runs and stores measurements for one job (package, environment spec, probe)."""
 
-    def __init__(self, store: Store, envs: EnvManager, spec: EnvSpec, probe: ProbeSpec, executor: Executor,
+    def __init__(self, store: Store, envs: EnvManager, spec: EnvSpec, probe: Probe, executor: Executor,
                  repo_path: Optional[Path] = None, index_url: Optional[str] = None, run_id: Optional[str] = None,
                  cpus: int = 1, tag: str = "", taken: Optional[set[str]] = None, nightly: Optional[NightlyIndex] = None):
         self.store, self.envs, self.spec, self.probe = store, envs, spec, probe
@@ -67,7 +67,11 @@ class Measurer:
     @property
     def exit_code_mode(self) -> bool:
         """The probe is judged by its exit code."""
-        return self.probe.exit_code_mode
+        return self.probe.judged_by_exit_code
+
+    def bad_input(self, m: Measurement) -> Optional[str]:
+        """What the probe's kind says ``m`` shows about the job's settings (bad input), else None."""
+        return self.probe.bad_input(m)
 
     def target(self, c: Candidate) -> InstallTarget:
         """What the environment manager installs for a candidate."""

@@ -6,7 +6,7 @@ from pathlib import Path
 from typing import Optional
 
 from bisector.envs import EnvManager, EnvSpec
-from bisector.job.probe_spec import ProbeSpec
+from bisector.job.probe import Probe
 from bisector.measure.executors import Executor
 from bisector.measure.measurer import Measurer
 from bisector.measure.nightly_env import NightlyIndex
@@ -17,7 +17,7 @@ class Measurers:
     """Makes the :class:`Measurer` of each bisect phase of one job: one store, environment manager,
     spec, probe, GPU pool and executor (what the driver is handed; tests hand it a fake instead)."""
 
-    def __init__(self, store: Store, envs: EnvManager, spec: EnvSpec, probe: ProbeSpec, executor: Executor,
+    def __init__(self, store: Store, envs: EnvManager, spec: EnvSpec, probe: Probe, executor: Executor,
                  index_url: Optional[str] = None, cpus: int = 1, tag: str = "",
                  taken: Optional[dict[Optional[str], set[str]]] = None, nightly: Optional[NightlyIndex] = None):
         self.store, self.envs, self.spec, self.probe, self.index_url = store, envs, spec, probe, index_url
@@ -41,7 +41,7 @@ class Measurers:
         """The same store, environments and GPUs, the probe run with ``args`` instead."""
         return self.with_probe(self.probe.model_copy(update={"args": list(args)}))
 
-    def with_probe(self, probe: ProbeSpec) -> "Measurers":
+    def with_probe(self, probe: Probe) -> "Measurers":
         """The same store, environments and GPUs, running ``probe`` instead (a repro script, say)."""
         return Measurers(self.store, self.envs, self.spec, probe, self.executor, self.index_url, self.cpus,
                          self.tag, self._taken, self.nightly)

@@ -11,7 +11,8 @@ from pydantic import ValidationError
 
 from bisector.core.measurement import Status
 from bisector.core.facts import RESULT_ENV, RESULT_MAX_BYTES, ProbeResult
-from bisector.job.probe_spec import ProbeSpec
+from bisector.job.probe import Probe
+from bisector.measure.program_output import kept
 from bisector.measure.warm_pool import Launch
 from bisector.process.procs import Completed, run_bounded
 
@@ -21,7 +22,7 @@ NO_RESULT = ("probe exited 0 without writing a result: a probe writes {\"metrics
 _OOM = re.compile(r"OutOfMemoryError|CUDA out of memory|out of memory|Cannot allocate memory|MemoryError")
 _IMPORT = re.compile(r"^(ModuleNotFoundError|ImportError)\b", re.M)
 # runs the probe (spec, python, env, cwd, on_line) in a warm worker's child where it can: bisector.measure.warm_pool
-WarmRun = Callable[[ProbeSpec, Path, dict, Path, Optional[Callable[[str], None]]], Launch]
+WarmRun = Callable[[Probe, Path, dict, Path, Optional[Callable[[str], None]]], Launch]
 
 
 class ProbeOutcome:
@@ -38,6 +39,7 @@ class ProbeOutcome:
         self.result = result
         self.stderr_tail = stderr_tail
         self.launch: Optional[dict] = None  # how it was launched (a warm worker's fork, or why not), when known
+        self.output: dict[str, list[str]] = {}   # the last lines of each stream it printed (program_output.kept)
 
     def wrong_device(self, why: str) -> "ProbeOutcome":
         """The same run, turned into a SKIP-class measurement (its metrics dropped, its result kept)."""
@@ -47,6 +49,8 @@ class ProbeOutcome:
     def details(self) -> dict:
         """What is stored next to the metrics and the result: the stderr tail, how it was launched."""
         data = {"stderr_tail": self.stderr_tail[-4000:]}
+        if self.output:
+            data["output"] = self.output
         if self.launch:
             data["launch"] = self.launch
         return data
@@ -112,11 +116,13 @@ def _read_result(path: Path, done: Completed) -> ProbeOutcome:
                         result=result, stderr_tail=done.stderr_tail)
 
 
-def run_probe(spec: ProbeSpec, python: Path, env: dict[str, str], workdir: Optional[Path] = None,
-              on_line: Optional[Callable[[str], None]] = None, warm: Optional[WarmRun] = None) -> ProbeOutcome:
+def run_probe(spec: Probe, python: Path, env: dict[str, str], workdir: Optional[Path] = None,
+              on_line: Optional[Callable[[str], None]] = None, warm: Optional[WarmRun] = None,
+              on_output: Optional[Callable[[str, str], None]] = None) -> ProbeOutcome:
     """Run the probe with ``python`` (the candidate env's interpreter) and the env's variables: in a warm
     worker's child where ``warm`` can, else under the launcher (nothing it starts outlives it, nor
-    bisector); ``on_line`` sees its stderr lines as they come (live progress). A command that is not in
+    bisector); ``on_line`` sees its stderr lines as they come (live progress), ``on_output`` every line of
+    both streams (``-v``); the last lines of each are kept with the outcome. A command that is not in
     the environment or on its PATH is an environment failure."""
     with tempfile.TemporaryDirectory(prefix="bisector-probe-") as tmp:
         result_path = Path(tmp) / "result.json"
@@ -128,17 +134,18 @@ def run_probe(spec: ProbeSpec, python: Path, env: dict[str, str], workdir: Optio
         if done is None:
             try:
                 done = run_bounded(argv, run_env, cwd=workdir or Path(tmp), timeout=spec.timeout, on_line=on_line,
-                                   supervise=True)
+                                   supervise=True, on_output=on_output)
             except FileNotFoundError:
                 return ProbeOutcome(Status.ENV_FAILED, 0.0, reason=f"the probe command {argv[0]!r} is neither in "
                                     "the environment's bin nor on PATH")
         outcome = _outcome(spec, done, result_path)
         outcome.launch = launch.details if launch is not None else None
+        outcome.output = kept(done)
         return outcome
 
 
-def _outcome(spec: ProbeSpec, done: Completed, result_path: Path) -> ProbeOutcome:
-    if spec.exit_code_mode and not done.timed_out:
+def _outcome(spec: Probe, done: Completed, result_path: Path) -> ProbeOutcome:
+    if spec.judged_by_exit_code and not done.timed_out:
         return ProbeOutcome(Status.EXIT_CODE, done.seconds, exit_code=done.returncode,
                             reason=_last_line(done.stderr_tail) or None, stderr_tail=done.stderr_tail)
     if done.timed_out or (done.returncode != 0 and not _has_result(result_path)):

@@ -20,11 +20,9 @@ from typing import Iterator, Optional
 from pydantic import BaseModel
 
 from bisector.core.measurement import Measurement, Status
-from bisector.data import probes_dir
 from bisector.envs import EnvManager, Recipe
 from bisector.errors import EnvironmentFailure
-from bisector.job.probe_code import builtin_files
-from bisector.job.probe_spec import ProbeSpec
+from bisector.job.probe import Probe
 from bisector.measure.take import Proved, TakeJob, take_measurement
 from bisector.paths import default_cache_dir
 
@@ -57,20 +55,18 @@ class TaskResult(BaseModel):
     gpus: list[str] = []
 
 
-def probe_files(probe: ProbeSpec) -> ProbeFiles:
+def probe_files(probe: Probe) -> ProbeFiles:
     """The files ``probe`` runs (a built-in probe's own files and the contract, or a user's script)."""
     script = probe.script()
     if script is None:
         return ProbeFiles()
-    if probe.name is not None:
-        root = probes_dir()
-        files = {f.relative_to(root).as_posix(): f.read_text() for f in builtin_files(script)}
-        return ProbeFiles(files=files, script=script.relative_to(root).as_posix())
-    return ProbeFiles(files={script.name: script.read_text()}, script=script.name)
+    files = probe.files()
+    return ProbeFiles(files={label: path.read_text() for label, path in files},
+                      script=next(label for label, path in files if path == script))
 
 
 @contextlib.contextmanager
-def materialized(probe: ProbeSpec, shipped: ProbeFiles) -> Iterator[ProbeSpec]:
+def materialized(probe: Probe, shipped: ProbeFiles) -> Iterator[Probe]:
     """The probe as it runs on this node: its shipped files written to a temporary directory."""
     if shipped.script is None:
         yield probe
@@ -80,7 +76,7 @@ def materialized(probe: ProbeSpec, shipped: ProbeFiles) -> Iterator[ProbeSpec]:
             path = Path(tmp, rel)
             path.parent.mkdir(parents=True, exist_ok=True)
             path.write_text(text)
-        yield ProbeSpec(path=Path(tmp, shipped.script), args=probe.args, timeout=probe.timeout)
+        yield probe.relocated(Path(tmp, shipped.script))
 
 
 @functools.lru_cache(maxsize=8)

@@ -24,7 +24,8 @@ from bisector.core.facts import EnvFacts
 from bisector.envs import repository_url
 from bisector.errors import EnvironmentFailure
 from bisector.measure.probe_process import ProbeOutcome, run_probe
-from bisector.job.probe_spec import ProbeSpec
+from bisector.measure.program_output import echo
+from bisector.job.probe import Probe
 from bisector.measure.warm_pool import WarmPool
 from bisector.process.procs import SHUTDOWN, Interrupted
 
@@ -50,7 +51,7 @@ class TakeJob(BaseModel):
 
     base: Measurement
     recipe: Recipe
-    probe: ProbeSpec
+    probe: Probe
     device: str = "cpu"
     cpus: int = 1
     label: str = ""  # how live progress names it ("accelerate 0.22.0")
@@ -168,6 +169,7 @@ def _run(job: TakeJob, env: Environment, gpu_slot: GpuSlot, extra: Optional[dict
             probe_env["CUDA_VISIBLE_DEVICES"] = gpu
         activity.update("probe")
         outcome = run_probe(job.probe, env.python, probe_env, on_line=activity.line_updater(),
+                            on_output=echo(job.label or job.base.candidate),
                             warm=warm.bound(warm_identity(env)) if warm else None)
     check_shutdown()
     return outcome

@@ -23,7 +23,7 @@ from typing import Callable, Optional
 
 from bisector.envs import HOOK_NAME, MODULES_ENV, PROOF_ENV
 from bisector.job.probe_code import builtin_files
-from bisector.job.probe_spec import ProbeSpec
+from bisector.job.probe import Probe
 from bisector.core.facts import RESULT_ENV
 from bisector.measure.warm_server import WarmLost, WarmServer
 from bisector.process.procs import Completed
@@ -57,21 +57,19 @@ class WarmPool:
         self._reaper: Optional[threading.Thread] = None
         atexit.register(self.close)
 
-    def serves(self, spec: ProbeSpec) -> bool:
+    def serves(self, spec: Probe) -> bool:
         """Whether runs of ``spec`` may fork from a warm worker (built-in probes, with warm workers on)."""
-        return self.enabled and spec.name is not None and not spec.exit_code_mode and not spec.command
+        return self.enabled and spec.warm_capable
 
-    def run(self, spec: ProbeSpec, python: Path, env: dict[str, str], cwd: Path, identity: str,
+    def run(self, spec: Probe, python: Path, env: dict[str, str], cwd: Path, identity: str,
             on_line: Optional[Callable[[str], None]] = None) -> Launch:
         """Run the probe in a child of the warm worker of this environment (``identity``: the
         environment's path and build), starting the worker if needed; ``Launch.done`` is None when
         the probe is to run cold (the reason is in ``details``)."""
         if not self.enabled:
             return Launch(None, {"mode": "cold", "why": "warm workers are off"})
-        if spec.name is None or spec.exit_code_mode:
-            return Launch(None, {"mode": "cold", "why": "not a built-in probe"})
-        if spec.command:
-            return Launch(None, {"mode": "cold", "why": "a user's command runs as its own process"})
+        if not spec.warm_capable:
+            return Launch(None, {"mode": "cold", "why": f"a {spec.kind_label} probe runs as its own process"})
         script = spec.script()
         key = _key(python, script, identity, env)
         start = time.monotonic()
@@ -91,7 +89,7 @@ class WarmPool:
                            worker_start_s=round(server.start_seconds or 0.0, 3), worker_imports_s=server.import_seconds)
         return Launch(done, details)
 
-    def start(self, spec: ProbeSpec, python: Path, env: dict[str, str], identity: str) -> None:
+    def start(self, spec: Probe, python: Path, env: dict[str, str], identity: str) -> None:
         """Have the worker a run with these would use ready (started now if needed), without a run."""
         if self.serves(spec):
             script = spec.script()

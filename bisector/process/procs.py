@@ -101,9 +101,10 @@ class _Tail(threading.Thread):
     """Drain a pipe, keeping only its last ``limit`` bytes (a flooding child cannot fill memory or disk);
     ``limit`` None keeps everything (for trusted tools whose whole output is the answer, like git)."""
 
-    def __init__(self, pipe, limit: Optional[int] = TAIL_BYTES, on_line: Optional[Callable[[str], None]] = None):
+    def __init__(self, pipe, limit: Optional[int] = TAIL_BYTES, on_line: Optional[Callable[[str], None]] = None,
+                 on_output: Optional[Callable[[str], None]] = None):
         super().__init__(daemon=True)
-        self.pipe, self.limit, self.on_line = pipe, limit, on_line
+        self.pipe, self.limit, self.on_line, self.on_output = pipe, limit, on_line, on_output
         self.chunks: collections.deque[bytes] = collections.deque()
         self.size = 0
         self.total = 0
@@ -116,19 +117,29 @@ class _Tail(threading.Thread):
             self.total += len(chunk)
             while self.limit is not None and self.size - len(self.chunks[0]) >= self.limit:
                 self.size -= len(self.chunks.popleft())
-            if self.on_line is not None:
+            if self.on_line is not None or self.on_output is not None:
                 self._lines(chunk)
+        if self._partial and self.on_output is not None:
+            self._hand(self.on_output, [self._partial])
         self.pipe.close()
 
     def _lines(self, chunk: bytes) -> None:
         """Hand each complete line (ended by a newline or a carriage return, as progress bars do)
-        to ``on_line``; a failing callback never disturbs the draining."""
+        to ``on_line`` (the last few: live progress) and every one to ``on_output`` (the output shown as it
+        comes); a failing callback never disturbs the draining."""
         *done, self._partial = re.split(rb"[\r\n]", self._partial + chunk)
         self._partial = self._partial[-4096:]
-        for line in done[-3:]:
+        if self.on_line is not None:
+            self._hand(self.on_line, done[-3:])
+        if self.on_output is not None:
+            self._hand(self.on_output, [line for line in done if line])
+
+    @staticmethod
+    def _hand(callback: Callable[[str], None], lines: list[bytes]) -> None:
+        for line in lines:
             try:
-                self.on_line(line.decode("utf-8", "replace"))
-            except Exception:  # noqa: BLE001 - progress is cosmetic
+                callback(line.decode("utf-8", "replace"))
+            except Exception:  # noqa: BLE001 - what is shown as it comes is cosmetic; the tail is kept anyway
                 pass
 
     def text(self) -> str:
@@ -192,27 +203,32 @@ def forget(proc: subprocess.Popen) -> None:
 
 def run_bounded(argv: list[str], env: Optional[dict[str, str]], cwd: Optional[Path] = None,
                 timeout: Optional[float] = None, limit: Optional[int] = TAIL_BYTES,
-                on_line: Optional[Callable[[str], None]] = None, supervise: bool = False) -> Completed:
+                on_line: Optional[Callable[[str], None]] = None, supervise: bool = False,
+                on_output: Optional[Callable[[str, str], None]] = None) -> Completed:
     """Run ``argv`` (never through a shell) in a new session; stop its group on timeout or shutdown.
 
     Each of stdout and stderr keeps its last ``limit`` bytes (None: all of it); ``on_line`` is
-    handed each line of stderr as it comes (live progress); ``supervise``: under the launcher."""
+    handed each line of stderr as it comes (live progress), ``on_output`` every line of both, with its
+    stream's name (``stdout``, ``stderr``); ``supervise``: under the launcher."""
     if SHUTDOWN.is_set():
         raise Interrupted()
     start = time.monotonic()
     proc = spawn(argv, env, cwd, supervise=supervise, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-    return watch(proc, proc.stdout, proc.stderr, start, timeout, limit, on_line)
+    return watch(proc, proc.stdout, proc.stderr, start, timeout, limit, on_line, on_output)
 
 
 def watch(proc, stdout, stderr, start: float, timeout: Optional[float] = None, limit: Optional[int] = TAIL_BYTES,
-          on_line: Optional[Callable[[str], None]] = None) -> Completed:
+          on_line: Optional[Callable[[str], None]] = None,
+          on_output: Optional[Callable[[str, str], None]] = None) -> Completed:
     """Watch a started child to its end as :func:`run_bounded` does: its output drained from the pipes
     ``stdout`` and ``stderr`` (binary files), its group stopped on timeout or shutdown. ``proc`` is a
     ``Popen`` or an object like one (``pid``, ``poll()``, ``wait(timeout)``: a warm worker's child)
     whose pid leads its own process group; ``start`` is when it was asked for (``time.monotonic``)."""
     with _active_lock:
         _active.add(proc)
-    tails = [_Tail(stdout, limit), _Tail(stderr, limit, on_line)]
+    shown = {name: (lambda line, name=name: on_output(name, line)) if on_output else None
+             for name in ("stdout", "stderr")}
+    tails = [_Tail(stdout, limit, on_output=shown["stdout"]), _Tail(stderr, limit, on_line, shown["stderr"])]
     for t in tails:
         t.start()
     try:

@@ -7,6 +7,7 @@ from bisector.job.commandline import joined
 from bisector.core.candidate import CandidateKind
 from bisector.core.result import BisectResult
 from bisector.core.units import human_value
+from bisector.errors import UsageError
 from bisector.redact import redact_text
 from bisector.safety.safe_text import visible
 from bisector.report.culprit_lines import attributed, full_headline, headline_area
@@ -94,6 +95,26 @@ def _followed(result: BisectResult) -> list[str]:
     lines += [f"  why: {s}" for s in explanation(f)]
     lines.append(f"  followed run: {f.run_id}  (bisector report {f.run_id})")
     return lines
+
+
+def render_output(store: Store, run: RunRow, number: int) -> str:
+    """What step ``number`` (1-based, as a run prints its steps) printed: each of its measurements' kept output
+    (the last lines of each stream, redacted as stored), for ``bisector log RUN --output N``."""
+    steps = store.steps(run.id)
+    if not 1 <= number <= len(steps):
+        raise UsageError(f"run {run.id} has {len(steps)} step(s): --output takes 1 to {len(steps)}" if steps else
+                         f"run {run.id} has no steps")
+    step = steps[number - 1]
+    lines = [f"# step {number}: {step.candidate} {step.verdict}" + (f" # {step.reason}" if step.reason else "")]
+    for key in step.measurements:
+        m = store.get_measurement(key)
+        output = ((m.details or {}).get("output") or {}) if m else {}
+        lines.append(f"## measurement {key} (repeat {m.repeat}, {m.status.value})" if m else
+                     f"## measurement {key}: not in the store")
+        for stream in ("stdout", "stderr"):
+            kept = output.get(stream) or []
+            lines += [f"### {stream} (its last {len(kept)} lines)", *map(str, kept)] if kept else [f"### {stream}: nothing"]
+    return visible("\n".join(lines))
 
 
 def render_log(store: Store, run: RunRow) -> str:

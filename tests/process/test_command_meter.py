@@ -150,7 +150,7 @@ def test_rss_meter_counts_no_tensors(tmp_path, kind):
 def test_a_hanging_command_is_stopped_at_the_timeout_with_its_whole_tree(tmp_path):
     from bisector.core.measurement import Status
     from bisector.measure.probe_process import run_probe
-    from bisector.job.probe_spec import ProbeSpec
+    from bisector.job.probe import ProgramProbe
     from tests.support.hostile import processes_with
 
     marker = f"hang-{tmp_path.name}"
@@ -159,7 +159,7 @@ def test_a_hanging_command_is_stopped_at_the_timeout_with_its_whole_tree(tmp_pat
         subprocess.Popen([sys.executable, "-c", "import time; time.sleep(300)", "{marker}"])
         time.sleep(300)
         """)
-    spec = ProbeSpec(command=[sys.executable, "hang.py"], cwd=tmp_path, timeout=4)
+    spec = ProgramProbe(command=[sys.executable, "hang.py"], cwd=tmp_path, timeout=4)
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
     outcome = run_probe(spec, Path(sys.executable), env)
     assert outcome.status is Status.TIMEOUT and "timed out" in outcome.reason
@@ -251,7 +251,7 @@ def test_torch_without_global_optimizer_hooks_says_so_not_that_no_optimizer_step
 
 def test_measure_skip_beyond_the_steps_taken_is_named_and_is_bad_input_to_the_host(tmp_path):
     from bisector.core.measurement import Measurement, Status
-    from bisector.job.command_metrics import steps_left_out
+    from bisector.job.probe.program_metrics import steps_left_out
 
     _write(tmp_path, "train.py", LOOP.format(steps=4, mb=MB))
     done, r = meter(tmp_path, sys.executable, "train.py", args=("--measure-skip", "10"))
@@ -267,15 +267,15 @@ def test_measure_skip_beyond_the_steps_taken_is_named_and_is_bad_input_to_the_ho
 def test_a_program_the_environment_lacks_is_an_environment_failure_never_a_crash(tmp_path):
     from bisector.core.measurement import Status
     from bisector.measure.probe_process import run_probe
-    from bisector.job.probe_spec import ProbeSpec
+    from bisector.job.probe import ProgramProbe
 
     done, r = meter(tmp_path, "no-such-program-33", "x")
     assert done.returncode == 127 and r["missing_program"] == "no-such-program-33" and r["metrics"] == {}
     assert "'no-such-program-33' is neither in this environment (its bin, its console scripts) nor on PATH" in r["error"]
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
-    outcome = run_probe(ProbeSpec(command=["no-such-program-33"], cwd=tmp_path), Path(sys.executable), env)
+    outcome = run_probe(ProgramProbe(command=["no-such-program-33"], cwd=tmp_path), Path(sys.executable), env)
     assert outcome.status is Status.ENV_FAILED and outcome.reason == r["error"]   # SKIP, even with --crash-is-bad
-    outcome = run_probe(ProbeSpec(command=["./gone.sh"], cwd=tmp_path), Path(sys.executable), env)
+    outcome = run_probe(ProgramProbe(command=["./gone.sh"], cwd=tmp_path), Path(sys.executable), env)
     assert outcome.status is Status.ENV_FAILED and "./gone.sh does not exist" in outcome.reason
 
 

@@ -46,7 +46,8 @@ def test_measure_skip_beyond_the_steps_taken_stops_at_the_first_measurement(tmp_
     measurers = FakeMeasurers({v: left_out for v in VERSIONS})
     with pytest.raises(UsageError, match=r"^--measure-skip 5 leaves none of the 3 optimizer steps the command took "
                                          r"\(at 1.0.0\) to measure: give --measure-skip below 3$"):
-        bisect(job(tmp_path, index_url), store, measurers)
+        bisect(job(tmp_path, index_url, probe={"command": ["python", "train.py"]},
+                   criterion={"metric": "step_peak_bytes"}), store, measurers)
     assert sum(m.probes_run for m in measurers.made) == 1 and store.get_run() is None
 
 
@@ -409,3 +410,46 @@ def test_each_job_reports_only_its_own_context(tmp_path, index_url, store):
     for other in (report("--probe-cmd", "sh repro.sh", exit_code_mode=True),
                   report("--probe", "step_time", "--metric", "m", "--compare", "stats")):
         assert "Upstream says" not in other and "the other loop" not in other and "Context:" not in other
+
+
+def _program_job(tmp_path: Path, index_url: str, **criterion) -> JobConfig:
+    """A user's program (``-- python train.py``) with the rule given here (none: bisector chooses)."""
+    return JobConfig.model_validate({
+        "job": {"package": "tinypkg", "good": "1.0", "bad": "1.6", "mode": "releases", "index_url": index_url},
+        "probe": {"command": ["python", "train.py"], "cwd": str(tmp_path)}, "criterion": criterion,
+        "run": {"cache_dir": str(tmp_path / "cache")}})
+
+
+def test_a_program_run_without_a_rule_answers_with_its_memory_rule_and_says_which(tmp_path, index_url, store):
+    peaks = {v: (120.0 if v >= "1.4.0" else 100.0) for v in VERSIONS}
+    result, seen = bisect(_program_job(tmp_path, index_url), store, FakeMeasurers(peaks, metric="step_peak_bytes"))
+    assert result.status is Outcome.FOUND and result.first_bad.ref == "1.4.0"
+    assert result.criterion == "step_peak_bytes > 110 B" and result.notes[0].startswith(
+        "no rule given: step_peak_bytes (memory) is BAD when it rises more than 10% above the good end's")
+    assert seen.notes[0] == result.notes[0]
+
+
+def test_a_bad_end_that_crashes_without_a_rule_bisects_where_the_program_starts_to_fail(tmp_path, index_url, store):
+    runs = {v: (Status.CRASHED if v >= "1.4.0" else 100.0) for v in VERSIONS}
+    result, _ = bisect(_program_job(tmp_path, index_url), store, FakeMeasurers(runs, metric="step_peak_bytes"))
+    assert result.status is Outcome.FOUND and (result.last_good.ref, result.first_bad.ref) == ("1.3.0", "1.4.0")
+    assert result.metric is None and result.criterion.startswith("the probe fails: a non-zero exit")
+    said = [n for n in result.notes if n.startswith("the bad end 1.6.0 fails")]
+    assert said == ["the bad end 1.6.0 fails (crashed: crashed in the fake probe) and no rule was given: bisecting "
+                    "where the program starts to fail (the probe fails: a non-zero exit, a signal or out of memory is "
+                    "BAD, a run that succeeds GOOD)"]
+    step = next(s for s in result.steps if s.candidate == "1.4.0")
+    assert step.verdict is Verdict.BAD and step.reason == "crashed: crashed in the fake probe"
+
+
+@pytest.mark.parametrize("find_fix", [False, True])
+def test_crash_is_bad_without_a_rule_finds_the_first_failing_or_the_fixing_release(tmp_path, index_url, store,
+                                                                                     find_fix):
+    broken = (lambda v: v < "1.4.0") if find_fix else (lambda v: v >= "1.4.0")
+    runs = {v: (Status.CRASHED if broken(v) else 100.0) for v in VERSIONS}
+    config = _program_job(tmp_path, index_url, crash_is_bad=True)
+    ends = {"good": "1.6", "bad": "1.0"} if find_fix else {}
+    config = config.model_copy(update={"job": config.job.model_copy(update={"find_fix": find_fix, **ends})})
+    result, _ = bisect(config, store, FakeMeasurers(runs, metric="step_peak_bytes"))
+    assert result.status is Outcome.FOUND and result.first_bad.ref == "1.4.0" and result.metric is None
+    assert not any(n.startswith("no rule given") for n in result.notes)

@@ -33,7 +33,7 @@ from bisector.measure.gpus import GpuPool, parse_gpu_list
 from bisector.measure.executors import LocalExecutor
 from bisector.measure.measurer import Measurer
 from bisector.measure.probe_process import run_probe
-from bisector.job.probe_spec import ProbeSpec
+from bisector.job.probe import ScriptProbe
 from bisector.store.storage import Store
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -429,7 +429,7 @@ def _replayed(tmp_path, result_file: Path):
     script = tmp_path / "replay.py"
     script.write_text(f"import os, shutil\nshutil.copy({str(result_file)!r}, os.environ['BISECTOR_RESULT'])\n"
                       f"raise SystemExit(3 if {json.loads(result_file.read_text()).get('metrics') == {} !r} else 0)\n")
-    outcome = run_probe(ProbeSpec(path=script), Path(sys.executable), dict(os.environ))
+    outcome = run_probe(ScriptProbe(path=script), Path(sys.executable), dict(os.environ))
     base = Measurement(key=result_file.stem, package="accelerate", candidate="0.22.0", env_fingerprint="e",
                        probe_fingerprint="p", repeat=0, status=Status.RUNNING, seconds=0.0)
     return base.model_copy(update={"status": outcome.status, "metrics": outcome.metrics, "details": outcome.details(),
@@ -461,7 +461,7 @@ def _host_side(tmp_path, out: Path):
     (tmp_path / "replay.py").write_text("")  # each result's own replay is written below
     listed = parse_gpu_list(facts.get("nvidia_smi_L") or "", facts.get("nvidia_smi_query") or "")
     envs = EnvManager(tmp_path / "envs")
-    measurer = Measurer(Store(tmp_path / "s.db"), envs, EnvSpec(name="plain"), ProbeSpec(path=tmp_path / "replay.py"),
+    measurer = Measurer(Store(tmp_path / "s.db"), envs, EnvSpec(name="plain"), ScriptProbe(path=tmp_path / "replay.py"),
                         LocalExecutor(envs, GpuPool(listed[:1])))
     cell = Cell(slots=[Slot(label="0.22.0", version="0.22.0")])
     seen = {}

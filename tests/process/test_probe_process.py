@@ -14,7 +14,7 @@ from bisector.core.criterion import Criterion, exit_code_verdict, failure_verdic
 from bisector.core.measurement import Measurement
 from bisector.core.verdict import Verdict
 from bisector.measure.probe_process import run_probe
-from bisector.job.probe_spec import ProbeSpec
+from bisector.job.probe import ExitCodeProbe, ScriptProbe
 
 PROBES = {
     "ok": "import json, os\njson.dump({'metrics': {'m': 1.5}}, open(os.environ['BISECTOR_RESULT'], 'w'))",
@@ -47,7 +47,7 @@ def _run(tmp_path: Path, name: str, timeout: float = 60):
     script = tmp_path / f"{name}.py"
     script.write_text(PROBES[name])
     env = {"PATH": os.environ["PATH"]}
-    return run_probe(ProbeSpec(path=script, timeout=timeout), Path(sys.executable), env)
+    return run_probe(ScriptProbe(path=script, timeout=timeout), Path(sys.executable), env)
 
 
 @pytest.mark.parametrize("name,status,reason", [
@@ -115,6 +115,6 @@ def test_exit_code_probe_runs_in_env_path(tmp_path):
     bindir = tmp_path / "bin"
     bindir.mkdir()
     (bindir / "python").symlink_to(sys.executable)
-    spec = ProbeSpec(cmd="python -c 'import sys; sys.exit(3)'")
+    spec = ExitCodeProbe(cmd="python -c 'import sys; sys.exit(3)'")
     out = run_probe(spec, bindir / "python", {"PATH": f"{bindir}:{os.environ['PATH']}"})
     assert out.status == "exit-code" and out.exit_code == 3

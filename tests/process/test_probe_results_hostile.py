@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from bisector.measure.probe_process import run_probe
-from bisector.job.probe_spec import ProbeSpec
+from bisector.job.probe import ScriptProbe
 
 PROBES = {
     "deep": "import os\nopen(os.environ['BISECTOR_RESULT'], 'w').write('{\"metrics\": ' + '[' * 100000 + ']' * 100000 + '}')",
@@ -26,6 +26,6 @@ BATTERY = [f"probes: a result {name}" for name in PROBES]   # counted by tests/p
 def test_a_hostile_result_is_bad_output(tmp_path, name, reason):
     script = tmp_path / f"{name}.py"
     script.write_text(PROBES[name])
-    out = run_probe(ProbeSpec(path=script, timeout=60), Path(sys.executable), {"PATH": os.environ["PATH"]})
+    out = run_probe(ScriptProbe(path=script, timeout=60), Path(sys.executable), {"PATH": os.environ["PATH"]})
     assert out.status == "bad-output", (out.status, out.reason)
     assert reason in (out.reason or ""), out.reason

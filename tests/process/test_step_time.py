@@ -14,7 +14,7 @@ import pytest
 
 from bisector.data import probes_dir
 from bisector.job.probe_code import builtin_files
-from bisector.job.probe_spec import ProbeSpec, builtin_names
+from bisector.job.probe import BuiltinProbe, builtin_names
 
 PROBE = probes_dir() / "step_time" / "__main__.py"
 TINY = ["--hidden", "64", "--layers", "1", "--heads", "2", "--vocab", "128", "--seq-len", "16", "--batch", "2",
@@ -32,7 +32,7 @@ def test_fingerprint_covers_its_own_package_and_the_contract_only():
     assert "step_time" in builtin_names()
     files = {f.name for f in builtin_files(PROBE)}
     assert files == {"__main__.py", "_model.py", "_machine.py", "_probe_contract.py"}
-    assert ProbeSpec(name="step_time").fingerprint() != ProbeSpec(name="ga_memory").fingerprint()
+    assert BuiltinProbe(name="step_time").fingerprint() != BuiltinProbe(name="ga_memory").fingerprint()
     text = "\n".join(f.read_text() for f in builtin_files(PROBE))
     assert "ga_memory" not in text and "bisector" not in text.replace("$BISECTOR_", "").replace("BISECTOR_", "")
 

@@ -21,7 +21,7 @@ import pytest
 
 from bisector.data import probes_dir
 from bisector.measure.probe_process import run_probe
-from bisector.job.probe_spec import ProbeSpec
+from bisector.job.probe import BuiltinProbe, ScriptProbe
 from bisector.measure import warm_pool
 from bisector.measure.warm_pool import WarmPool
 from bisector.measure.warm_server import WarmLost, WarmServer
@@ -223,19 +223,19 @@ def test_the_pool_runs_custom_and_refused_probes_cold_and_remembers_a_refusal(tm
     pool = WarmPool()
     try:
         env = {**os.environ, "BISECTOR_PACKAGE": "pip"}
-        builtin = ProbeSpec(name="import_cost")  # a built-in probe that does not opt in
+        builtin = BuiltinProbe(name="import_cost")  # a built-in probe that does not opt in
         first = run_probe(builtin, Path(sys.executable), env, workdir=tmp_path, warm=pool.bound("here"))
         assert first.status.value == "ok" and first.metrics["import_seconds"] > 0
         assert first.launch["mode"] == "cold" and "does not opt in" in first.launch["why"]
         again = pool.run(builtin, Path(sys.executable), env, tmp_path, "here")
         assert again.done is None and again.details == first.launch and pool.alive() == []
-        custom = ProbeSpec(path=PROBE)
+        custom = ScriptProbe(path=PROBE)
         assert pool.run(custom, Path(sys.executable), env, tmp_path, "here").details == {
-            "mode": "cold", "why": "not a built-in probe"}
+            "mode": "cold", "why": "a script probe runs as its own process"}
     finally:
         pool.close()
     off = WarmPool(enabled=False)
-    assert off.run(ProbeSpec(name="step_time"), Path(sys.executable), {}, tmp_path, "here").details["why"] == \
+    assert off.run(BuiltinProbe(name="step_time"), Path(sys.executable), {}, tmp_path, "here").details["why"] == \
         "warm workers are off"
 
 

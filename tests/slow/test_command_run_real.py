@@ -108,7 +108,7 @@ def test_your_script_unchanged_names_the_release_and_its_repro_reproduces_it(tor
     # tinypkg 1.3.0 its 6 MB scratch beside the 2 MB in the forward: 8 MB (and the 4 kB parameter)
     assert 4 * MB <= good["step_peak_bytes"] < 4 * MB + 16384
     assert 8 * MB <= bad["step_peak_bytes"] < 8 * MB + 16384
-    assert good["optimizer_steps"] == 3 and "command: python train.py" in json.dumps(out["probe"])
+    assert good["optimizer_steps"] == 3 and "your program: python train.py" in json.dumps(out["probe"])
     repro = tmp_path / "repro.py"
     done = subprocess.run([sys.executable, "-m", "bisector", "report", out["run_id"], "--repro", str(repro),
                            "--format", "json", *common, "--cache-dir", str(env_cache)], cwd=tmp_path,
@@ -155,7 +155,7 @@ def test_probe_diff_and_matrix_measure_the_command(torch_index, tmp_path, env_ca
     probe = _bisector("probe", "--with", "tinypkg==1.3.0", *where, "--", "python", "train.py", cwd=tmp_path)
     assert probe.returncode == 0, probe.stderr[-3000:]
     lines = probe.stdout.splitlines()
-    assert lines[0].startswith("tinypkg==1.3.0: ok") and lines[1] == "  probe command: python train.py, meter cpu-dispatch"
+    assert lines[0].startswith("tinypkg==1.3.0: ok") and lines[1] == "  probe your program: python train.py, meter cpu-dispatch"
     assert lines[2].split()[0] == "step_peak_bytes" and lines[2].split()[2] == "MiB" and "optimizer_steps" in probe.stdout
     # --measure-skip beyond the steps the command took: bad input, one line
     skip = _bisector("probe", "--with", "tinypkg==1.3.0", *where, "--measure-skip", "10", "--", "python", "train.py",
@@ -189,7 +189,7 @@ def test_probe_diff_and_matrix_measure_the_command(torch_index, tmp_path, env_ca
                       'tinypkg = ["1.2.0", "1.3.0"]\n[criterion]\nmax_increase = "50%"\n')
     grid = _bisector("matrix", "--config", str(config), "--out", str(tmp_path / "out"), "--cache-dir", str(env_cache),
                      "--store", str(tmp_path / "s.db"), "--json", "--", "python", "train.py", cwd=tmp_path)
-    assert grid.returncode == 1, grid.stderr[-3000:]   # the step along the versions: a confirmed regression
+    assert grid.returncode == 1, grid.stderr[-3000:] + grid.stdout[-6000:]   # a confirmed step along the versions
     cells = {c["versions"]["tinypkg"]: c["metrics"] for c in json.loads(grid.stdout)["cells"]}
     assert 4 * MB <= cells["1.2.0"]["step_peak_bytes"] < 4 * MB + 16384
     assert 8 * MB <= cells["1.3.0"]["step_peak_bytes"] < 8 * MB + 16384

@@ -13,7 +13,7 @@ from bisector.envs import EnvManager, EnvSpec
 from bisector.measure.gpus import Gpu, GpuPool
 from bisector.measure.executors import LocalExecutor
 from bisector.measure.measurer import Measurer
-from bisector.job.probe_spec import ProbeSpec
+from bisector.job.probe import ScriptProbe
 from bisector.store.storage import Store
 from tests.support.pkgindex import LocalIndex, build_wheel
 
@@ -46,7 +46,7 @@ def _measurer(tmp_path, env_cache, index, gpus, cpus=1):
     script = tmp_path / "probe.py"
     script.write_text(PROBE)
     envs = EnvManager(env_cache)
-    return Measurer(Store(tmp_path / "s.db"), envs, EnvSpec(name="plain"), ProbeSpec(path=script),
+    return Measurer(Store(tmp_path / "s.db"), envs, EnvSpec(name="plain"), ScriptProbe(path=script),
                     LocalExecutor(envs, GpuPool(gpus)), index_url=index, cpus=cpus)
 
 

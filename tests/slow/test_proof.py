@@ -15,7 +15,7 @@ from bisector.envs.model.info import read_info
 from bisector.measure.executors import LocalExecutor
 from bisector.measure.gpus import GpuPool
 from bisector.measure.measurer import Measurer
-from bisector.job.probe_spec import ProbeSpec
+from bisector.job.probe import ExitCodeProbe, ProbeBase, ScriptProbe
 from bisector.store.storage import Store
 from tests.support.pkgindex import LocalIndex, build_wheel
 
@@ -35,7 +35,7 @@ def index(tmp_path_factory):
         yield url
 
 
-def _measure(tmp_path, index, version, probe: ProbeSpec):
+def _measure(tmp_path, index, version, probe: ProbeBase):
     envs = EnvManager(tmp_path / "cache", defer_health=True)
     measurer = Measurer(Store(tmp_path / "s.db"), envs, EnvSpec(name="plain"), probe, LocalExecutor(envs, GpuPool([])),
                         index_url=index)
@@ -47,7 +47,7 @@ def _measure(tmp_path, index, version, probe: ProbeSpec):
 def test_a_probe_that_imports_the_candidate_proves_it(tmp_path, index):
     script = tmp_path / "p.py"
     script.write_text(IMPORTS)
-    m, info = _measure(tmp_path, index, "1.0", ProbeSpec(path=script))
+    m, info = _measure(tmp_path, index, "1.0", ScriptProbe(path=script))
     assert m.status is Status.OK and m.metrics == {"v": 0.0}
     assert info.health == "proved" and info.health_seconds < 0.5   # no interpreter started for the check
 
@@ -55,14 +55,14 @@ def test_a_probe_that_imports_the_candidate_proves_it(tmp_path, index):
 def test_a_wrong_environment_proved_by_the_probe_is_a_skip(tmp_path, index):
     script = tmp_path / "p.py"
     script.write_text(IMPORTS)
-    m, info = _measure(tmp_path, index, "1.2", ProbeSpec(path=script))
+    m, info = _measure(tmp_path, index, "1.2", ScriptProbe(path=script))
     assert m.status is Status.ENV_FAILED and m.metrics == {}
     assert "tinypkg.__version__ is 1.1" in m.reason and info.health == "static"
 
 
 def test_a_probe_that_imports_nothing_gets_the_full_health_check(tmp_path, index):
-    m, info = _measure(tmp_path, index, "1.2", ProbeSpec(cmd="true"))   # an exit-code probe: no proof
+    m, info = _measure(tmp_path, index, "1.2", ExitCodeProbe(cmd="true"))   # an exit-code probe: no proof
     assert m.status is Status.ENV_FAILED and "tinypkg.__version__ is 1.1" in m.reason
-    ok, info = _measure(tmp_path / "again", index, "1.0", ProbeSpec(cmd="true"))
+    ok, info = _measure(tmp_path / "again", index, "1.0", ExitCodeProbe(cmd="true"))
     assert ok.status is Status.EXIT_CODE and info.health == "imported"
     assert json.dumps(ok.details["proved"])   # what the check proved travels with the measurement

@@ -17,7 +17,7 @@ from bisector.core.candidate import Candidate, CandidateKind
 from bisector.core.measurement import Status
 from bisector.envs import EnvManager, load_env_spec
 from bisector.measure.measurer import Measurer
-from bisector.job.probe_spec import ProbeSpec
+from bisector.job.probe import ScriptProbe
 from bisector.store.storage import Store
 from tests.support.gitfixture import make_repo
 from tests.support.pkgindex import LocalIndex, build_wheel
@@ -101,7 +101,7 @@ def test_a_worker_killed_mid_probe_is_retried_on_the_other_node(cluster, repo40,
 def test_retries_spent_are_a_lost_skip_with_the_reason(cluster, repo40, tmp_path, env_cache, plain_spec):
     repo, shas = repo40
     log = tmp_path / "log.jsonl"
-    probe = ProbeSpec(path=HOLD, args=[str(log), str(tmp_path / "never"), "0"])
+    probe = ScriptProbe(path=HOLD, args=[str(log), str(tmp_path / "never"), "0"])
     measurer = Measurer(Store(tmp_path / "s.db"), EnvManager(env_cache), load_env_spec(str(plain_spec), Path(".")),
                         probe, RayExecutor(cache_dir=str(env_cache)), repo_path=repo, run_id="t")
 

@@ -16,7 +16,7 @@ from bisector.core.candidate import Candidate, CandidateKind
 from bisector.core.measurement import Measurement, Status
 from bisector.envs import EnvManager, InstallTarget, load_env_spec
 from bisector.measure.measurer import Measurer
-from bisector.job.probe_spec import ProbeSpec
+from bisector.job.probe import ProbeBase, ScriptProbe
 from bisector.store.storage import Store
 from tests.support.gitfixture import make_repo
 from tests.support.raytools import HOLD, alive, commit_args, events, loopback, wait_for
@@ -45,7 +45,7 @@ def _commit(shas: list[str], i: int) -> Candidate:
     return Candidate(package="tinypkg", kind=CandidateKind.COMMIT, ref=shas[i])
 
 
-def _measurer(tmp_path: Path, env_cache: Path, plain_spec: Path, repo: Path, probe: ProbeSpec) -> Measurer:
+def _measurer(tmp_path: Path, env_cache: Path, plain_spec: Path, repo: Path, probe: ProbeBase) -> Measurer:
     envs = EnvManager(env_cache)
     return Measurer(Store(tmp_path / "s.db"), envs, load_env_spec(str(plain_spec), Path(".")), probe,
                     ray_executor.RayExecutor(cache_dir=str(env_cache)), repo_path=repo, run_id="t")
@@ -56,7 +56,7 @@ def test_two_probes_at_once_on_disjoint_gpus_and_a_third_waits(ray_local, repo12
     two hold disjoint GPUs, the third has not started (no GPU is free) and starts after one ended."""
     repo, shas = repo12
     log, go = tmp_path / "log.jsonl", tmp_path / "go"
-    probe = ProbeSpec(path=HOLD, args=[str(log), str(go), "0.5"])
+    probe = ScriptProbe(path=HOLD, args=[str(log), str(go), "0.5"])
     measurer = _measurer(tmp_path, env_cache, plain_spec, repo, probe)
     assert (measurer.executor.device, measurer.executor.kind, measurer.executor.slots) == ("cuda", "cuda:cuda", 2)
     results: list = []
@@ -149,7 +149,7 @@ def test_a_node_with_another_environment_refuses_and_a_wrong_one_is_a_skip(ray_l
     envs = EnvManager(env_cache)
     target = InstallTarget(package="tinypkg", source=repo, revision=shas[3])
     recipe = envs.recipe(load_env_spec(str(plain_spec), Path(".")), target)
-    probe = ProbeSpec(path=HOLD, args=[str(tmp_path / "log"), "-", "0"])
+    probe = ScriptProbe(path=HOLD, args=[str(tmp_path / "log"), "-", "0"])
     base = Measurement(key="k", package="tinypkg", candidate=shas[3], env_fingerprint=recipe.fingerprint,
                        probe_fingerprint=probe.fingerprint(), status=Status.RUNNING, seconds=0.0)
     other = recipe.model_copy(update={"fingerprint": "0" * 16})

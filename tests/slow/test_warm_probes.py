@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from bisector.measure.probe_process import run_probe
-from bisector.job.probe_spec import ProbeSpec
+from bisector.job.probe import BuiltinProbe, ProbeBase
 from bisector.measure.warm_pool import WarmPool
 from bisector.measure.warm_server import WarmServer
 from tests.process.test_warm_worker import WORKER, wait_gone
@@ -39,7 +39,7 @@ def pool():
     p.close()
 
 
-def warm_run(pool: WarmPool, spec: ProbeSpec, tmp_path: Path, **extra: str):
+def warm_run(pool: WarmPool, spec: ProbeBase, tmp_path: Path, **extra: str):
     return run_probe(spec, PYTHON, probe_env(**extra), workdir=tmp_path, warm=pool.bound("this interpreter"))
 
 
@@ -50,7 +50,7 @@ def _cells(result) -> dict:
 
 def test_ga_memory_measures_the_same_bytes_warm_as_cold_in_either_loop_from_one_worker(pool, tmp_path):
     for served, loop in enumerate(["accelerate", "trainer"], start=1):
-        spec = ProbeSpec(name="ga_memory", args=[*GA_SMALL, f"--loop={loop}"])
+        spec = BuiltinProbe(name="ga_memory", args=[*GA_SMALL, f"--loop={loop}"])
         warm = warm_run(pool, spec, tmp_path)
         cold = run_probe(spec, PYTHON, probe_env(), workdir=tmp_path)
         assert warm.status.value == cold.status.value == "ok", (warm.reason, warm.stderr_tail[-2000:])
@@ -62,8 +62,8 @@ def test_ga_memory_measures_the_same_bytes_warm_as_cold_in_either_loop_from_one_
 
 
 def test_runs_with_other_arguments_share_the_worker_and_per_run_variables_stay_out_of_it(pool, tmp_path):
-    first = warm_run(pool, ProbeSpec(name="step_time", args=TINY), tmp_path, CUDA_VISIBLE_DEVICES="GPU-not-here")
-    second = warm_run(pool, ProbeSpec(name="step_time", args=[*TINY, "--precisions=fp32", "--seed=3"]), tmp_path)
+    first = warm_run(pool, BuiltinProbe(name="step_time", args=TINY), tmp_path, CUDA_VISIBLE_DEVICES="GPU-not-here")
+    second = warm_run(pool, BuiltinProbe(name="step_time", args=[*TINY, "--precisions=fp32", "--seed=3"]), tmp_path)
     assert first.status.value == second.status.value == "ok", first.stderr_tail[-2000:]
     assert first.launch["worker_pid"] == second.launch["worker_pid"] and second.launch["runs_served"] == 2
     assert "worker_start_s" in first.launch and "worker_start_s" not in second.launch
@@ -71,11 +71,11 @@ def test_runs_with_other_arguments_share_the_worker_and_per_run_variables_stay_o
     worker_env = Path(f"/proc/{first.launch['worker_pid']}/environ").read_bytes().split(b"\0")
     names = {v.split(b"=", 1)[0].decode() for v in worker_env if v}
     assert not names & {"CUDA_VISIBLE_DEVICES", "BISECTOR_RESULT", "BISECTOR_CPUS"} and "BISECTOR_DEVICE" in names
-    third = warm_run(pool, ProbeSpec(name="step_time", args=TINY), tmp_path, TRANSFORMERS_VERBOSITY="error")
+    third = warm_run(pool, BuiltinProbe(name="step_time", args=TINY), tmp_path, TRANSFORMERS_VERBOSITY="error")
     assert third.launch["worker_pid"] != first.launch["worker_pid"]  # another shared environment: its own worker
     assert {s.pid for s in pool.alive()} == {first.launch["worker_pid"], third.launch["worker_pid"]}
-    warm_run(pool, ProbeSpec(name="step_time", args=TINY), tmp_path)  # the first worker, used last
-    fourth = warm_run(pool, ProbeSpec(name="step_time", args=TINY), tmp_path, TRANSFORMERS_VERBOSITY="info")
+    warm_run(pool, BuiltinProbe(name="step_time", args=TINY), tmp_path)  # the first worker, used last
+    fourth = warm_run(pool, BuiltinProbe(name="step_time", args=TINY), tmp_path, TRANSFORMERS_VERBOSITY="info")
     assert wait_gone(third.launch["worker_pid"])  # at most two stay: the least recently used idle one ends
     assert {s.pid for s in pool.alive()} == {first.launch["worker_pid"], fourth.launch["worker_pid"]}
 

@@ -18,6 +18,7 @@ from bisector.core.candidate import Candidate
 from bisector.core.facts import EnvFacts, ProbeResult
 from bisector.core.measurement import Measurement, Status
 from bisector.envs import EnvSpec
+from bisector.job.probe.program_metrics import steps_left_out
 
 
 
@@ -61,6 +62,10 @@ class FakeMeasurer:
         self.asked: list[tuple[str, int]] = []
         self.prefetched: list[list[str]] = []
         self.warmed: list[list[tuple[str, int]]] = []
+
+    def bad_input(self, m: Measurement):
+        """As a program's probe reads its measurements (a command/1 result: --measure-skip beyond the steps)."""
+        return steps_left_out(m)
 
     def measure(self, c: Candidate, repeat: int = 0) -> Measurement:
         self.asked.append((c.ref, repeat))

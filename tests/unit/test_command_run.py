@@ -17,8 +17,8 @@ from bisector.core.criterion import Criterion, calibrate
 from bisector.core.units import human_value
 from bisector.data import probes_dir
 from bisector.job.jobfile import load_config
-from bisector.job.command_metrics import metric_names, unknown_metric
-from bisector.job.probe_spec import ProbeSpec
+from bisector.job.probe.program_metrics import metric_names, unknown_metric
+from bisector.job.probe import ProgramProbe
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "probes" / "command"))
 from _aggregate import METRICS, read_records, summarize  # noqa: E402
@@ -61,9 +61,9 @@ def test_the_command_becomes_the_job_with_its_default_metric(tmp_path, monkeypat
                                 "probe": {"command": ["python", "train.py"], "cwd": str(tmp_path)},
                                 "criterion": {"max_increase": "10%"}})
     probe = config.probe
-    assert probe.name == "command" and probe.command == ["python", "train.py"] and probe.workdir == tmp_path
+    assert isinstance(probe, ProgramProbe) and probe.command == ["python", "train.py"] and probe.workdir == tmp_path
     assert config.criterion.metric == "step_peak_bytes" and config.reference is None   # the default job's is gone
-    assert probe.args == [] and probe.label() == "command: python train.py"
+    assert probe.args == [] and probe.label() == "your program: python train.py"
     argv = probe.argv(Path("/env/bin/python"))
     assert argv[1].endswith("command/__main__.py") and argv[-3:] == ["--", "python", "train.py"]
 
@@ -82,11 +82,11 @@ def test_a_job_file_can_name_the_command(tmp_path, monkeypatch):
 def test_the_fingerprint_holds_the_script_the_command_names(tmp_path):
     script = tmp_path / "train.py"
     script.write_text("print(1)\n")
-    spec = ProbeSpec(command=["python", "train.py"], cwd=tmp_path)
+    spec = ProgramProbe(command=["python", "train.py"], cwd=tmp_path)
     before = spec.fingerprint()
     script.write_text("print(2)\n")
     assert spec.fingerprint() != before                       # an edited script is measured again
-    assert ProbeSpec(command=["python", "train.py"], cwd=tmp_path, measure_skip=2).fingerprint() != spec.fingerprint()
+    assert ProgramProbe(command=["python", "train.py"], cwd=tmp_path, measure_skip=2).fingerprint() != spec.fingerprint()
 
 
 def test_metric_names_come_from_the_meter_and_ranks_are_names_too():
@@ -204,10 +204,10 @@ def test_the_no_step_reasons_say_why_and_what_to_read_instead(tmp_path):
 def test_a_program_only_the_candidate_installs_is_not_refused_up_front(tmp_path):
     """Only a program that can be known missing is refused before anything is built: a path that is no
     executable file. A bare name (a console script the candidate installs) is looked up when it runs."""
-    ProbeSpec(command=["llamafactory-cli", "train", "x.yaml"], cwd=tmp_path).check("cpu")
-    ProbeSpec(command=["no-such-program-anywhere"], cwd=tmp_path).check("cpu")
+    ProgramProbe(command=["llamafactory-cli", "train", "x.yaml"], cwd=tmp_path).check("cpu")
+    ProgramProbe(command=["no-such-program-anywhere"], cwd=tmp_path).check("cpu")
     with pytest.raises(Exception, match="is not an executable file"):
-        ProbeSpec(command=["./train.sh"], cwd=tmp_path).check("cpu")
+        ProgramProbe(command=["./train.sh"], cwd=tmp_path).check("cpu")
 
 
 def test_a_job_files_command_takes_measure_skip_and_meter_from_the_command_line(tmp_path, monkeypatch):

@@ -137,11 +137,11 @@ def test_an_attribution_environment_is_named_with_its_pins(tmp_path):
     from bisector.measure.executors import LocalExecutor
     from bisector.measure.gpus import GpuPool
     from bisector.measure.measurers import Measurers
-    from bisector.job.probe_spec import ProbeSpec
+    from bisector.job.probe import ExitCodeProbe
     from bisector.store.storage import Store
 
     envs = EnvManager(tmp_path / "cache")
-    plain = Measurers(Store(tmp_path / "s.db"), envs, EnvSpec(name="plain"), ProbeSpec(cmd="true"),
+    plain = Measurers(Store(tmp_path / "s.db"), envs, EnvSpec(name="plain"), ExitCodeProbe(cmd="true"),
                       LocalExecutor(envs, GpuPool([])))
     assert plain("r1").tag == ""   # "building the environment of accelerate 0.28.0"
     assert plain.pinned({"transformers": "4.37.2"})("r1").tag == " + transformers==4.37.2"

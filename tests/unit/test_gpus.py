@@ -18,7 +18,7 @@ from bisector.envs import EnvManager, EnvSpec
 from bisector.measure.gpus import Gpu, GpuPool, cuda_runtime, detect_gpus, effective_jobs
 from bisector.measure.executors import LocalExecutor
 from bisector.measure.measurer import Measurer
-from bisector.job.probe_spec import ProbeSpec
+from bisector.job.probe import ScriptProbe
 from bisector.store.storage import Store
 
 
@@ -170,7 +170,7 @@ def test_nvidia_smi_and_nvml_give_one_gpu_the_same_identity(nvidia_smi, tmp_path
 
 def _measurer(tmp_path, gpus):
     envs = EnvManager(tmp_path / "envs")
-    return Measurer(Store(tmp_path / "s.db"), envs, EnvSpec(name="plain"), ProbeSpec(path=tmp_path / "probe.py"),
+    return Measurer(Store(tmp_path / "s.db"), envs, EnvSpec(name="plain"), ScriptProbe(path=tmp_path / "probe.py"),
                     LocalExecutor(envs, GpuPool(gpus)))
 
 
@@ -224,7 +224,7 @@ def test_bisector_probe_says_which_gpu_measured(tmp_path):
     m = Measurement(key="k", package="accelerate", candidate="0.22.0", env_fingerprint="e", probe_fingerprint="p",
                     repeat=0, status=Status.OK, seconds=41.0, details={"result": {"device": device, "meter": "cuda"}})
     (tmp_path / "p.py").write_text("")
-    lines = _header("accelerate", "0.22.0", m, False, ProbeSpec(path=tmp_path / "p.py"))
+    lines = _header("accelerate", "0.22.0", m, False, ScriptProbe(path=tmp_path / "p.py"))
     assert lines[-1] == "  on NVIDIA H200, 140.4 GiB, driver 570.86.15, CUDA 13.0"
     cpu = m.model_copy(update={"result": ProbeResult.of({"device": {"type": "cpu"}, "meter": "cpu-dispatch"})})
-    assert len(_header("accelerate", "0.22.0", cpu, False, ProbeSpec(path=tmp_path / "p.py"))) == 2
+    assert len(_header("accelerate", "0.22.0", cpu, False, ScriptProbe(path=tmp_path / "p.py"))) == 2

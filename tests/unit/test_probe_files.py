@@ -12,7 +12,7 @@ import pytest
 
 from bisector.data import probes_dir
 from bisector.job.probe_code import builtin_files, shared_modules
-from bisector.job.probe_spec import ProbeSpec, builtin_script
+from bisector.job.probe import BuiltinProbe, ProgramProbe, builtin_script
 
 ROOT = Path(__file__).resolve().parents[2]
 PROBES = ROOT / "probes"
@@ -54,7 +54,7 @@ def probes_copy(tmp_path, monkeypatch) -> Path:
 
 
 def _prints() -> dict[str, str]:
-    return {n: ProbeSpec(name=n, **({"command": ["python", "x.py"]} if n == "command" else {})).fingerprint()
+    return {n: (ProgramProbe(command=["python", "x.py"]) if n == "command" else BuiltinProbe(name=n)).fingerprint()
             for n in ("ga_memory", "command", "step_time", "import_cost")}
 
 

@@ -41,7 +41,7 @@ from bisector.matrix.grid_report import markdown as matrix_markdown, render_text
 from bisector.matrix.grid_result import CellResult
 from bisector.matrix.html import page
 from bisector.matrix.issue_drafts import track
-from bisector.job.probe_spec import ProbeSpec
+from bisector.job.probe import ExitCodeProbe
 from bisector.report.render import render_markdown
 from bisector.report.text import render_log, render_text
 from bisector.safety.safe_text import error_line
@@ -163,7 +163,7 @@ def test_probe_and_diff_output(t):
     m = Measurement(key="k", package="acc", candidate="1.0", env_fingerprint="e", probe_fingerprint="p",
                     status=Status.CRASHED, reason=t[0], metrics={t[1] or "m": 1.0}, seconds=1.0,
                     details={"result": {"meter": t[2], "device": {"type": "cuda", "name": t[3]}}})
-    terminal("\n".join(probe_lines(t[4] or "acc", t[5], m, False, ProbeSpec(cmd="true", args=[t[0]]), t[1])))
+    terminal("\n".join(probe_lines(t[4] or "acc", t[5], m, False, ExitCodeProbe(cmd="true", args=[t[0]]), t[1])))
     change = Change(kind=ChangeKind.PACKAGE, name=t[0], a=t[1], b=t[2])
     diff = DiffResult(run_id="d1", status="found", reason=t[3], package=t[4], version=t[5], criterion=t[0],
                       a=Setup(packages={"x": t[1]}), b=Setup(args=[t[2]]), changes=[change], minimal=[change],

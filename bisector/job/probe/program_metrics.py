@@ -1,4 +1,4 @@
-"""The metrics the command meter (probes/command) gives a user's program, read from the probe's own table.
+"""The metrics the command meter (probes/command) gives a user's program, read from the meter's own table.
 
 The table lives once, in ``probes/command/_aggregate.py`` (``METRICS``: name -> (unit, meaning)); the
 host reads it with ``ast`` (probes import torch, which bisector never imports) to check ``--metric``,
@@ -12,9 +12,8 @@ import re
 
 from bisector.core.measurement import Measurement, Status
 from bisector.data import probes_dir
-from bisector.errors import UsageError, cut
+from bisector.errors import cut
 
-DEFAULT_METRIC = "step_peak_bytes"
 _RANKED = re.compile(r"^(?P<name>[a-z_]+)\.rank(?P<rank>\d{1,6})$")
 
 
@@ -31,16 +30,6 @@ def metric_table() -> dict[str, tuple[str, str]]:
 def metric_names() -> list[str]:
     """The metric names, in the table's order."""
     return list(metric_table())
-
-
-def with_default_metric(data):
-    """A raw job table (``[probe]``, ``[criterion]``) whose probe is a command: its criterion reads
-    step_peak_bytes unless it names another metric (run, probe, diff and matrix alike)."""
-    if isinstance(data, dict) and isinstance(data.get("probe"), dict) and data["probe"].get("command"):
-        criterion = data.get("criterion") if isinstance(data.get("criterion"), dict) else {}
-        if not criterion.get("metric"):
-            data = {**data, "criterion": {**criterion, "metric": DEFAULT_METRIC}}
-    return data
 
 
 def unknown_metric(name: str) -> str | None:
@@ -63,11 +52,3 @@ def steps_left_out(m: Measurement) -> str | None:
         return None
     return (f"--measure-skip {skip} leaves none of the {steps:.0f} optimizer step{'s' if steps != 1 else ''} the "
             f"command took (at {m.candidate}) to measure: give --measure-skip below {steps:.0f}")
-
-
-def refuse_steps_left_out(measurements) -> None:
-    """UsageError (exit 2) when a measurement shows ``--measure-skip`` beyond the steps the command took."""
-    for m in measurements:
-        why = steps_left_out(m)
-        if why:
-            raise UsageError(why)

@@ -1,0 +1,123 @@
+"""A user's own program (``bisector run ... -- CMD``): run unchanged under the command meter (the built-in
+probe ``command``), from the directory bisector was started in, measured per optimizer step."""
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+from pathlib import Path
+from typing import ClassVar, Literal, Optional
+
+from pydantic import model_validator
+
+from bisector.core.measurement import Measurement
+from bisector.core.strict_numbers import numbers
+from bisector.errors import UsageError
+from bisector.job.probe.base import ProbeBase
+from bisector.job.probe.builtin import PROGRAM_METER, builtin_script, code_files
+from bisector.job.probe.program_inputs import hash_inputs
+from bisector.job.probe.program_metrics import steps_left_out, unknown_metric
+
+DEFAULT_METRIC = "step_peak_bytes"
+
+
+def _check_program(program: str, cwd: Optional[Path]) -> None:
+    """A command's program, as far as it can be known before an environment is built: a path must be an
+    executable file (relative to where the command runs). A bare name is found when the command runs (the
+    environment's bin first on PATH, then its console scripts, then PATH): a console script only the candidate
+    installs (``llamafactory-cli``) is not missing before it is built; a name the environment lacks too is
+    then that measurement's environment failure, saying so (probes/command)."""
+    if "/" in program:
+        path = Path(program) if os.path.isabs(program) else (cwd or Path.cwd()) / program
+        if not (path.is_file() and os.access(path, os.X_OK)):
+            raise UsageError(f"the command's program {program} is not an executable file")
+    elif not program.strip():
+        raise UsageError("the command's program is an empty word (-- python train.py)")
+
+
+class ProgramProbe(ProbeBase):
+    """``command``: the user's program and its arguments, run where bisector was started (``cwd``) with the
+    command meter injected; ``measure_skip`` optimizer steps left out as warm-up; ``meter``: tensors (exact
+    live tensor bytes on the CPU) or rss (RSS and time only)."""
+
+    kind: ClassVar[str] = "program"
+    kind_label: ClassVar[str] = "your program"
+    metric_without_rule: ClassVar[bool] = True
+
+    command: list[str]
+    measure_skip: int = 1
+    meter: Literal["tensors", "rss"] = "tensors"
+
+    _counts = numbers("measure_skip")
+
+    @model_validator(mode="after")
+    def _a_program(self) -> "ProgramProbe":
+        if not self.command:
+            raise ValueError("the command probe measures a program: give it after -- (bisector run ... -- python "
+                             "train.py) or as command = [...]")
+        if self.args:
+            raise ValueError("a command (-- CMD) takes no probe arguments: its own arguments follow it")
+        if self.measure_skip < 0:
+            raise ValueError("measure_skip must be >= 0")
+        return self
+
+    @classmethod
+    def _stored_name(cls) -> Optional[str]:
+        return PROGRAM_METER
+
+    def script(self) -> Path:
+        return builtin_script(PROGRAM_METER)
+
+    def files(self) -> list[tuple[str, Path]]:
+        return code_files(self.script())
+
+    def meter_args(self) -> list[str]:
+        """The command meter's own flags (before the ``--`` and the user's command)."""
+        return ["--measure-skip", str(self.measure_skip), "--meter", self.meter]
+
+    def argv(self, python: Path) -> list[str]:
+        return [str(python), str(self.script()), *self.meter_args(), "--", *self.command]
+
+    def label(self) -> str:
+        import shlex
+
+        return f"{self.kind_label}: {shlex.join(self.command)}"
+
+    @property
+    def workdir(self) -> Path:
+        """Where the program runs (and its repro): the directory bisector was started in."""
+        return Path(self.cwd).expanduser() if self.cwd is not None else Path.cwd()
+
+    @property
+    def default_metric(self) -> str:
+        return DEFAULT_METRIC
+
+    def known_metric(self, name: Optional[str]) -> Optional[str]:
+        return unknown_metric(name) if name else None
+
+    def bad_input(self, m: Measurement) -> Optional[str]:
+        return steps_left_out(m)
+
+    def check(self, device: str) -> None:
+        _check_program(self.command[0], self.workdir)
+
+    def settle(self) -> None:
+        if self.cwd is None:
+            self.cwd = Path.cwd()
+
+    def _fingerprint_more(self, h) -> None:
+        """The program's words, the meter's settings and the files and directories the words name."""
+        h.update(json.dumps({"command": self.command, "meter": self.meter_args()}).encode())
+        with contextlib.suppress(OSError, ValueError):
+            hash_inputs(h, self.command, self.workdir)
+
+    def flag_words(self) -> list[str]:
+        defaults = ProgramProbe.model_fields
+        words = ["--measure-skip", str(self.measure_skip)] if self.measure_skip != defaults["measure_skip"].default else []
+        return words + (["--meter", self.meter] if self.meter != defaults["meter"].default else [])
+
+    def program_words(self) -> list[str]:
+        return ["--", *self.command]
+
+    def relocated(self, script: Path) -> ProbeBase:
+        return self   # the meter runs from bisector's own probes on every node
