@@ -9,8 +9,8 @@ from collections import Counter
 from pathlib import Path
 from typing import Optional
 
-from bisector.bisection.repro_check import record, verify
-from bisector.bisection.repro_script import repro_script
+from bisector.repro.verify import record, verify
+from bisector.repro.script import repro_script
 from bisector.cli.resumed import shown
 from bisector.cli.run_kinds import log_text, pick_run, report_text
 from bisector.console.live import progress_for, showing
@@ -121,7 +121,7 @@ def cmd_report(args) -> int:
 
 def _repro(args, store: Store) -> int:
     """Write the run's repro script to --repro, build two fresh environments from its install lines and run
-    it in each (bisection.repro_check), store what it printed in the run and print the report; exit 0 when
+    it in each (repro.verify), store what it printed in the run and print the report; exit 0 when
     it reproduces the step, 3 when not."""
     result = load_result(store, args.run)
     run = store.get_run(result.run_id)

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from bisector.bisection.repro_script import repro_script
+from bisector.repro.script import repro_script
 from bisector.cli.main import main
 from bisector.job.config import JobConfig
 from bisector.core.result import BisectResult

@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 from bisector.bisection.phase import inside_spread
-from bisector.bisection.repro_command import meter_files
-from bisector.bisection.repro_embed import files_dict
+from bisector.repro.kinds import meter_files
+from bisector.repro.embed import files_dict
 from bisector.cli.main import main
 from bisector.core.criterion import Criterion, calibrate
 from bisector.core.units import human_value

@@ -18,7 +18,7 @@ from bisector.core.search import Outcome
 from bisector.envs import EnvSpec
 from bisector.errors import UsageError
 from bisector.measure.nightly_env import nightly_fingerprint
-from bisector.bisection.repro_script import header
+from bisector.repro.script import header
 from bisector.report.common import commit_range_line, headline
 from bisector.report.md_visible import verdict_line
 from bisector.sources.nightly import (Nightly, between_days, between_releases, by_day, candidate, nightlies_from_page,

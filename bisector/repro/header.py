@@ -12,7 +12,7 @@ a fact of the run (where torch came from, its local build tag) is a comment. A c
 URL that pip takes (``.git`` once; an scp-style ``git@host:o/x`` as ``ssh://``); a local clone is
 ``$REPO_URL``, which the header explains. No path of this machine: the bisect's own command has
 ``<PATH>`` where it named one. bisector verifies the script by running these very lines
-(bisector.bisection.repro_venvs).
+(bisector.repro.fresh_venvs).
 """
 from __future__ import annotations
 

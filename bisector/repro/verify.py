@@ -1,5 +1,5 @@
 """Verify a repro script as a maintainer would use it: build two fresh environments from exactly the
-install lines its header prints (bisector.bisection.repro_venvs: the printed index, the printed pins;
+install lines its header prints (bisector.repro.fresh_venvs: the printed index, the printed pins;
 the bisect's torch and a local clone stand in where the lines name a torch download or a repository
 this machine does not reach, and the record says so), run the script in each, judge what it printed by
 the run's criterion, and record both values and verdicts in the stored run (``repro`` in its result
@@ -19,9 +19,9 @@ from pathlib import Path
 from typing import Optional
 
 from bisector.decide.judge import Judgement, judge
-from bisector.bisection.repro_header import CLONE, vcs_url
-from bisector.bisection.repro_script import ReproScript, sides
-from bisector.bisection.repro_venvs import build_venvs, install_commands
+from bisector.repro.header import CLONE, vcs_url
+from bisector.repro.script import ReproScript, sides
+from bisector.repro.fresh_venvs import build_venvs, install_commands
 from bisector.bisection.wiring import job_spec
 from bisector.core.candidate import Candidate, CandidateKind
 from bisector.core.criterion import Compare, Criterion, calibrate

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from bisector.job.config import JobConfig
 from bisector.core.criterion import Direction
-from bisector.bisection.repro_embed import files_dict, probe_files
+from bisector.repro.embed import files_dict, probe_files
 from bisector.job.probe_spec import COMMAND_PROBE
 
 _BODY = '''

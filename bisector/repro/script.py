@@ -8,14 +8,14 @@ comment), no path of this machine (a local clone is ``$REPO_URL``, which the hea
 follows depends on the probe:
 
 * ``ga_memory``: the probe itself (bisector/data/repro/ga_memory_repro.py): its own files, the meter
-  library's and the contract embedded exactly as the bisect ran them (bisector.bisection.repro_embed), run
+  library's and the contract embedded exactly as the bisect ran them (bisector.repro.embed), run
   with the bisect's arguments on its device, the metric judged from its result; a run whose effective
   settings are not the bisect's (its results' ``probe.config``) is not judged;
 * any other Python probe (built-in or a script): its source and its sibling modules embedded, run
   with this run's arguments, the metric read from its result and printed;
 * an exit-code probe (``--probe-cmd``): a shell script running that command;
 * a command run (``-- CMD``): the user's command under the embedded command meter
-  (bisector/bisection/repro_command.py).
+  (bisector/repro/kinds.py).
 
 Every script prints the metric (or the exit code's meaning) and exits 0 for GOOD and 1 for BAD by the
 run's criterion (an exit-code probe's own code), so ``git bisect run`` can use it too. Nothing in it
@@ -29,9 +29,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional
 
-from bisector.bisection.repro_command import command_script
-from bisector.bisection.repro_embed import embedded, files_dict
-from bisector.bisection.repro_header import IndexUse, header, index_use, installs, sides   # noqa: F401 (re-exported)
+from bisector.repro.kinds import command_script
+from bisector.repro.embed import embedded, files_dict
+from bisector.repro.header import IndexUse, header, index_use, installs, sides   # noqa: F401 (re-exported)
 from bisector.bisection.wiring import job_spec
 from bisector.job.config import JobConfig
 from bisector.core.criterion import Compare, Direction
