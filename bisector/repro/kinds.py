@@ -1,104 +1,119 @@
-"""The repro script of a command run (``bisector run ... -- python train.py``): the user's command, unchanged,
-under the command meter embedded in the script (probes/command with the probes' meter library), so a
-maintainer gets the same numbers without bisector.
+"""Each kind's script (bisector.repro.probe_view.Kind): the settings its template (bisector/data/repro/
+<kind>_repro.py) is filled with, every one a Python literal (bisector.repro.template.assign) with its strings
+masked (bisector.redact), and the files it embeds.
 
-    good/bin/python repro.py              # the bisect's command, from the directory it ran in
-    good/bin/python repro.py -- CMD ...   # any other command, measured the same way
-
-It writes the meter's files to a temporary directory, runs the command through it with this interpreter's
-``bin`` first on ``PATH`` (so ``python``, ``torchrun`` and ``accelerate`` are the environment's), prints the
-metrics and the per-step values, and exits 0 for GOOD and 1 for BAD by the run's criterion (125 when the
-metric could not be measured: ``git bisect run``'s skip). Run by bisector to verify it, the metrics go to
-``$BISECTOR_RESULT`` too. Nothing in it imports bisector.
+* ``ga_memory``: the probe itself, its files embedded byte for byte, run with the bisect's arguments on its
+  device; the bisect's effective settings travel with it (a run in others is not judged);
+* ``command``: the user's command under the embedded command meter, with the files it names that can be
+  carried (bisector.repro.carry);
+* ``probe``: any other Python probe, its source (masked as the user's) and its helper modules embedded;
+* ``exit_code``: the exit-code command, word for word, judged by its exit code.
 """
 from __future__ import annotations
 
-from bisector.job.config import JobConfig
+from pathlib import Path
+from typing import Any, Optional
+
 from bisector.core.criterion import Direction
-from bisector.repro.embed import files_dict, probe_files
-from bisector.job.probe_spec import COMMAND_PROBE
+from bisector.core.result import BisectResult
+from bisector.job.config import JobConfig
+from bisector.redact import redact_text
+from bisector.repro import probe_view
+from bisector.repro.carry import Carry, carried_settings
+from bisector.repro.embed import embedded, files_dict, literal
+from bisector.repro.source_mask import masked
+from bisector.repro.template import assign
+from bisector.report.sides import shown
 
-_BODY = '''
-
-def _human(value, metric):
-    if metric.endswith("_seconds") or ".rank" in metric and metric.split(".")[0].endswith("_seconds"):
-        return f"{value:.4f} s"
-    if "bytes" in metric:
-        return f"{value / 2**20:.2f} MiB ({int(value)} B)"
-    return f"{value:g}"
-
-
-def main(argv):
-    command = argv[argv.index("--") + 1:] if "--" in argv else COMMAND
-    if not command:
-        sys.exit("repro: no command after --")
-    with tempfile.TemporaryDirectory(prefix="bisector-repro-") as tmp:
-        for rel, source in FILES.items():
-            path = os.path.join(tmp, *rel.split("/"))
-            os.makedirs(os.path.dirname(path), exist_ok=True)
-            with open(path, "wb") as fh:
-                fh.write(source if isinstance(source, bytes) else source.encode("utf-8"))
-        env = dict(os.environ)
-        env["PATH"] = os.path.dirname(sys.executable) + os.pathsep + env.get("PATH", "")
-        for key, value in ENV.items():
-            env.setdefault(key, value)
-        result = env.setdefault("BISECTOR_RESULT", os.path.join(tmp, "result.json"))
-        code = subprocess.call([sys.executable, os.path.join(tmp, "command", "__main__.py"), *METER_ARGS, "--",
-                                *command], env=env)
-        if code != 0:
-            print(f"the command exited {code}: nothing measured", file=sys.stderr)
-            return code if 0 < code < 128 else 1
-        with open(result) as fh:
-            found = json.load(fh)
-    if found.get("error"):
-        print(f"not measured: {found['error']}", file=sys.stderr)
-        return 125
-    metrics = found["metrics"]
-    print(f"measured {shlex.join(command)}: meter {found.get('meter')}, device {found.get('device', {}).get('type')}, "
-          f"torch {found.get('versions', {}).get('torch')}, {metrics.get('optimizer_steps', 0):g} optimizer steps, "
-          f"the first {found.get('measure_skip')} left out; metrics over {found.get('scope')}")
-    for name, value in metrics.items():
-        print(f"  {name:<32} {_human(value, name)}")
-    peaks = [s.get("peak_bytes", s.get("cuda_peak_allocated")) for s in found.get("steps", [])]
-    if any(p is not None for p in peaks):
-        print("  per step (peak bytes):", ", ".join("-" if p is None else str(p) for p in peaks))
-    if "--" in argv:
-        return 0
-    value = metrics.get(METRIC)
-    if value is None:
-        print(f"{METRIC} not measured: {found.get('absent', {}).get(METRIC, 'absent')}", file=sys.stderr)
-        return 125
-    bad = value > THRESHOLD if DIRECTION == "increase" else value < THRESHOLD
-    side = ">" if DIRECTION == "increase" else "<"
-    print(f"{METRIC} = {value:.6g}: {'BAD' if bad else 'GOOD'} (BAD when {side} {THRESHOLD:.6g})")
-    return 1 if bad and result.startswith(tmp) else 0   # run by bisector: it judges the result file
+_LOOP_FILE = {"accelerate": "ga_memory/_training/accelerate_loop.py", "trainer": "ga_memory/_training/trainer_loop.py"}
+SETTING_KEYS = ("loop", "arch", "sizes", "seq_lens", "layers", "heads", "vocab", "max_positions", "batch", "precisions",
+                "ga", "optimizer", "gradient_checkpointing", "use_reentrant", "use_cache", "attn", "shape",
+                "shape_hidden", "model_factory", "zero_grad_target", "zero_grad_policy", "max_grad_norm",
+                "lr_scheduler", "precision_via", "warmup_steps", "seed", "threads", "device")
 
 
-if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))
-'''
+def data(value: Any) -> Any:
+    """``value`` with every string in it masked (bisector.redact; the user's home kept: a path is a path)."""
+    if isinstance(value, str):
+        return redact_text(value, home=False)
+    if isinstance(value, list):
+        return [data(v) for v in value]
+    if isinstance(value, tuple):
+        return tuple(data(v) for v in value)
+    if isinstance(value, dict):
+        return {data(k): data(v) for k, v in value.items()}
+    return value
 
 
-def meter_files() -> dict[str, str]:
-    """The command meter's files as the script embeds them: relative path under probes/ -> source."""
-    return {rel: f.read_text() for rel, f in probe_files(COMMAND_PROBE)}
+def setting(name: str, value: Any, comment: str = "") -> str:
+    """A settings line: ``NAME = <literal>`` of ``value``, masked."""
+    return assign(name, data(value), comment)
 
 
-def command_script(config: JobConfig, head: list[str], metric: str, threshold: float, direction: Direction,
-                   package: str, device: str) -> str:
-    """The command run's repro (see the module): the header, the command, the meter's files, the judge."""
-    probe = config.probe
+def _judge(metric: Optional[str], threshold: Optional[float], direction: Direction) -> str:
+    return setting("METRIC, THRESHOLD, DIRECTION", (metric, threshold, direction.value))
+
+
+def ga_memory_parts(result: BisectResult, config: JobConfig, metric: str, threshold: float,
+                    direction: Direction) -> dict[str, list[str]]:
+    settings = shown(result).probe.config or {}
+    device = settings.get("device") or ("cuda" if "cuda" in (shown(result).last_good.env.meter or "") else "cpu")
+    bisect = {k: settings[k] for k in SETTING_KEYS if k in settings}
+    loop = _LOOP_FILE.get(settings.get("loop"), _LOOP_FILE["accelerate"])
+    meter = "_meters/cuda.py" if device == "cuda" else "_meters/cpu.py"
+    return {"settings": [
+        setting("ARGS", probe_view.probe_args(config), "the bisect's probe arguments"), setting("DEVICE", device),
+        f"# what measures: the loop in FILES[{loop!r}], the meter in FILES[{meter!r}]",
+        _judge(metric, threshold, direction),
+        "# the bisect's effective settings, as its results said (a run in another is not judged)",
+        setting("BISECT_SETTINGS", bisect)],
+        "files": files_dict(probe_view.builtin_probe_files(probe_view.GA_MEMORY),
+                            "the probe's files as the bisect ran them (see above)")}
+
+
+def command_parts(config: JobConfig, metric: str, threshold: float, direction: Direction, package: str,
+                  device: str, carried: Carry) -> dict[str, list[str]]:
     env = {"BISECTOR_PACKAGE": package, "BISECTOR_DEVICE": device}
-    return "\n".join([
-        "#!/usr/bin/env python3", *head,
-        "# Run it from the directory the bisect ran in (the command's paths are relative to it).",
-        f'"""Runs {probe.label().removeprefix("command: ")!r} unchanged under the command meter embedded below '
-        f'and judges {metric} (python SCRIPT -- CMD measures any other command)."""',
-        "import base64", "import json", "import os", "import shlex", "import subprocess", "import sys", "import tempfile",
-        "",
-        f"COMMAND = {list(probe.command)!r}",
-        f"METER_ARGS = {probe.meter_args()!r}",
-        f"METRIC, THRESHOLD, DIRECTION = {metric!r}, {threshold!r}, {direction.value!r}",
-        f"ENV = {env!r}   # what bisector told the command (set only where the environment does not say)",
-        *files_dict(COMMAND_PROBE, "the command meter (probes/command) and the probes' meter library, as bisector ran "
-                                   "them"), _BODY])
+    return {"settings": [
+        setting("COMMAND", probe_view.command_words(config), "the bisect's command, word for word"),
+        setting("METER_ARGS", probe_view.meter_args(config)), _judge(metric, threshold, direction),
+        setting("ENV", env, "what bisector told the command (set only where the environment does not say)"),
+        *carried_settings(carried)],
+        "files": files_dict(probe_view.meter_probe_files(), "the command meter (probes/command) and the probes' meter "
+                                                            "library, as bisector ran them")}
+
+
+def _source(path: Path, own: bool) -> str:
+    """A probe file as a literal: bisector's own byte for byte, a user's masked (its Python still parses)."""
+    if not own:
+        try:
+            text = path.read_text(encoding="utf-8")
+        except (UnicodeDecodeError, ValueError):
+            text = None
+        shown_text = masked(text, python=True) if text is not None else None
+        if shown_text is not None:
+            return literal(shown_text)
+    return embedded(path)
+
+
+def probe_parts(config: JobConfig, metric: Optional[str], threshold: Optional[float], direction: Direction,
+                package: str) -> dict[str, list[str]]:
+    script = probe_view.probe_script(config)
+    own = probe_view.kind_is_builtin(config)
+    siblings = {f.stem: _source(f, own) for f in probe_view.probe_script_files(config) if f != script}
+    env = {"BISECTOR_PACKAGE": package, "BISECTOR_DEVICE": "cpu", "BISECTOR_CPUS": "1"}
+    return {"settings": [
+        setting("ARGS", probe_view.probe_args(config), "the bisect's probe arguments"),
+        _judge(metric, threshold, direction),
+        setting("ENV", env, "what bisector told the probe (set only where the environment does not say)"),
+        setting("PROBE_NAME", script.name),
+        "MODULES = {   # the probe's own helper modules: name -> source",
+        *(f"    {name!r}: {src}," for name, src in sorted(siblings.items())), "}",
+        f"PROBE = {_source(script, own)}   # the probe's source"]}
+
+
+def exit_code_parts(config: JobConfig, package: str) -> dict[str, list[str]]:
+    return {"settings": [
+        setting("COMMAND", probe_view.exit_code_words(config), "the bisect's command, word for word"),
+        setting("ENV", {"BISECTOR_PACKAGE": package}, "what bisector told the command (set only where the "
+                                                      "environment does not say)")]}

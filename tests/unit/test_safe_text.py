@@ -17,7 +17,7 @@ from hypothesis import given, settings, strategies as st
 from markdown_it import MarkdownIt
 
 from bisector.repro.embed import embedded
-from bisector.repro.script import header, installs
+from bisector.repro.header import header, installs
 from bisector.core.result import BisectResult
 from bisector.core.points import Point
 from bisector.errors import UsageError
@@ -130,7 +130,7 @@ def test_the_header_installs_only_requirements_with_one_git_suffix(url):
     s = _result(url, ENV)
     reqs = installs(s, s.last_good, None)
     assert reqs == ["torch==2.13.0", "git+https://github.com/o/acc.git@" + "a" * 40, "numpy==1.26.4"]
-    head = "\n".join(header(s, "r.py", "exit 0", None, False))
+    head = "\n".join(header(s, "r.py", "exit 0", None))
     assert "torch from==" not in head and "/opt/py" not in head and ".git.git" not in head and "weird==" not in head
     assert "(torch 2.13.0+cpu, pinned as its release; torch from: bisector's interpreter; weird: as of the candidate)" in head
 
@@ -139,11 +139,11 @@ def test_a_local_clone_is_a_placeholder_the_header_explains():
     s = _result(None, ENV)
     reqs = installs(s, s.first_bad, "/src/clones/acc")
     assert "git+${REPO_URL}@" + "b" * 40 in reqs
-    head = "\n".join(header(s, "r.py", "exit 0", "/src/clones/acc", False))
+    head = "\n".join(header(s, "r.py", "exit 0", "/src/clones/acc"))
     assert "/src/clones" not in head and "export REPO_URL=file:///path/to/clone" in head
     assert '"git+${REPO_URL}@' + "b" * 40 + '"' in head and '--repo "$REPO_URL"' in head
     hostile = _result(None, {**ENV, "acc": "x"}).model_copy(update={"command": "bisector run --good 'a\u202e\x1b[2J'"})
-    lines = header(hostile, "r.py", "exit 0", None, False)
+    lines = header(hostile, "r.py", "exit 0", None)
     assert all(line.startswith("#") for line in lines) and not ACTING.search("\n".join(lines))
 
 
