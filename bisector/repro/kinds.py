@@ -77,6 +77,7 @@ def command_parts(config: JobConfig, metric: str, threshold: float, direction: D
     return {"settings": [
         setting("COMMAND", probe_view.command_words(config), "the bisect's command, word for word"),
         setting("METER_ARGS", probe_view.meter_args(config)), _judge(metric, threshold, direction),
+        setting("CRASH_IS_BAD", config.criterion.crash_is_bad, "the run's rule for a command that fails"),
         setting("ENV", env, "what bisector told the command (set only where the environment does not say)"),
         *carried_settings(carried)],
         "files": files_dict(probe_view.meter_probe_files(), "the command meter (probes/command) and the probes' meter "

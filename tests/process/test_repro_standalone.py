@@ -108,6 +108,10 @@ def test_a_file_already_beside_it_is_kept_and_a_changed_script_is_refused(tmp_pa
     assert "repro: conf.json here is not the one the bisect ran (sha256 " in ran.stderr
     assert (script.parent / "conf.json").read_text() == '{"mb": 1}\n'
     assert ran.returncode == 0 and ran.stdout.strip().endswith(": GOOD (BAD when > 2.86 MiB)"), ran.stderr[-2000:]
+    (script.parent / "conf.json").write_text("{")   # a command that fails is judged as the bisect judged it: skipped
+    failed = _run(script, cwd=script.parent)
+    assert failed.returncode == 125 and failed.stderr.endswith(
+        "the command exited 1: nothing measured; not judged (exit 125), as the bisect skipped a failure\n")
 
 
 def test_every_kind_refuses_an_argument_it_does_not_take_in_one_line(tmp_path):

@@ -2,7 +2,8 @@
 train.py --config conf.json --data data``) and its ``report --repro``; then only repro.py, copied into an empty
 directory, its own ``# $`` install lines run there one by one in bash, as printed, and the script run in each
 fresh venv. It writes train.py and conf.json beside itself (carried, each with its sha256), says that data/ is not
-carried and, once data/ is put there as its header says, gives GOOD (exit 0) in the good venv and BAD (exit 1) in
+carried (without it the command fails: not judged, exit 125, as the bisect skipped a failure) and, once
+data/ is put there as its header says, gives GOOD (exit 0) in the good venv and BAD (exit 1) in
 the bad one. The stand-ins are the ones bisector's own verification uses, for the same reasons: ``python3`` is
 this interpreter (the header names its version) and its torch is made visible in each venv (a .pth) instead of a
 download of gigabytes; the index is the loopback one the bisect installed from."""
@@ -117,8 +118,9 @@ def test_the_repro_alone_in_an_empty_directory_reproduces_in_venvs_from_its_own_
                               timeout=300)
 
     missing = repro("good")   # data/ is not there yet: the command fails, and the script says what it lacks
-    assert missing.returncode != 0 and "No such file or directory: 'data/seed.bin'" in missing.stderr
-    assert "(it may need what this script does not carry: data/ (a directory))" in missing.stderr
+    assert missing.returncode == 125 and "No such file or directory: 'data/seed.bin'" in missing.stderr
+    assert ("the command exited 1: nothing measured; not judged (exit 125), as the bisect skipped a failure\n"
+            "(it may need what this script does not carry: data/ (a directory))\n") in missing.stderr
     assert (maint / "train.py").read_text() == (work / "train.py").read_text()
     assert (maint / "conf.json").read_text() == (work / "conf.json").read_text()
     shutil.copytree(work / "data", maint / "data")   # as the header says

@@ -31,7 +31,7 @@ WORD = st.lists(st.one_of(st.sampled_from(BREAKING), st.characters(), st.charact
                 max_size=12).map("".join)
 WORDS = st.lists(WORD, min_size=1, max_size=4)
 SETTINGS = {"ARGS", "DEVICE", "METRIC", "THRESHOLD", "DIRECTION", "BISECT_SETTINGS", "COMMAND", "METER_ARGS", "ENV",
-            "CARRIED", "NOT_CARRIED", "PROBE_NAME", "MODULES", "PROBE", "UNITS", "DECLARED_UNITS", "FILES"}
+            "CARRIED", "NOT_CARRIED", "CRASH_IS_BAD", "PROBE_NAME", "MODULES", "PROBE", "UNITS", "DECLARED_UNITS", "FILES"}
 COOKIE = re.compile(r"^[ \t\f]*#.*?coding[:=][ \t]*([-\w.]+)", re.ASCII)   # PEP 263, as the tokenizer reads it
 GA_CONFIG = {"loop": "accelerate", "sizes": [64, 128], "device": "cpu"}
 

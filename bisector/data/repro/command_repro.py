@@ -16,8 +16,9 @@ could not carry (NOT_CARRIED: data files, directories, paths elsewhere, files ov
 put there by hand, as the header says. The command runs with this interpreter's ``bin`` first on ``PATH``
 (so ``python``, ``torchrun`` and ``accelerate`` are this environment's); the script prints the metrics and
 the per-step values, and exits 0 for GOOD and 1 for BAD by the run's criterion (125 when the metric could
-not be measured: ``git bisect run``'s skip; the command's own exit code when it failed). Run by bisector to
-verify it, the metrics go to ``$BISECTOR_RESULT`` too. Nothing in it imports bisector.
+not be measured: ``git bisect run``'s skip; a command that fails is BAD only where the run said so,
+CRASH_IS_BAD, else 125 as the bisect skipped it). Run by bisector to verify it, the metrics go to
+``$BISECTOR_RESULT`` too. Nothing in it imports bisector.
 """
 import base64  # noqa: F401 (the embedded files below may be written from base64)
 import hashlib
@@ -34,6 +35,7 @@ USAGE = " [-- COMMAND ...]"   # (no arguments: the bisect's command)
 COMMAND = ["python", "train.py"]   # the bisect's command, word for word
 METER_ARGS = ["--measure-skip", "1", "--meter", "tensors"]
 METRIC, THRESHOLD, DIRECTION = "step_peak_bytes", 1.0, "increase"
+CRASH_IS_BAD = False   # the run's rule for a command that fails
 ENV = {}   # what bisector told the command (set only where the environment does not say)
 CARRIED = {}   # the files the command names that this script carries: path -> {"sha256", "mode", "source"}
 NOT_CARRIED = []   # what else the command names: each with why it is not carried
@@ -80,12 +82,14 @@ def main(argv):
         result = env.setdefault("BISECTOR_RESULT", os.path.join(tmp, "result.json"))
         code = subprocess.call([sys.executable, os.path.join(tmp, "command", "__main__.py"), *METER_ARGS, "--",
                                 *command], env=env, cwd=None if other else here)
-        if code != 0:
-            print(f"the command exited {code}: nothing measured", file=sys.stderr)
+        if code != 0:   # judged as the bisect judged a failure: BAD with --crash-is-bad, else skipped
+            print(f"the command exited {code}: nothing measured; " + (
+                "BAD, as the run's rule says of a failure (--crash-is-bad)" if CRASH_IS_BAD else
+                "not judged (exit 125), as the bisect skipped a failure"), file=sys.stderr)
             if NOT_CARRIED and other is None:
                 print("(it may need what this script does not carry: " + "; ".join(map(shown, NOT_CARRIED)) + ")",
                       file=sys.stderr)
-            return code if 0 < code < 128 else 1
+            return 1 if CRASH_IS_BAD and other is None else 125
         with open(result) as fh:
             found = json.load(fh)
     if found.get("error"):
