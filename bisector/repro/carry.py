@@ -153,9 +153,9 @@ def header_lines(c: Carry, name: str) -> list[str]:
     out = ["The command runs in the directory this script is in."]
     if c.files:
         masked = [f.rel for f in c.files if f.masked]
+        each = ", ".join(f"{f.rel} ({human_bytes(len(f.text.encode()))}, sha256 {f.sha256})" for f in c.files)
         out.append(f"{name} carries the files the command names there and writes each beside itself when it runs "
-                   "(a file already there is kept): " + ", ".join(f"{f.rel} ({human_bytes(len(f.text.encode()))}, sha256 "
-                                                          f"{f.sha256})" for f in c.files) + "."
+                   f"(a file already there is kept): {each}."
                    + (f" Secrets in {', '.join(masked)} are masked as ***: put yours back." if masked else ""))
     if c.left_out:
         out.append(f"Not carried (put each there by hand, at the path the command names, before running it): "

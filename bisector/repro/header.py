@@ -243,7 +243,8 @@ def _word(text: Optional[str]) -> str:
     return text if text and re.fullmatch(r"[\w.+-]+", text, re.ASCII) else "?"
 
 
-def header(result: BisectResult, name: str, expect: str, repo: Optional[str], index: Optional[IndexUse] = None, files: Optional[list[str]] = None) -> list[str]:
+def header(result: BisectResult, name: str, expect: str, repo: Optional[str], index: Optional[IndexUse] = None,
+           files: Optional[list[str]] = None) -> list[str]:
     """The comment block: the step, each side, what the script carries of the command's files (``files``: prose),
     the index, the install lines, the run lines, what to expect."""
     s, good, bad = sides(result)

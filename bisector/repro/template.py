@@ -76,4 +76,6 @@ def fill(template: str, parts: dict[str, list[str]], declared: dict[str, str]) -
     given = {**parts, **{name: _shared(name, declared) for name in SHARED if name in marked}}
     if sorted(marked) != sorted(given) or len(set(marked)) != len(marked):
         raise ValueError(f"{template} marks {sorted(marked)}, given {sorted(given)}")
-    return _PART.sub(lambda m: "\n".join(given[m[1]]) + "\n", text)
+    out = _PART.sub(lambda m: "\n".join(given[m[1]]) + "\n", text)
+    ast.parse(out, template)   # (never a script that does not parse: a SyntaxError is bisector's own fault)
+    return out

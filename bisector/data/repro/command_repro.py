@@ -98,8 +98,8 @@ def main(argv):
     metrics = found["metrics"]
     print(f"measured {shown(shlex.join(command))}: meter {found.get('meter')}, device "
           f"{found.get('device', {}).get('type')}, torch {found.get('versions', {}).get('torch')}, "
-          f"{metrics.get('optimizer_steps', 0):g} optimizer steps, the first {found.get('measure_skip')} left out; "
-          f"metrics over {found.get('scope')}")
+          f"{human(metrics.get('optimizer_steps', 0), 'optimizer_steps')} optimizer steps, the first "
+          f"{found.get('measure_skip')} left out; metrics over {found.get('scope')}")
     for name, value in metrics.items():
         print(f"  {name:<32} {human(value, name)}")
     peaks = [s.get("peak_bytes", s.get("cuda_peak_allocated")) for s in found.get("steps", [])]
