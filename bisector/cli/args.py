@@ -15,7 +15,7 @@ RUN, MATRIX = "run", "matrix"
 KINDS = [kind.value for kind in RunKind]   # --kind of log, report and runs
 PROBE_ARG_HELP = ("one argument for the probe, added after the job's: --probe-arg=--loop=accelerate "
                   "(a value starting with '-' also works as the next word); repeatable")
-VALUE_FLAGS_TAKING_DASHES = ("--probe-arg", "--a-arg", "--b-arg")   # values may start with '-' (glue_dash_values)
+VALUE_FLAGS_TAKING_DASHES = ("--probe-arg", "--a-arg", "--b-arg", "--a-env", "--b-env")   # values may start with '-' (glue_dash_values)
 
 # flag, argparse options, help for `run`, help for `matrix` (None: not a matrix flag)
 CRITERION_FLAGS: list[tuple[str, dict[str, Any], str, Optional[str]]] = [

@@ -33,6 +33,7 @@ def diff_input(args: argparse.Namespace) -> DiffInput:
                  for flag, *_ in CRITERION_FLAGS}
     return DiffInput(package=args.package, pins=args.with_, a_pins=args.a_with, b_pins=args.b_with,
                      a_lock=args.a_lock, b_lock=args.b_lock, a_args=args.a_arg, b_args=args.b_arg,
+                     a_env=args.a_env, b_env=args.b_env,
                      probe=probe_overrides(args), criterion=criterion, env=args.env, index_url=args.index_url,
                      follow=args.follow, follow_repo=args.follow_repo)
 

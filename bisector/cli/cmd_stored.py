@@ -9,8 +9,8 @@ from collections import Counter
 from pathlib import Path
 from typing import Optional
 
-from bisector.bisection.repro_check import record, verify
-from bisector.bisection.repro_script import repro_script
+from bisector.repro.verify import record, verify
+from bisector.repro.compose import repro_script
 from bisector.cli.resumed import shown
 from bisector.cli.run_kinds import log_text, pick_run, report_text
 from bisector.console.live import progress_for, showing
@@ -18,7 +18,6 @@ from bisector.console.progress import console_width, wrapped
 from bisector.errors import UsageError
 from bisector.job.config import JobConfig
 from bisector.paths import default_store_path
-from bisector.redact import redact_text
 from bisector.report.culprit_lines import through_companion
 from bisector.report.render import load_result, render, write_reports
 from bisector.report.text import render_output
@@ -123,7 +122,7 @@ def cmd_report(args) -> int:
 
 def _repro(args, store: Store) -> int:
     """Write the run's repro script to --repro, build two fresh environments from its install lines and run
-    it in each (bisection.repro_check), store what it printed in the run and print the report; exit 0 when
+    it in each (repro.verify), store what it printed in the run and print the report; exit 0 when
     it reproduces the step, 3 when not."""
     result = load_result(store, args.run)
     run = store.get_run(result.run_id)
@@ -131,8 +130,9 @@ def _repro(args, store: Store) -> int:
     config = JobConfig.model_validate((store.get_run(followed.run_id) if followed else run).config)
     path: Path = args.repro
     script = repro_script(result, config, path.name)
-    # attached to a public issue: no secret in it; a new file renamed into place, executable
-    write_atomic(path, redact_text(script.text, home=False), mode=0o755)
+    # attached to a public issue: masked part by part as it was made (never as a whole: the files it embeds are
+    # written back byte for byte); a new file renamed into place, executable
+    write_atomic(path, script.text, mode=0o755)
     print(f"wrote {one_line(str(path))}; running it in fresh environments built from its header", file=sys.stderr)
     with pages_read_once(), showing(progress_for()):
         repro = verify(store, result, config, path, script, args.cache_dir)

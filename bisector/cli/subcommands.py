@@ -159,7 +159,10 @@ def _diff_parser(sub) -> None:
         g.add_argument(f"--{side}-with", action="append", default=[], metavar="PKG==VERSION", help=f"a pin of {up}")
         g.add_argument(f"--{side}-lock", type=Path, metavar="FILE", help=f"{up}'s pins, in pip freeze format")
         g.add_argument(f"--{side}-arg", action="append", default=[], metavar="ARG",
-                       help=f"a probe argument of {up}, after the shared ones: --{side}-arg=--loop=trainer; repeatable")
+                       help=f"a probe argument of {up}, after the shared ones: --{side}-arg=--loop=trainer (with -- CMD: "
+                            f"a word after your program's own: --{side}-arg=--bf16); repeatable")
+        g.add_argument(f"--{side}-env", action="append", default=[], metavar="NAME=VALUE",
+                       help=f"an environment variable {up} runs with (ACCELERATE_MIXED_PRECISION=bf16); repeatable")
     g.add_argument("--follow", action="store_true", help="when one package is the difference, bisect it")
     g.add_argument("--follow-repo", metavar="REPO", help="that package's repository, to follow it to its commits")
     add_env_and_probe_flags(p, g)

@@ -18,6 +18,7 @@ class ChangeKind(enum.StrEnum):
     PACKAGE = "package"       # another package's version
     ARG = "arg"               # a probe argument, as given
     KNOB = "knob"             # a probe setting as the probe reports it (``knobs`` in its result)
+    ENV = "env"               # an environment variable the probe (your program) runs with
 
 
 class Change(BaseModel):

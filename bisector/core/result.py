@@ -51,7 +51,8 @@ class Repro(BaseModel):
     """The standalone script ``bisector report --repro FILE`` wrote, run in two fresh environments built
     from its own install lines: ``verified`` when it gives the bisect's verdicts there (GOOD, then BAD);
     ``how``: what stood in for what the lines name (the bisect's torch, a local clone), in words;
-    ``sha256``: the script verified (the same script is not verified twice)."""
+    ``sha256``: the script verified (the same script is not verified twice); ``left_out``: what the command
+    names that the script could not carry (a directory, a data file: each with why), to be provided by hand."""
 
     path: str
     last_good: ReproSide
@@ -61,11 +62,12 @@ class Repro(BaseModel):
     threshold: Optional[float] = None
     how: list[str] = []
     sha256: Optional[str] = None
+    left_out: list[str] = []
 
     @model_serializer(mode="wrap")
     def _only_what_is_known(self, handler):   # a record made before fresh-venv verification reads as it did
         data = handler(self)
-        for key in ("how", "sha256"):
+        for key in ("how", "sha256", "left_out"):
             if not getattr(self, key):
                 data.pop(key, None)
         return data

@@ -21,6 +21,7 @@ from bisector.core.criterion import Calibrated, calibrate, needs_endpoints
 from bisector.core.ddmin import Subset, Trial as Outcome, single_bound, worst_bound
 from bisector.core.measurement import Status, metric_value
 from bisector.core.points import Step
+from bisector.core.units import human_value
 from bisector.core.verdict import Verdict
 from bisector.difference.knobs import expand_loop
 from bisector.difference.diff_model import DiffJob, DiffResult, DiffStatus, Setup
@@ -55,7 +56,7 @@ class Differ:
         key = setup.model_dump_json()
         if key not in self.measurers:
             spec = self.spec.over({n: f"=={v}" for n, v in setup.packages.items()}, self.job.index_url)
-            probe = self.job.probe.model_copy(update={"args": [*self.job.probe.args, *setup.args]})
+            probe = self.job.probe.with_args(setup.args, setup.env)
             self.measurers[key] = self.engine.measurer(spec, probe, self.job.index_url, self.run_id)
         return self.measurers[key]
 
@@ -147,6 +148,8 @@ class _Search:
             missing = [name for name, v in values.items() if v is None]
             if missing:
                 return self.unmeasured(missing, ends)
+            if crit.auto and abs(values["A"] - values["B"]) <= max(crit.noise, 1e-12):
+                return self.same(values, ends)
             calibrated = calibrate(crit, values["A"], values["B"])
         else:
             calibrated = calibrate(crit)
@@ -164,6 +167,17 @@ class _Search:
         ta.side, tb.side = "A", "B"
         self.expand(calibrated, ja, jb)
         return self.search(calibrated)
+
+    def same(self, values: dict[str, float], ends: dict[str, Setup]) -> DiffResult:
+        """Both ends measure the same (auto has no midpoint to judge by): an answer, with what was compared."""
+        metric = self.job.criterion.metric
+        level = calibrate(self.job.criterion.model_copy(update={"auto": False, "threshold": values["A"]}))
+        for name in ("A", "B"):
+            self.d.trial(name, ends[name], [], level, {})
+        shown = " and ".join(f"{name} {human_value(values[name], metric)}" for name in ("A", "B"))
+        return self.result(f"{metric} (auto: midway between A and B)", DiffStatus.NO_DIFFERENCE,
+                           f"A and B measure the same {metric} ({shown}, within {self.job.criterion.noise:g}): there "
+                           "is no difference to explain")
 
     def unmeasured(self, missing: list[str], ends: dict[str, Setup]) -> DiffResult:
         """An end gave no value, so there is no threshold: record those ends (SKIP) and say why."""

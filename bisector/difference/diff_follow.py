@@ -43,6 +43,6 @@ def follow_config(job: DiffJob, result: DiffResult, cache_dir: Optional[Path] = 
     good, bad = (newer, older) if find_fix else (older, newer)
     base = JobConfig(job=JobSection(package=job.package, good=good, bad=bad, env=job.env, index_url=job.index_url,
                                     follow_repo=job.follow_repo),
-                     probe=job.probe.model_copy(update={"args": [*job.probe.args, *start.args]}), criterion=crit,
+                     probe=job.probe.with_args(start.args, start.env), criterion=crit,
                      run=RunSection(cache_dir=cache_dir, env_backend=env_backend))
     return follow_job(base, change.name, good, bad, pins, Mode.AUTO if job.follow_repo else Mode.RELEASES, find_fix)

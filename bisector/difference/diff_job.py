@@ -7,6 +7,7 @@ is a change only when the sides pin different versions (each side's torch then b
 """
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Optional
@@ -21,7 +22,7 @@ from bisector.difference.setups import changes_between, package_under_test, pars
 from bisector.envs import TORCH, EnvSpec, load_env_spec
 from bisector.envs import choose_torch
 from bisector.envs import HEAVY
-from bisector.errors import UsageError
+from bisector.errors import UsageError, cut
 from bisector.job.probe import ProbeBase, probe_from
 from bisector.sources.index import find_release, list_releases, release_candidate
 from bisector.sources.installer_config import resolve_index_url
@@ -38,6 +39,8 @@ class DiffInput:
     b_lock: Optional[Path] = None
     a_args: Iterable[str] = ()
     b_args: Iterable[str] = ()
+    a_env: Iterable[str] = ()   # NAME=VALUE, the side's environment variables
+    b_env: Iterable[str] = ()
     probe: dict[str, Any] = field(default_factory=dict)
     criterion: dict[str, Any] = field(default_factory=dict)
     env: Optional[str] = None
@@ -93,8 +96,19 @@ def _sides(given: DiffInput) -> tuple[str, str, Setup, Setup, list[str]]:
     b_kept, b_dropped = _base_names(b, a)
     dropped = sorted(set(a_dropped) | set(b_dropped))
     notes = [f"left out (they come with torch from the base): {', '.join(dropped)}"] if dropped else []
-    return name, version, Setup(packages=a_kept, args=list(given.a_args)), \
-        Setup(packages=b_kept, args=list(given.b_args)), notes
+    return name, version, Setup(packages=a_kept, args=list(given.a_args), env=_variables("--a-env", given.a_env)), \
+        Setup(packages=b_kept, args=list(given.b_args), env=_variables("--b-env", given.b_env)), notes
+
+
+def _variables(flag: str, given: Iterable[str]) -> dict[str, str]:
+    """``NAME=VALUE`` words as a side's environment variables; UsageError naming the flag."""
+    out = {}
+    for word in given:
+        name, sep, value = str(word).partition("=")
+        if not sep or not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]{0,127}", name) or "\x00" in value:
+            raise UsageError(f"{flag} {cut(str(word))!r} is not NAME=VALUE (an environment variable of that side)")
+        out[name] = value
+    return out
 
 
 def _exists(index_url: str, name: str, version: str) -> Candidate:
@@ -108,7 +122,7 @@ def check(given: DiffInput) -> CheckedDiff:
     """The checked diff (see the module); UsageError (one line) for anything wrong."""
     name, version, a, b, notes = _sides(given)
     if a == b:
-        raise UsageError("A and B are the same setup (same pins, same probe arguments): nothing to compare")
+        raise UsageError("A and B are the same setup (same pins, probe arguments and variables): nothing to compare")
     probe = validated(probe_from, layer({"probe": {"name": "ga_memory"}}, {"probe": given.probe})["probe"],
                       "command line")
     probe.script()  # an unknown probe is a usage error before any work

@@ -6,7 +6,7 @@ import enum
 import hashlib
 from typing import Any, Optional
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, model_serializer
 
 from bisector.core.changes import Change, Trial
 from bisector.core.criterion import Criterion
@@ -25,6 +25,15 @@ class Setup(BaseModel):
 
     packages: dict[str, str] = {}
     args: list[str] = []
+    env: dict[str, str] = {}   # environment variables of this side (--a-env NAME=VALUE)
+
+    @model_serializer(mode="wrap")
+    def _without_empty_env(self, handler):
+        """A side without variables keeps the shape (and a diff its config hash) it had before they existed."""
+        out = handler(self)
+        if not self.env:
+            out.pop("env", None)
+        return out
 
 
 class DiffJob(BaseModel):

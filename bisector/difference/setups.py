@@ -80,7 +80,9 @@ def changes_between(a: Setup, b: Setup) -> list[Change]:
     names = sorted(set(a.packages) | set(b.packages))
     packages = [Change(kind=ChangeKind.PACKAGE, name=n, a=a.packages.get(n), b=b.packages.get(n))
                 for n in names if a.packages.get(n) != b.packages.get(n)]
-    return packages + arg_changes(a.args, b.args)
+    env = [Change(kind=ChangeKind.ENV, name=n, a=a.env.get(n), b=b.env.get(n))
+           for n in sorted(set(a.env) | set(b.env)) if a.env.get(n) != b.env.get(n)]
+    return packages + arg_changes(a.args, b.args) + env
 
 
 def trial_setup(start: Setup, applied: list[Change], to_b: bool) -> Setup:
@@ -92,8 +94,15 @@ def trial_setup(start: Setup, applied: list[Change], to_b: bool) -> Setup:
             packages.pop(c.name, None)
         elif c.kind is ChangeKind.PACKAGE:
             packages[c.name] = value
-    args = apply_args(start.args, [c for c in applied if c.kind is not ChangeKind.PACKAGE], to_b)
-    return Setup(packages=packages, args=args)
+    env = dict(start.env)
+    for c in (c for c in applied if c.kind is ChangeKind.ENV):
+        value = c.b if to_b else c.a
+        if value is None:
+            env.pop(c.name, None)
+        else:
+            env[c.name] = value
+    args = apply_args(start.args, [c for c in applied if c.kind in (ChangeKind.ARG, ChangeKind.KNOB)], to_b)
+    return Setup(packages=packages, args=args, env=env)
 
 
 def short(c: Change, to_b: bool) -> str:
@@ -101,8 +110,8 @@ def short(c: Change, to_b: bool) -> str:
     value = c.b if to_b else c.a
     if c.kind is ChangeKind.PACKAGE:
         return f"{c.name}=={value}" if value is not None else f"no {c.name}"
-    if c.kind is ChangeKind.KNOB:
-        return f"{c.name}={value}"
+    if c.kind in (ChangeKind.KNOB, ChangeKind.ENV):
+        return f"{c.name}={value}" if value is not None else f"without {c.name}"
     return c.name if value == "" else f"without {c.name}" if value is None else f"{c.name}={value}"
 
 

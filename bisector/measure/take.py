@@ -163,7 +163,7 @@ def warm_identity(env: Environment) -> str:
 
 def _run(job: TakeJob, env: Environment, gpu_slot: GpuSlot, extra: Optional[dict[str, str]] = None,
          warm: Optional[WarmPool] = None) -> ProbeOutcome:
-    probe_env = {**probe_environment(job, env), **(extra or {})}
+    probe_env = {**probe_environment(job, env), **job.probe.env, **(extra or {})}
     with gpu_slot() as gpu:  # one probe per GPU; environments build without holding one
         if gpu is not None:
             probe_env["CUDA_VISIBLE_DEVICES"] = gpu

@@ -118,8 +118,11 @@ def repro_said(r: BisectResult, code: Callable[[str], str] = md_code) -> Optiona
         return f"{value} at {name} ({x.verdict.value.upper()}{why})"
 
     said = "reproduces it" if rp.verified else "does not reproduce it"
+    needs = (f", and what it could not carry of the command's files, put beside it by hand as its header says: "
+             f"{', '.join(map(code, rp.left_out))}") if rp.left_out else ""
     return (f"the attached script {code(rp.path.rsplit('/', 1)[-1])} {said}: {side(rp.last_good, 'last good')}, "
-            f"{side(rp.first_bad, 'first bad')}; it needs no bisector (each side's install lines are in its header)")
+            f"{side(rp.first_bad, 'first bad')}; it needs no bisector (each side's install lines are in its header)"
+            f"{needs}")
 
 
 def repro_commands(r: BisectResult) -> tuple[Optional[str], Optional[str]]:

@@ -107,7 +107,7 @@ def test_repro_is_never_written_through_a_link_or_at_a_directory(hostile_run, ca
 def test_the_repro_header_installs_as_printed(hostile_run):
     """The script as ``report --repro`` writes it (made here without its verification, which builds fresh
     environments: tests/slow/test_repro_fresh_venvs.py)."""
-    from bisector.bisection.repro_script import repro_script
+    from bisector.repro.compose import repro_script
     from bisector.core.result import BisectResult
     from bisector.job.config import JobConfig
     from bisector.store.storage import Store

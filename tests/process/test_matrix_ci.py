@@ -13,6 +13,7 @@ import subprocess
 from pathlib import Path
 
 import yaml
+from tests.support.venvs import venv_over_this_interpreter
 
 ROOT = Path(__file__).resolve().parents[2]
 WORKFLOW = ROOT / "examples" / "nightly-matrix.yml"
@@ -104,8 +105,7 @@ def test_the_workflow_uploads_the_page_and_the_drafts_and_alerts_on_every_code()
 
 def test_the_gpu_job_fails_in_one_line_on_a_torch_that_is_not_a_cuda_build(tmp_path):
     """The GPU job's check, run as written in a workspace whose .venv has this machine's CPU torch."""
-    import sys
-    subprocess.run([sys.executable, "-m", "venv", "--system-site-packages", "--without-pip", tmp_path / ".venv"], check=True)
+    venv_over_this_interpreter(tmp_path / ".venv")
     context = {"vars.BISECTOR_SOURCE": "", "vars.TORCH_CUDA_INDEX": ""}
     done = run_step("Check the torch is a CUDA build", tmp_path, context, {"PYTHONPATH": ""}, job_name="matrix-gpu")
     assert done.returncode == 1 and done.stdout == "", done

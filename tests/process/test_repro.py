@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from bisector.bisection.repro_script import repro_script
+from bisector.repro.compose import repro_script
 from bisector.cli.main import main
 from bisector.job.config import JobConfig
 from bisector.core.result import BisectResult
@@ -165,12 +165,19 @@ def test_a_builtin_probe_travels_with_its_helper_modules(tmp_path):
     assert ran.returncode == 0 and ran.stdout.startswith("import_modules = ") and "GOOD" in ran.stdout, ran.stderr
 
 
-def test_an_exit_code_probe_is_its_command_in_a_shell_script():
+def test_an_exit_code_probe_is_its_command_word_for_word_and_its_exit_code(tmp_path):
+    """The command, as the bisect ran it (words, no shell, in a scratch directory, this environment's python first
+    on PATH), and its exit code is the script's."""
     config = JobConfig.model_validate({"job": {"package": "tinypkg", "good": "1.0", "bad": "1.6"},
-                                       "probe": {"cmd": "python repro.py --strict"}})
-    text = repro_script(_tiny_result().model_copy(update={"metric": None, "threshold": None}), config, "r.sh").text
-    assert text.startswith("#!/bin/sh\n") and text.rstrip().endswith("exec python repro.py --strict")
-    assert ". good/bin/activate && sh r.sh" in text and "0 GOOD, 125 SKIP, other 1-127 BAD" in text
+                                       "probe": {"cmd": "python -c 'import os, sys; sys.exit(len(os.listdir()) + 3)'"}})
+    script = tmp_path / "r.py"
+    script.write_text(repro_script(_tiny_result().model_copy(update={"metric": None, "threshold": None}), config,
+                                   script.name).text)
+    text = script.read_text()
+    assert "COMMAND = ['python', '-c', 'import os, sys; sys.exit(len(os.listdir()) + 3)']" in text
+    assert "#   good/bin/python r.py\n#   bad/bin/python r.py\n" in text and "0 GOOD, 125 SKIP" in text
+    ran = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=60, cwd=tmp_path)
+    assert (ran.returncode, ran.stderr) == (3, "exit 3: BAD\n")   # (an empty scratch directory: 0 files + 3)
 
 
 def test_bad_input_to_repro_is_one_line_and_writes_nothing(tmp_path, capsys):

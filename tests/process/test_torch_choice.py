@@ -24,6 +24,7 @@ from bisector.sources import install_route
 from bisector.errors import UsageError
 from bisector.sources.installer_config import uv_binary
 from tests.support.pkgindex import LocalIndex, build_wheel
+from tests.support.venvs import venv_over_this_interpreter
 
 T0 = dt.datetime(2024, 3, 1, tzinfo=dt.timezone.utc)
 SPEC = EnvSpec(name="s", companions={"transformers": "as-of-candidate"})
@@ -125,8 +126,7 @@ def test_a_torch_already_here_is_the_first_choice_and_its_command_runs_as_printe
     _no_pip_config(monkeypatch, tmp_path / "links", home=tmp_path / "home")
     monkeypatch.setattr(torch_choice, "interpreter_torch", lambda: None)
     venv = tmp_path / "tool"   # a fresh environment standing for bisector's own, to run the advice in
-    subprocess.run([sys.executable, "-m", "venv", "--system-site-packages", "--without-pip", venv], check=True)
-    python = venv / "bin" / "python"
+    python = venv_over_this_interpreter(venv)
     text = _advice(python, url)
     assert text.split("Choose: ", 1)[1].startswith("--torch 2.0.0+cpu (a wheel pip's configuration offers locally: "
                                                    "no download")

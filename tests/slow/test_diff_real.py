@@ -158,3 +158,45 @@ def test_a_diff_killed_outright_is_continued_by_the_same_command_under_its_id(in
     assert out["status"] == "found" and out["measurements_reused"] >= 1
     rows = [line for line in cli("runs", "--store", str(tmp_path / "s.db")).stdout.splitlines() if " diff " in line]
     assert len(rows) == 1 and rows[0].startswith(stopped[0]) and " found " in rows[0], rows
+
+
+HOLD = """\
+import os, sys
+import torch
+
+w = torch.nn.Parameter(torch.ones(1000))
+opt = torch.optim.SGD([w], lr=0.1)
+extra = int(os.environ.get("EXTRA_MB", "0")) * 1_000_000 + (4_000_000 if "--big" in sys.argv else 0)
+for step in range(3):
+    held = torch.ones(extra or 1, dtype=torch.uint8)
+    loss = (w * 2).sum() + held[:1].float().sum() * 0
+    loss.backward()
+    opt.step()
+    opt.zero_grad()
+print("done")
+"""
+
+
+def test_a_program_diff_takes_each_sides_variables_and_words_and_names_the_one_that_matters(
+        index_url, tmp_path, plain_spec, env_cache):
+    """Your program after --: A and B differ in a variable that holds 8 MB more and one that changes nothing,
+    and in a word after the program's own; the variable that matters is named. Two sides that measure the same
+    are an answer (exit 0), never an error."""
+    (tmp_path / "hold.py").write_text(HOLD)
+    where = [*common(tmp_path, index_url, plain_spec, env_cache), "--json"]
+    proc = cli("diff", "--with", "tinypkg==1.0", "--a-env", "EXTRA_MB=0", "--b-env", "EXTRA_MB=8",
+               "--a-env", "COLOR=red", "--b-env", "COLOR=blue", "--b-arg=--quiet", *where, "--", "python",
+               str(tmp_path / "hold.py"))
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    out = json.loads(proc.stdout)
+    assert out["status"] == "found" and [(c["kind"], c["name"]) for c in out["minimal"]] == [("env", "EXTRA_MB")]
+    assert sorted((c["kind"], c["name"]) for c in out["changes"]) == [("arg", "--quiet"), ("env", "COLOR"),
+                                                                       ("env", "EXTRA_MB")]
+    same = cli("diff", "--with", "tinypkg==1.0", "--a-env", "COLOR=red", "--b-env", "COLOR=blue", *where, "--",
+               "python", str(tmp_path / "hold.py"))
+    assert same.returncode == 0, same.stderr[-3000:]
+    said = json.loads(same.stdout)
+    assert said["status"] == "no-difference" and said["reason"].startswith("A and B measure the same step_peak_bytes")
+    words = cli("diff", "--with", "tinypkg==1.0", "--b-arg=--big", *where, "--", "python",
+                str(tmp_path / "hold.py"))
+    assert words.returncode == 0 and [c["name"] for c in json.loads(words.stdout)["minimal"]] == ["--big"], words.stderr

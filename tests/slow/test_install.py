@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 
 from bisector.sources.installer_config import uv_binary
+from tests.support.venvs import venv_over_this_interpreter
 
 ROOT = Path(__file__).resolve().parents[2]
 pytestmark = pytest.mark.skipif(os.environ.get("BISECTOR_OFFLINE") == "1", reason="needs the real package index")
@@ -30,7 +31,7 @@ def installed(tmp_path_factory):
                    check=True, capture_output=True)
     (wheel,) = (root / "w").glob("ml_bisector-*.whl")   # the distribution ml-bisector
     venv = root / "venv"
-    subprocess.run([sys.executable, "-m", "venv", "--system-site-packages", str(venv)], check=True)
+    venv_over_this_interpreter(venv, pip=True)
     subprocess.run([str(venv / "bin" / "python"), "-m", "pip", "install", "-q", "--no-deps", "--force-reinstall",
                     str(wheel)], check=True, capture_output=True)
     return wheel, venv, root

@@ -14,6 +14,7 @@ import sys
 import pytest
 
 from tests.process.test_matrix_ci import ROOT, WORKFLOW, run_step
+from tests.support.venvs import venv_over_this_interpreter
 
 GIT = ["git", "-c", "user.name=ci", "-c", "user.email=ci@example.invalid", "-c", "commit.gpgsign=false"]
 
@@ -35,7 +36,7 @@ def test_the_cpu_job_installs_bisector_from_its_source_and_runs_as_written_two_n
     assert not (workspace / "pyproject.toml").exists()          # the host is not bisector
     # setup-python's `python`: a fresh venv over this interpreter's packages (the shared CPU torch among them)
     venv = tmp_path / "python"
-    subprocess.run([sys.executable, "-m", "venv", "--system-site-packages", str(venv)], check=True)
+    venv_over_this_interpreter(venv, pip=True)
     env = {"PATH": f"{venv / 'bin'}{os.pathsep}{os.environ['PATH']}", "PYTHONPATH": ""}
     context = {"github.workspace": str(workspace), "github.event.inputs.baseline": "",
                "vars.BISECTOR_SOURCE": f"wheels/{wheel.name}", "vars.TORCH_INDEX": "pip.conf"}

@@ -11,8 +11,8 @@ import shlex
 
 import pytest
 
-from bisector.bisection.repro_check import verify
-from bisector.bisection.repro_script import repro_script
+from bisector.repro.verify import verify
+from bisector.repro.compose import repro_script
 from bisector.core.result import BisectResult
 from bisector.job.config import JobConfig
 from bisector.store.storage import Store

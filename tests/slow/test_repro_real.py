@@ -7,7 +7,7 @@ import subprocess
 import sys
 from pathlib import Path
 import pytest
-from bisector.bisection.repro_script import repro_script
+from bisector.repro.compose import repro_script
 from bisector.store.storage import Store
 
 from tests.process.test_repro import PROBES, _cli, _probe_result, ga_job, ga_result, tiny_index  # noqa: F401 (helpers and fixtures)

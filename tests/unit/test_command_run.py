@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 from bisector.bisection.phase import inside_spread
-from bisector.bisection.repro_command import meter_files
-from bisector.bisection.repro_embed import files_dict
+from bisector.repro.probe_view import meter_probe_files
+from bisector.repro.embed import files_dict
 from bisector.cli.main import main
 from bisector.core.criterion import Criterion, calibrate
 from bisector.core.units import human_value
@@ -150,11 +150,11 @@ def test_a_threshold_inside_an_endpoints_spread_is_said():
 
 
 def test_the_repro_embeds_the_meter_exactly():
-    files = meter_files()
+    files = dict(meter_probe_files())
     assert set(files) == {"command/__main__.py", "command/_inprocess.py", "command/_aggregate.py",
                           "_meters/__init__.py", "_meters/tensor_bytes.py", "_probe_contract.py"}
     namespace: dict = {"base64": base64}
-    exec("\n".join(files_dict("command", "the meter")), namespace)   # noqa: S102 - how the script holds them
+    exec("\n".join(files_dict(meter_probe_files(), "the meter")), namespace)   # noqa: S102 - how the script holds them
     assert {rel: source.encode() if isinstance(source, str) else source for rel, source in namespace["FILES"].items()} \
         == {rel: (probes_dir() / rel).read_bytes() for rel in files}
 

@@ -18,7 +18,7 @@ from bisector.core.search import Outcome
 from bisector.envs import EnvSpec
 from bisector.errors import UsageError
 from bisector.measure.nightly_env import nightly_fingerprint
-from bisector.bisection.repro_script import header
+from bisector.repro.header import header
 from bisector.report.common import commit_range_line, headline
 from bisector.report.md_visible import verdict_line
 from bisector.sources.nightly import (Nightly, between_days, between_releases, by_day, candidate, nightlies_from_page,
@@ -171,7 +171,7 @@ def test_the_repro_pins_the_two_nightlies_by_exact_version_and_index():
                                  newer="b" * 40)).model_copy(update={"command": "bisector run --package torch"})
     result.last_good.env = PointEnv.model_validate(env)
     result.first_bad.env = PointEnv.model_validate({**env, "torch": "2.14.0.dev20261004+cpu", "torch git": "b" * 40})
-    head = "\n".join(header(result, "repro.py", "exit 0", None, False))
+    head = "\n".join(header(result, "repro.py", "exit 0", None))
     for venv, day in (("good", "20261003"), ("bad", "20261004")):   # torch brings its own pytorch-triton build
         assert (f"# $ {venv}/bin/pip install --pre --index-url https://nightly.example.invalid/whl/nightly/cpu/ "
                 f"torch==2.14.0.dev{day}+cpu\n") in head, head

@@ -24,7 +24,7 @@ from pathlib import Path
 from hypothesis import HealthCheck, example, given, settings, strategies as st
 from markdown_it import MarkdownIt
 
-from bisector.bisection.repro_script import repro_script
+from bisector.repro.compose import repro_script
 from bisector.cli.cmd_probe import probe_lines
 from bisector.cli.main import main
 from bisector.console.live import PlainProgress

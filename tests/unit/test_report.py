@@ -331,6 +331,11 @@ def test_the_verified_repro_is_one_line_and_an_unverified_one_says_so():
     head = _visible(render_markdown(r))
     assert ("**Reproduce:** The attached script `repro.py` reproduces it: 100.00 MiB at last good (GOOD), 181.00 MiB "
             "at first bad (BAD); it needs no bisector (each side's install lines are in its header).") in head
+    r.repro.left_out = ["data/ (a directory)"]   # a command run's: what its script could not carry is said
+    assert ("it needs no bisector (each side's install lines are in its header), and what it could not carry of the "
+            "command's files, put beside it by hand as its header says: `data/ (a directory)`.") in \
+        " ".join(render_markdown(r).split())
+    assert "left_out" in r.model_dump_json() and "left_out" not in found_commit().model_dump_json()
     r.repro.verified, r.repro.first_bad.verdict = False, Verdict.GOOD
     assert "does not reproduce it: 100.00 MiB at last good (GOOD), 181.00 MiB at first bad (GOOD)" in render_markdown(r)
     r.repro = None

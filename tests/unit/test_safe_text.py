@@ -16,8 +16,8 @@ import pytest
 from hypothesis import given, settings, strategies as st
 from markdown_it import MarkdownIt
 
-from bisector.bisection.repro_embed import embedded
-from bisector.bisection.repro_script import header, installs
+from bisector.repro.embed import embedded
+from bisector.repro.header import header, installs
 from bisector.core.result import BisectResult
 from bisector.core.points import Point
 from bisector.errors import UsageError
@@ -130,7 +130,7 @@ def test_the_header_installs_only_requirements_with_one_git_suffix(url):
     s = _result(url, ENV)
     reqs = installs(s, s.last_good, None)
     assert reqs == ["torch==2.13.0", "git+https://github.com/o/acc.git@" + "a" * 40, "numpy==1.26.4"]
-    head = "\n".join(header(s, "r.py", "exit 0", None, False))
+    head = "\n".join(header(s, "r.py", "exit 0", None))
     assert "torch from==" not in head and "/opt/py" not in head and ".git.git" not in head and "weird==" not in head
     assert "(torch 2.13.0+cpu, pinned as its release; torch from: bisector's interpreter; weird: as of the candidate)" in head
 
@@ -139,11 +139,11 @@ def test_a_local_clone_is_a_placeholder_the_header_explains():
     s = _result(None, ENV)
     reqs = installs(s, s.first_bad, "/src/clones/acc")
     assert "git+${REPO_URL}@" + "b" * 40 in reqs
-    head = "\n".join(header(s, "r.py", "exit 0", "/src/clones/acc", False))
+    head = "\n".join(header(s, "r.py", "exit 0", "/src/clones/acc"))
     assert "/src/clones" not in head and "export REPO_URL=file:///path/to/clone" in head
     assert '"git+${REPO_URL}@' + "b" * 40 + '"' in head and '--repo "$REPO_URL"' in head
     hostile = _result(None, {**ENV, "acc": "x"}).model_copy(update={"command": "bisector run --good 'a\u202e\x1b[2J'"})
-    lines = header(hostile, "r.py", "exit 0", None, False)
+    lines = header(hostile, "r.py", "exit 0", None)
     assert all(line.startswith("#") for line in lines) and not ACTING.search("\n".join(lines))
 
 
@@ -250,7 +250,7 @@ def test_runs_and_the_progress_lines_show_config_values_and_labels_without_actin
 def test_no_probe_name_or_environment_value_ends_a_comment_or_the_docstring_of_the_repro(tmp_path):
     import ast
 
-    from bisector.bisection.repro_script import repro_script
+    from bisector.repro.compose import repro_script
     from bisector.job.config import JobConfig
     probe = tmp_path / 'p"""\nraise SystemExit(7)\n#\\.py'
     probe.write_text("import json, os\njson.dump({'metrics': {'m': 3.0}}, open(os.environ['BISECTOR_RESULT'], 'w'))\n")
@@ -299,7 +299,7 @@ def test_an_error_line_is_one_short_line_with_nothing_acting():
 
 
 def test_a_vcs_url_pip_takes_and_no_path_of_this_machine_in_the_bisect_s_command():
-    from bisector.bisection.repro_header import index_use, portable, requirement, vcs_url
+    from bisector.repro.header import index_use, portable, requirement, vcs_url
     assert vcs_url("git@github.com:o/x.git") == "ssh://git@github.com/o/x.git"
     assert vcs_url("git@github.com:o/x") == "ssh://git@github.com/o/x.git"
     assert vcs_url("ssh://git@host/o/x.git") == "ssh://git@host/o/x.git" and vcs_url("https://h/o/x/") == "https://h/o/x.git"

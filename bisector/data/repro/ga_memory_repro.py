@@ -29,7 +29,9 @@ import os
 import subprocess
 import sys
 import tempfile
+import types
 
+USAGE = ""   # (no arguments: the bisect's probe with the bisect's arguments)
 # >>> settings
 ARGS = ["--loop=trainer"]
 DEVICE = "cpu"
@@ -38,23 +40,9 @@ BISECT_SETTINGS = {"loop": "trainer", "device": "cpu"}   # the bisect's effectiv
 # <<<
 
 
-def human(value, name):
-    if name.endswith("bytes_per_param"):
-        return f"{value:.3f} B/param"
-    if name.endswith("bytes_per_token"):
-        return f"{value:.1f} B/token"
-    if "bytes" in name:
-        return f"{value / 2 ** 20:.2f} MiB"
-    return f"{value:.6g}"
-
-
 def run_probe(tmp, env):
     """The probe's files written under ``tmp``, the probe run with ARGS; its result (None: it wrote none)."""
-    for rel, source in FILES.items():
-        path = os.path.join(tmp, *rel.split("/"))
-        os.makedirs(os.path.dirname(path), exist_ok=True)
-        with open(path, "wb") as fh:
-            fh.write(source if isinstance(source, bytes) else source.encode("utf-8"))
+    write_files(tmp, FILES)
     code = subprocess.call([sys.executable, os.path.join(tmp, "ga_memory", "__main__.py"), *ARGS], env=env,
                            stdout=sys.stderr)   # stdout is the verdict's
     try:
@@ -64,7 +52,8 @@ def run_probe(tmp, env):
         return code, None
 
 
-def main():
+def main(argv):
+    arguments(argv)
     with tempfile.TemporaryDirectory(prefix="ga-memory-repro-") as tmp:
         env = dict(os.environ)
         env.setdefault("BISECTOR_DEVICE", DEVICE)
@@ -90,10 +79,17 @@ def main():
         print(f"{METRIC} not measured: {found.get('error') or 'the probe computes no such metric here'}",
               file=sys.stderr)
         return 125
-    bad = value > THRESHOLD if DIRECTION == "increase" else value < THRESHOLD
-    side = ">" if DIRECTION == "increase" else "<"
-    print(f"{METRIC} = {human(value, METRIC)}: {'BAD' if bad else 'GOOD'} (BAD when {side} {human(THRESHOLD, METRIC)})")
+    bad = judged(value)
     return 1 if bad and not by_bisector else 0   # run by bisector, it judges the result file
+
+
+# >>> common
+# <<<
+
+
+# >>> units
+UNITS, DECLARED_UNITS = "", {}   # bisector's unit formatting (bisector/core/units.py), the probe's declared units
+# <<<
 
 
 # >>> files
@@ -102,4 +98,4 @@ FILES = {}   # the probe's files, relative path -> source (bisector writes them 
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(main(sys.argv[1:]))

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 from pathlib import Path
 from typing import Any, ClassVar, Optional
 
@@ -24,6 +25,7 @@ LEGACY_KEYS: dict[str, Any] = {"name": None, "path": None, "cmd": None, "command
                                "meter": "tensors", "cwd": None, "args": [], "timeout": 1800.0}
 KIND_KEYS = ("name", "path", "cmd", "command")
 ONE_KIND = "give exactly one of name, path, cmd, command"
+_ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,127}$")
 PROGRAM_ONLY = ("--measure-skip and --meter (measure_skip, meter) are for a program given after -- (or as [probe] "
                 "command = [...])")
 
@@ -38,11 +40,12 @@ class ProbeBase(BaseModel):
     judged_by_exit_code: ClassVar[bool] = False   # 0 GOOD, 125 SKIP, 1-127 BAD (git bisect run's contract)
     warm_capable: ClassVar[bool] = False     # may fork from a warm worker (bisector.measure.warm_pool)
     metric_without_rule: ClassVar[bool] = False   # a criterion with no rule still reads default_metric
-    own_keys: ClassVar[tuple[str, ...]] = ()   # which of the stored shape's kind-specific keys it uses
+    repro_kind: ClassVar[str] = "probe"      # the repro script it gets (bisector/data/repro/<kind>_repro.py)
 
     cwd: Optional[Path] = None
     args: list[str] = []
     timeout: float = 1800.0
+    env: dict[str, str] = {}   # variables the probe runs with, over the environment's (a diff side's, say)
 
     _numbers = numbers("timeout")
 
@@ -68,6 +71,9 @@ class ProbeBase(BaseModel):
     def _positive_timeout(self):
         if self.timeout <= 0:
             raise ValueError("timeout must be positive")
+        bad = next((k for k in self.env if not _ENV_NAME.match(k)), None)
+        if bad is not None:
+            raise ValueError(f"{bad[:40]!r} is not an environment variable's name (letters, digits, _)")
         return self
 
     @model_serializer(mode="wrap")
@@ -77,6 +83,8 @@ class ProbeBase(BaseModel):
         out = {key: mine.get(key, default) for key, default in LEGACY_KEYS.items()}
         if self._stored_name() is not None:
             out["name"] = self._stored_name()
+        if self.env:   # only where given: a job without it keeps the shape (and hash) it always had
+            out["env"] = mine["env"]
         return out
 
     @classmethod
@@ -134,6 +142,8 @@ class ProbeBase(BaseModel):
         """Hash of what determines the probe's output: its code and its arguments."""
         h = hashlib.sha256()
         h.update(json.dumps({"cmd": self._fingerprinted_cmd(), "args": self.args}).encode())
+        if self.env:
+            h.update(json.dumps({"env": self.env}, sort_keys=True).encode())
         self._fingerprint_more(h)
         for label, path in self.files():
             h.update(label.encode() + b"\0" + path.read_bytes())
@@ -149,9 +159,17 @@ class ProbeBase(BaseModel):
         """The ``bisector run`` flags that choose this probe (bisector.job.argv writes a job as its command)."""
         raise NotImplementedError
 
+    def program(self) -> list[str]:
+        """The user's program and its arguments (what followed ``--``), else nothing."""
+        return []
+
     def program_words(self) -> list[str]:
         """What follows ``--`` on that command line (a user's program), else nothing."""
-        return []
+        return ["--", *self.program()] if self.program() else []
+
+    def with_args(self, extra: list[str], env: Optional[dict[str, str]] = None) -> "ProbeBase":
+        """The same probe with ``extra`` arguments after its own and ``env`` over its variables (a diff side's)."""
+        return self.model_copy(update={"args": [*self.args, *extra], "env": {**self.env, **(env or {})}})
 
     def relocated(self, script: Path) -> "ProbeBase":
         """The same probe running ``script`` (its files shipped elsewhere, as a Ray node writes them)."""

@@ -94,6 +94,10 @@ class BuiltinProbe(ProbeBase):
         return self.name
 
     @property
+    def repro_kind(self) -> str:   # type: ignore[override]
+        return "ga_memory" if self.name == "ga_memory" else "probe"   # ga_memory's repro checks its settings
+
+    @property
     def default_metric(self) -> Optional[str]:
         return DEFAULT_METRICS.get(self.name)
 

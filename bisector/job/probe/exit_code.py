@@ -28,6 +28,7 @@ class ExitCodeProbe(ProbeBase):
     kind: ClassVar[str] = "exit_code"
     kind_label: ClassVar[str] = "exit-code command"
     judged_by_exit_code: ClassVar[bool] = True
+    repro_kind: ClassVar[str] = "exit_code"
 
     cmd: str
 

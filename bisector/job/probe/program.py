@@ -42,6 +42,7 @@ class ProgramProbe(ProbeBase):
 
     kind: ClassVar[str] = "program"
     kind_label: ClassVar[str] = "your program"
+    repro_kind: ClassVar[str] = "command"
     metric_without_rule: ClassVar[bool] = True
 
     command: list[str]
@@ -116,8 +117,12 @@ class ProgramProbe(ProbeBase):
         words = ["--measure-skip", str(self.measure_skip)] if self.measure_skip != defaults["measure_skip"].default else []
         return words + (["--meter", self.meter] if self.meter != defaults["meter"].default else [])
 
-    def program_words(self) -> list[str]:
-        return ["--", *self.command]
+    def program(self) -> list[str]:
+        return list(self.command)
+
+    def with_args(self, extra: list[str], env: Optional[dict[str, str]] = None) -> ProbeBase:
+        """A program's extra arguments follow its own words (it takes no probe arguments)."""
+        return self.model_copy(update={"command": [*self.command, *extra], "env": {**self.env, **(env or {})}})
 
     def relocated(self, script: Path) -> ProbeBase:
         return self   # the meter runs from bisector's own probes on every node

@@ -1,7 +1,7 @@
 """Fresh environments built from a repro script's own install lines: what verifying a repro means.
 
 :func:`install_commands` reads the lines the script's header marks as install lines (``# $ ``,
-bisector.bisection.repro_header), :func:`build_venvs` runs each of them in bash, exactly as printed,
+bisector.repro.header), :func:`build_venvs` runs each of them in bash, exactly as printed,
 in a new directory, and returns the virtual environments they made. The stand-ins, each said in
 what the verification records (:attr:`FreshVenvs.said`):
 
@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Optional
 
-from bisector.bisection.repro_header import INSTALL
+from bisector.repro.header import INSTALL
 from bisector.envs import clean_env, install_pth, run_tool, site_packages
 from bisector.errors import EnvironmentFailure
 

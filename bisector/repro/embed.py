@@ -1,31 +1,23 @@
 """A probe's files as a standalone script holds them: each source as a Python literal that reads back as it, byte
-for byte (:func:`embedded`), and a built-in probe's files (its own, the contract, the meter library modules it
-uses: bisector.job.probe_code) as one ``FILES`` dict, relative path -> source, that the script writes out and
-runs (:func:`files_dict`). The ga_memory and command repros run the probe's own code this way, never a copy."""
+for byte (:func:`embedded`, :func:`literal`), and a built-in probe's files (its own, the contract, the meter
+library modules it uses: bisector.repro.probe_view) as one ``FILES`` dict, relative path -> source, that the
+script writes out and runs (:func:`files_dict`). The ga_memory and command repros run the probe's own code this
+way, never a copy."""
 from __future__ import annotations
 
 import ast
 import base64
 from pathlib import Path
 
-from bisector.data import probes_dir
-from bisector.job.probe_code import builtin_files
-from bisector.job.probe import builtin_script
-from bisector.safety.safe_text import visible
+from bisector.safety.safe_text import one_line, visible
 
 
-def probe_files(name: str) -> list[tuple[str, Path]]:
-    """Built-in probe ``name``'s files, as (path relative to probes/, file), in order."""
-    root = probes_dir()
-    return sorted((f.relative_to(root).as_posix(), f) for f in builtin_files(builtin_script(name)))
+def files_dict(files: list[tuple[str, Path]], comment: str) -> list[str]:
+    """The lines of ``FILES = {...}``: each of ``files`` (relative path, file) as its literal."""
+    return [f"FILES = {{   # {one_line(comment)}", *(f"    {rel!r}: {embedded(f)}," for rel, f in files), "}"]
 
 
-def files_dict(name: str, comment: str) -> list[str]:
-    """The lines of ``FILES = {...}``: every file of built-in probe ``name`` as its literal."""
-    return [f"FILES = {{   # {comment}", *(f"    {rel!r}: {embedded(f)}," for rel, f in probe_files(name)), "}"]
-
-
-def _literal(source: str) -> str:
+def literal(source: str) -> str:
     """A Python string literal of exactly ``source``: readable when it can be (a raw triple-quoted string
     that reads back as ``source``, with no control, bidi or invisible character raw in it), else ``repr``
     (which escapes every quote, backslash and unprintable character)."""
@@ -41,7 +33,7 @@ def _literal(source: str) -> str:
 
 def embedded(path: Path) -> str:
     """A Python expression of a probe file's source, exactly as Python would run it: its UTF-8 text as a
-    literal (:func:`_literal`; CRLF kept), or its bytes (base64) when it is not plain UTF-8 (another
+    literal (:func:`literal`; CRLF kept), or its bytes (base64) when it is not plain UTF-8 (another
     encoding, a BOM), which ``compile`` decodes as running the file would."""
     data = path.read_bytes()
     try:
@@ -49,5 +41,5 @@ def embedded(path: Path) -> str:
     except UnicodeDecodeError:
         text = None
     if text is not None and not text.startswith("\ufeff"):
-        return _literal(text)
+        return literal(text)
     return f"base64.b64decode({base64.b64encode(data).decode()!r})"

@@ -1,5 +1,5 @@
 """Verify a repro script as a maintainer would use it: build two fresh environments from exactly the
-install lines its header prints (bisector.bisection.repro_venvs: the printed index, the printed pins;
+install lines its header prints (bisector.repro.fresh_venvs: the printed index, the printed pins;
 the bisect's torch and a local clone stand in where the lines name a torch download or a repository
 this machine does not reach, and the record says so), run the script in each, judge what it printed by
 the run's criterion, and record both values and verdicts in the stored run (``repro`` in its result
@@ -13,15 +13,15 @@ boundary's medians), ``repeats`` runs per side; an exit-code script by its exit 
 from __future__ import annotations
 
 import hashlib
-import shlex
 import tempfile
 from pathlib import Path
 from typing import Optional
 
 from bisector.decide.judge import Judgement, judge
-from bisector.bisection.repro_header import CLONE, vcs_url
-from bisector.bisection.repro_script import ReproScript, sides
-from bisector.bisection.repro_venvs import build_venvs, install_commands
+from bisector.repro import probe_view
+from bisector.repro.fresh_venvs import build_venvs, install_commands
+from bisector.repro.header import CLONE, sides, vcs_url
+from bisector.repro.compose import ReproScript
 from bisector.bisection.wiring import job_spec
 from bisector.core.candidate import Candidate, CandidateKind
 from bisector.core.criterion import Compare, Criterion, calibrate
@@ -33,7 +33,6 @@ from bisector.envs import TORCH, CacheLayout, ensure_overlay, overlay_of, resolv
 from bisector.errors import EnvironmentFailure
 from bisector.job.config import JobConfig
 from bisector.measure.probe_process import run_probe
-from bisector.job.probe import ExitCodeProbe, ProbeBase, ScriptProbe
 from bisector.paths import default_cache_dir
 from bisector.redact import redact_text
 from bisector.sources import git
@@ -53,10 +52,11 @@ def candidate(package: str, p: Point) -> Candidate:
 class FreshVenv:
     """Runs the script in one fresh environment (the Measures protocol the judge reads; nothing stored)."""
 
-    def __init__(self, probe: ProbeBase, venv: Path, env_vars: dict[str, str], package: str, workdir: Optional[Path]):
+    def __init__(self, probe, venv: Path, env_vars: dict[str, str], package: str, workdir: Optional[Path],
+                 exit_code: bool):
         self.probe, self.venv, self.package, self.workdir = probe, venv, package, workdir
         self.env = {**venv_run_env(venv, env_vars), "BISECTOR_PACKAGE": package}
-        self.exit_code_mode = probe.judged_by_exit_code
+        self.exit_code_mode = exit_code
         self.probes_run, self.reused_keys = 0, set()
 
     def measure(self, c: Candidate, repeat: int = 0) -> Measurement:
@@ -120,11 +120,9 @@ def verify(store: Store, result: BisectResult, config: JobConfig, path: Path, sc
     spec = job_spec(config)
     layout = CacheLayout(cache)
     base = resolve_base(spec, layout)
-    timeout = config.probe.timeout
-    probe = (ExitCodeProbe(cmd=f"sh {shlex.quote(str(path))}", timeout=timeout) if script.shell
-             else ScriptProbe(path=path, timeout=timeout, cwd=config.probe.cwd))
+    probe = probe_view.verifying_probe(config, path, script.exit_code)
     runs = STATS_RUNS if config.criterion.compare is Compare.STATS else config.criterion.repeats
-    criterion = Criterion() if script.shell else Criterion(
+    criterion = Criterion() if script.exit_code else Criterion(
         metric=script.metric, threshold=script.threshold, direction=script.direction, repeats=runs, max_repeats=runs)
     calibrated = calibrate(criterion)
     replace, env, said = stand_ins(s, config, text, cache)
@@ -136,20 +134,21 @@ def verify(store: Store, result: BisectResult, config: JobConfig, path: Path, sc
         except EnvironmentFailure as exc:
             failed = ReproSide(verdict=Verdict.SKIP, reason=str(exc))
             return Repro(path=str(path), last_good=failed, first_bad=failed, metric=script.metric,
-                         threshold=script.threshold, verified=False, how=said, sha256=digest)
+                         threshold=script.threshold, verified=False, how=said, sha256=digest, left_out=script.left_out)
         if not {"good", "bad"} <= set(made.venvs):
             failed = ReproSide(verdict=Verdict.SKIP, reason="the script's install lines make no good and bad venvs")
             return Repro(path=str(path), last_good=failed, first_bad=failed, metric=script.metric,
-                         threshold=script.threshold, verified=False, how=made.said, sha256=digest)
-        workdir = Path(config.probe.cwd) if config.probe.cwd else None
+                         threshold=script.threshold, verified=False, how=made.said, sha256=digest,
+                         left_out=script.left_out)
+        workdir = probe_view.workdir(config)
         last_good, first_bad = (
-            _side(judge(FreshVenv(probe, made.venvs[venv], dict(spec.env_vars), s.package, workdir), calibrated,
-                        candidate(s.package, p)))
+            _side(judge(FreshVenv(probe, made.venvs[venv], dict(spec.env_vars), s.package, workdir, script.exit_code),
+                        calibrated, candidate(s.package, p)))
             for venv, p in (("good", good), ("bad", bad)))
     expected = (Verdict.BAD, Verdict.GOOD) if s.find_fix else (Verdict.GOOD, Verdict.BAD)
     return Repro(path=str(path), last_good=last_good, first_bad=first_bad, metric=script.metric,
                  threshold=script.threshold, verified=(last_good.verdict, first_bad.verdict) == expected,
-                 how=made.said, sha256=digest)
+                 how=made.said, sha256=digest, left_out=script.left_out)
 
 
 def side_overlays(store: Store, s: BisectResult) -> dict[str, Path]:

@@ -12,7 +12,7 @@ a fact of the run (where torch came from, its local build tag) is a comment. A c
 URL that pip takes (``.git`` once; an scp-style ``git@host:o/x`` as ``ssh://``); a local clone is
 ``$REPO_URL``, which the header explains. No path of this machine: the bisect's own command has
 ``<PATH>`` where it named one. bisector verifies the script by running these very lines
-(bisector.bisection.repro_venvs).
+(bisector.repro.fresh_venvs).
 """
 from __future__ import annotations
 
@@ -237,15 +237,27 @@ def _nightly_flags(s: BisectResult, p: Point) -> list[str]:
     return ["--pre", "--index-url", shlex.quote(url)]
 
 
-def header(result: BisectResult, name: str, expect: str, repo: Optional[str], shell: bool,
-           index: Optional[IndexUse] = None) -> list[str]:
-    """The comment block: the step, each side, the index, the install lines, the run lines, what to expect."""
+def _word(text: Optional[str]) -> str:
+    """A run id or a version on the header's second line: letters, digits and ``._+-`` only, so that line can
+    never read as an encoding declaration (``# coding: ...``), which Python honours on the first two lines."""
+    return text if text and re.fullmatch(r"[\w.+-]+", text, re.ASCII) else "?"
+
+
+def header(result: BisectResult, name: str, expect: str, repo: Optional[str], index: Optional[IndexUse] = None,
+           files: Optional[list[str]] = None) -> list[str]:
+    """The comment block: the step, each side, what the script carries of the command's files (``files``: prose),
+    the index, the install lines, the run lines, what to expect."""
     s, good, bad = sides(result)
     index = index or IndexUse()
-    out = [f"# Reproduces bisector run {result.run_id} (made by bisector {result.bisector_version or made_by()}):",
+    out = [f"# Reproduces bisector run {_word(result.run_id)} (made by bisector "
+           f"{_word(result.bisector_version or made_by())}):",
            *wrap("#   ", full_headline(result).split()),
            "# Needs no bisector: make one fresh environment per side with the install lines below, then run",
            "# the script in each.", "#"]
+    if files:
+        for paragraph in files:
+            out += wrap("# ", paragraph.split())
+        out.append("#")
     if uses_clone(s, repo):
         out += [*wrap("# REPO_URL: ", f"a repository of {s.package} holding both commits (the bisect used a local "
                       "clone, not named here); set it first: export REPO_URL=file:///path/to/clone".split()), "#"]
@@ -265,7 +277,7 @@ def header(result: BisectResult, name: str, expect: str, repo: Optional[str], sh
             "# ):", *(INSTALL + line for line in install_lines(s, repo, index)),
             "# Run (exit 0: GOOD, 1: BAD):"]
     for venv in VENVS.values():
-        out.append(f"#   . {venv}/bin/activate && sh {name}" if shell else f"#   {venv}/bin/python {name}")
+        out.append(f"#   {venv}/bin/python {name}")
     out.append("# (With uv: `uv venv good` and `uv pip install --python good/bin/python` with the same arguments.)")
     pins = [[str(x) for x in p.pins if canonicalize_name(x.name) != canonicalize_name(s.package)] for p in (good, bad)]
     moved = [f"{x} (last good)" for x in sorted(set(pins[0]) - set(pins[1]))] + [
