@@ -22,7 +22,8 @@ from bisector.bisection.plan import Plan
 from bisector.job.commandline import with_words
 from bisector.job.config import JobConfig, Mode
 from bisector.core.candidate import CandidateKind
-from bisector.core.criterion import Criterion, calibrate, describe_against_baseline, describe_rule, needs_endpoints
+from bisector.core.criterion import Criterion, calibrate, needs_endpoints
+from bisector.core.rule_text import describe_against_baseline, describe_rule
 from bisector.core.facts import ProbeResult
 from bisector.core.measurement import Measurement, Status
 from bisector.core.probe_args import effective_args

@@ -8,13 +8,15 @@ from typing import Callable, Optional
 from bisector.decide.judge import Judgement, judge, missing_why, refuse_bad_input
 from bisector.decide.seam import Measures
 from bisector.core.candidate import Candidate
-from bisector.core.criterion import FAILS_RULE, FAILURES, Calibrated, Criterion, calibrate, fails, needs_endpoints, program_fails
+from bisector.core.criterion import (AUTO_CHANGE_SPREADS, FAILS_RULE, FAILURES, Calibrated, Criterion, calibrate,
+                                    change_tolerance, needs_endpoints)
+from bisector.core.failure_rule import fails, program_fails
 from bisector.core.default_rule import chosen_rule
 from bisector.core.measurement import Measurement, metric_value, metric_values
 from bisector.core.units import human_value
 from bisector.core.search import Outcome, Search, SearchResult
 from bisector.core.verdict import Verdict
-from bisector.errors import UndecidedError
+from bisector.errors import UndecidedError, UsageError
 
 _FLIP = {Verdict.GOOD: Verdict.BAD, Verdict.BAD: Verdict.GOOD, Verdict.SKIP: Verdict.SKIP}
 
@@ -89,11 +91,37 @@ class Phase:
                 raise UndecidedError("cannot measure either endpoint: " + (why if other == why else
                                      f"{ends[good].short}: {why}; {ends[bad].short}: {other}"))
             raise UndecidedError(f"the good endpoint {ends[good].short} gave no {self.criterion.metric}: {why}")
-        calibrated = calibrate(self.criterion, values[good], values[bad])
+        spread = self._repeats_of_good(ends[good], len(runs[good]), values[good]) if self.criterion.two_sided else None
+        calibrated = calibrate(self.criterion, values[good], values[bad], spread)
         said = inside_spread(calibrated, [(c.short, metric_values(ms, self.criterion.metric)) for c, ms in zip(ends, runs)])
         if said and self.on_note:
             self.on_note(said)
         return calibrated
+
+    def _repeats_of_good(self, end: Candidate, taken: int, value: float) -> float:
+        """A two-sided rule measures the good end once more before anything is bisected: a program that does not
+        repeat within the tolerance is refused in one line (noise is not a change), and ``--max-change auto`` takes
+        its tolerance from the spread. Returns the spread."""
+        c, metric = self.criterion, self.criterion.metric
+        again = [self.measurer.measure(end, taken)]
+        second = metric_value(again, metric)
+        if second is None:
+            raise UndecidedError(f"the good endpoint {end.short} gave no {metric} when measured again: "
+                                 f"{missing_why(again, metric)}")
+        spread = abs(second - value)
+        if c.max_change == "auto":
+            said = (f"the good end {end.short} repeats exactly ({metric} {value!r} twice): any change counts" if
+                    spread == 0 else f"the good end {end.short}'s two runs differ by {spread:.6g}: a change beyond "
+                    f"{change_tolerance(c, value, spread):.6g} counts ({AUTO_CHANGE_SPREADS}x that spread)")
+            if self.on_note:
+                self.on_note(f"{said} (--max-change auto)")
+            return spread
+        tolerance = change_tolerance(c, value)
+        if spread > tolerance:
+            raise UsageError(f"the good end {end.short} does not repeat: {metric} {value!r} then {second!r} "
+                             f"({spread:.6g} apart, beyond the tolerance {tolerance:.6g}): the program is not "
+                             "deterministic and noise is not a change; --compare stats judges by samples")
+        return spread
 
     def _program_fails(self, end: Candidate, runs: list[Measurement]) -> Calibrated:
         """The good end measured, the bad end failed, and the job gave no rule: where does the program start to

@@ -24,6 +24,9 @@ CRITERION_FLAGS: list[tuple[str, dict[str, Any], str, Optional[str]]] = [
      "regression when the metric goes beyond this value"),
     ("--max-increase", {}, "BAD when the metric moved more than this from good ('20%%' or a delta)",
      "regression when the metric moved more than this from the baseline cell ('20%%' or a delta)"),
+    ("--max-change", {}, "BAD when the metric moved more than this from good, either way ('1%%', a delta, or auto: "
+     "from the good end's repeats); the good end is measured twice first",
+     "regression when the metric moved more than this from the baseline cell, either way ('1%%' or a delta)"),
     ("--auto", {"action": "store_true", "default": None}, "threshold midway between the endpoints", None),
     ("--direction", {"choices": ["increase", "decrease"]}, "which way a regression moves the metric",
      "which way a regression moves the metric"),
@@ -40,8 +43,9 @@ CRITERION_FLAGS: list[tuple[str, dict[str, Any], str, Optional[str]]] = [
     ("--confirm", {"action": argparse.BooleanOptionalAction, "default": None},
      "re-measure the boundary pair at the end", None),
     # stats mode (noisy metrics): samples against the good endpoint's, Mann-Whitney U and Kolmogorov-Smirnov
-    ("--compare", {"choices": ["threshold", "stats"]},
-     "threshold (default), or stats: each candidate's samples against the good endpoint's (MWU + KS)", None),
+    ("--compare", {"choices": ["threshold", "stats", "exact"]},
+     "threshold (default); stats: each candidate's samples against the good endpoint's (MWU + KS); exact: any "
+     "change of the metric from the good end's is BAD (bit-equality)", None),
     ("--min-effect", {}, "stats mode: the smallest shift that is a regression ('5%%' of good, or a delta)", None),
     ("--alpha", {"type": float}, "stats mode: DIFFERENT at or below this p-value (default 0.0002)", None),
 ]

@@ -1,5 +1,6 @@
-"""When a candidate is BAD: a metric, a threshold rule, a direction, the noise band and the failure
-classes; and every description of a rule the reports print (one place for all of them)."""
+"""When a candidate is BAD: a metric, a rule (one-sided: a threshold, a rise from the good end, the midpoint; two-sided:
+a change in either direction, or any change at all), a direction, the noise band and the failure classes; a rule's
+one line as a result states it (the whole rule in words: bisector.core.rule_text)."""
 from __future__ import annotations
 
 import enum
@@ -7,13 +8,11 @@ import math
 import re
 from typing import Optional
 
-from pydantic import BaseModel, ConfigDict, PrivateAttr, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, field_validator, model_validator
 
-from bisector.core.measurement import Measurement, Status
-from bisector.core.stats import CONFIRM_ALPHA, CONFIRM_MISS
+from bisector.core.measurement import Status
 from bisector.core.strict_numbers import numbers
 from bisector.core.units import human_value
-from bisector.core.verdict import Verdict
 from bisector.errors import UsageError
 
 _INCREASE = re.compile(r"^\s*([0-9]{0,15}\.?[0-9]{1,15}(?:[eE][+-]?\d{1,3})?)\s*(%?)\s*$")   # digits bounded
@@ -35,10 +34,12 @@ class Compare(enum.StrEnum):
 
     THRESHOLD = "threshold"
     STATS = "stats"
+    EXACT = "exact"   # bit-equality with the good endpoint's value: any change is BAD (a deterministic program's numbers)
 
 
 STATS_REPEATS, STATS_MAX_REPEATS, STATS_MIN_EFFECT, STATS_ALPHA = 5, 100, "5%", 0.0002
 MAX_REPEATS = 1000   # measurements of one candidate: beyond this a run would only end when killed
+AUTO_CHANGE_SPREADS = 5   # --max-change auto: the tolerance is this many times the good end's own spread
 
 
 def fewest_pairs(alpha: float) -> int:
@@ -74,6 +75,9 @@ class Criterion(BaseModel):
     compare: Compare = Compare.THRESHOLD
     min_effect: Optional[str] = None
     alpha: Optional[float] = None   # stats mode only (default STATS_ALPHA there)
+    # two-sided: BAD when the value moves more than this from the good end's, either way ("1%", "0.01", "auto");
+    # written only where given, so a job without it keeps the config hash it always had
+    max_change: Optional[str] = Field(default=None, exclude_if=lambda v: v is None)
     _chosen: Optional[str] = PrivateAttr(default=None)   # the rule bisector chose, when the job gave none (said once)
 
     _numbers = numbers("threshold", "noise", "repeats", "max_repeats", "alpha")
@@ -83,12 +87,24 @@ class Criterion(BaseModel):
         """Re-measure the boundary pair at the end: by default only for noisy metrics."""
         return self.confirm if self.confirm is not None else (self.repeats > 1 or self.noise > 0)
 
+    @property
+    def two_sided(self) -> bool:
+        """BAD on a change in either direction from the good end (``max_change``, ``compare = exact``)."""
+        return self.max_change is not None or self.compare is Compare.EXACT
+
     @field_validator("max_increase", "min_effect")
     @classmethod
     def _parse_increase(cls, value: Optional[str]) -> Optional[str]:
         if value is not None and not _INCREASE.match(str(value)):
             raise ValueError(f"'{str(value)[:60]}' is not a percentage like '20%' or a number")
         return None if value is None else str(value)
+
+    @field_validator("max_change")
+    @classmethod
+    def _parse_change(cls, value: Optional[str]) -> Optional[str]:
+        if value is not None and str(value).strip() != "auto" and not _INCREASE.match(str(value)):
+            raise ValueError(f"'{str(value)[:60]}' is not a change like '1%', '0.01' or 'auto'")
+        return None if value is None else str(value).strip()
 
     @model_validator(mode="before")
     @classmethod
@@ -104,9 +120,9 @@ class Criterion(BaseModel):
         if self.compare is Compare.STATS:
             if not self.metric:
                 raise ValueError("compare = stats needs a metric")
-            if self.threshold is not None or self.max_increase is not None or self.auto:
+            if self.threshold is not None or self.max_increase is not None or self.auto or self.max_change:
                 raise ValueError("compare = stats judges by the samples: give min_effect, not threshold, "
-                                 "max_increase or auto")
+                                 "max_increase, max_change or auto")
             if not 0 < self.alpha < 0.5:
                 raise ValueError("alpha must be between 0 and 0.5")
             if self.max_repeats < fewest_pairs(self.alpha):
@@ -127,11 +143,14 @@ class Criterion(BaseModel):
 
     @model_validator(mode="after")
     def _one_rule(self) -> "Criterion":
-        rules = [self.threshold is not None, self.max_increase is not None, self.auto]
+        rules = [self.threshold is not None, self.max_increase is not None, self.auto, self.max_change is not None]
         if sum(rules) > 1:
-            raise ValueError("give only one of threshold, max_increase, auto")
+            raise ValueError("give only one of threshold, max_increase, max_change, auto")
         if any(rules) and not self.metric:
             raise ValueError("a threshold rule needs a metric")
+        if self.compare is Compare.EXACT and (any(rules) or not self.metric):
+            raise ValueError("compare = exact is bit-equality of a metric with the good end's: give a metric and no "
+                             "threshold, max_increase, max_change or auto")
         if self.repeats < 1 or self.max_repeats < self.repeats:
             raise ValueError("repeats must be >= 1 and <= max_repeats")
         if self.max_repeats > MAX_REPEATS:
@@ -149,9 +168,12 @@ class Calibrated(BaseModel):
     threshold: Optional[float] = None
     good_value: Optional[float] = None
     bad_value: Optional[float] = None
+    tolerance: Optional[float] = None   # a two-sided rule: how far from good_value a value may be, either way
 
     def is_bad_value(self, value: float) -> bool:
-        """Beyond the threshold in the regression's direction."""
+        """Beyond the threshold in the regression's direction (a two-sided rule: beyond the tolerance either way)."""
+        if self.tolerance is not None:
+            return abs(value - self.good_value) > self.tolerance
         if self.criterion.direction is Direction.INCREASE:
             return value > self.threshold
         return value < self.threshold
@@ -159,7 +181,7 @@ class Calibrated(BaseModel):
     def in_band(self, value: float) -> bool:
         """Within the noise band around the threshold (no band without a noise level)."""
         noise = self.criterion.noise
-        return noise > 0 and abs(value - self.threshold) <= noise
+        return noise > 0 and self.threshold is not None and abs(value - self.threshold) <= noise
 
     def clearly_bad(self, value: float) -> bool:
         """Beyond the threshold and outside the noise band."""
@@ -169,19 +191,46 @@ class Calibrated(BaseModel):
         """'peak_bytes > 1.47e+08' (the result's ``criterion``), or the exit-code rule."""
         if self.criterion.compare is Compare.STATS:
             return describe_stats(self.criterion)
+        if self.tolerance is not None:
+            return describe_change(self.criterion, self.good_value, self.tolerance)
         if self.threshold is None:
             return FAILS_RULE if self.criterion.crash_is_bad and not self.criterion.metric else EXIT_CODE_RULE
         return _comparison(self.criterion, self.threshold)
 
 
+    def versus(self, value: float) -> str:
+        """A judged value against the rule, as a step's reason says it."""
+        if self.tolerance is not None:
+            return f"{self.criterion.metric}={value!r} vs {self.good_value!r} ± {self.tolerance:.6g}"
+        return f"{self.criterion.metric}={value:.6g} vs {self.threshold:.6g}"
+
+
 def needs_endpoints(criterion: Criterion) -> bool:
     """True when the threshold depends on the endpoints' values."""
-    return criterion.max_increase is not None or criterion.auto
+    return criterion.max_increase is not None or criterion.auto or criterion.two_sided
 
 
-def calibrate(criterion: Criterion, good: Optional[float] = None, bad: Optional[float] = None) -> Calibrated:
-    """Fix the threshold; relative rules need the good endpoint's value (auto needs both)."""
+def change_tolerance(c: Criterion, good: float, spread: Optional[float] = None) -> float:
+    """How far from the good end's ``good`` a two-sided rule lets a value go: 0 for exact, ``max_change`` of
+    ``good`` ("1%") or as given, or for "auto" ``AUTO_CHANGE_SPREADS`` times the good end's own ``spread``."""
+    if c.compare is Compare.EXACT:
+        return 0.0
+    if c.max_change == "auto":
+        if spread is None:
+            raise UsageError("--max-change auto takes its tolerance from the good end's repeats, which this run has not "
+                             "measured (a matrix has no good end to repeat: give --max-change X)")
+        return AUTO_CHANGE_SPREADS * spread
+    number, pct = _INCREASE.match(c.max_change).groups()
+    return abs(good) * float(number) / 100 if pct else float(number)
+
+
+def calibrate(criterion: Criterion, good: Optional[float] = None, bad: Optional[float] = None,
+              spread: Optional[float] = None) -> Calibrated:
+    """Fix the threshold; relative rules need the good endpoint's value (auto needs both; a two-sided "auto" the
+    spread of the good end's repeats)."""
     c = criterion
+    if c.two_sided:
+        return Calibrated(criterion=c, tolerance=change_tolerance(c, good, spread), good_value=good, bad_value=bad)
     if c.threshold is not None:
         return Calibrated(criterion=c, threshold=c.threshold, good_value=good, bad_value=bad)
     if c.max_increase is not None:
@@ -197,90 +246,22 @@ def calibrate(criterion: Criterion, good: Optional[float] = None, bad: Optional[
     return Calibrated(criterion=c)
 
 
-def fails(measurements: list[Measurement]) -> bool:
-    """Whether the last of a candidate's measurements failed as a program fails (crash, signal, out of memory)."""
-    return bool(measurements) and measurements[-1].status in FAILURES
-
-
-def program_fails(c: Criterion) -> Criterion:
-    """``c`` turned into "the program fails": no metric, no rule, a crash BAD (what a crash bisect judges by)."""
-    return Criterion.model_validate({**c.model_dump(exclude_unset=True), "metric": None, "threshold": None,
-                                     "max_increase": None, "auto": False, "compare": Compare.THRESHOLD.value,
-                                     "min_effect": None, "alpha": None, "crash_is_bad": True})
-
-
-def failure_verdict(m: Measurement, criterion: Criterion) -> tuple[Verdict, str]:
-    """The verdict for a measurement that did not produce metrics."""
-    reason = m.reason or m.status.value
-    if m.status is Status.OOM and criterion.oom_is_bad:
-        return Verdict.BAD, f"out of memory counts as the regression: {reason}"
-    if m.status is Status.TIMEOUT and criterion.timeout_is_bad:
-        return Verdict.BAD, reason
-    if m.status in (Status.CRASHED, Status.BAD_OUTPUT) and criterion.crash_is_bad:
-        return Verdict.BAD, reason
-    return Verdict.SKIP, reason
-
-
-def exit_code_verdict(code: Optional[int], reason: Optional[str] = None) -> tuple[Verdict, str]:
-    """git-bisect-run contract: 0 good, 125 skip, 1-127 bad; signals and >127 are skips."""
-    if code == 0:
-        return Verdict.GOOD, "exit 0"
-    if code == 125 or code is None or code < 0 or code > 127:
-        return Verdict.SKIP, reason or f"exit {code}"
-    return Verdict.BAD, f"exit {code}" + (f": {reason}" if reason else "")
-
-
 # -- descriptions ----------------------------------------------------------------------------------
 def _comparison(criterion: Criterion, threshold: float) -> str:
     op = ">" if criterion.direction is Direction.INCREASE else "<"
     return f"{criterion.metric} {op} {human_value(threshold, criterion.metric)}"
 
 
-def describe_against_baseline(c: Criterion) -> str:
-    """The rule of a matrix run, where the baseline cell plays the good endpoint."""
-    if c.threshold is not None:
-        return _comparison(c, c.threshold)
-    if c.max_increase is not None:
-        way = "up" if c.direction is Direction.INCREASE else "down"
-        return f"{c.metric} moves {way} more than {c.max_increase} from the baseline cell"
-    return f"{c.metric} reported (no threshold)" if c.metric else "probe failures only (no metric criterion)"
+def describe_change(c: Criterion, good: float, tolerance: float) -> str:
+    """'grad_norm_first moves more than 0.0143 (1%) from 1.4276, either way' or the exact rule."""
+    if tolerance == 0:
+        return f"{c.metric} differs from the good end's {good!r} at all (bit-equality)"
+    given = f" ({c.max_change})" if c.max_change not in (None, "auto") and c.max_change.endswith("%") else ""
+    return (f"{c.metric} moves more than {human_value(tolerance, c.metric)}{given} from the good end's "
+            f"{human_value(good, c.metric)}, either way")
 
 
 def describe_stats(c: Criterion) -> str:
     """'step_seconds: worse than the good endpoint by >= 5% (MWU/KS p <= 0.001)'."""
     way = "higher" if c.direction is Direction.INCREASE else "lower"
     return f"{c.metric} {way} than the good endpoint's samples by >= {c.min_effect} (min of MWU and KS p <= {c.alpha:g})"
-
-
-def _stats_rule_text(c: Criterion) -> str:
-    return (f"samples interleaved with the good endpoint's (good, candidate, good, ...), a first round of {c.repeats} "
-            f"pairs, then a pair at a time up to {c.max_repeats}; DIFFERENT when the smaller of the one-sided Mann-Whitney U and "
-            f"Kolmogorov-Smirnov p-values against the good endpoint's samples is <= {c.alpha:g}: BAD when the "
-            f"Hodges-Lehmann shift is at least {c.min_effect}, GOOD below half of it (between: another pair); SAME (GOOD) when that p-value is above "
-            "the threshold a regression as large as the endpoints' (a conservative estimate) would stay below 99% of the time, or when the "
-            f"bad endpoint's samples are worse than the candidate's at p <= {c.alpha:g} (never below p = 0.01 against "
-            f"the good endpoint's), either only with a shift below {c.min_effect}; UNKNOWN asks for another "
-            "pair, and is a SKIP (with its numbers) after the last; the culprit is confirmed on fresh interleaved samples "
-            f"of the boundary pair (the first bad worse than the last good at p <= {CONFIRM_ALPHA:g} at any look, SAME when a "
-            f"step as large as the endpoints' would show below it {1 - CONFIRM_MISS:.1%} of the time)")
-
-
-def describe_rule(c: Criterion, exit_code_mode: bool = False) -> str:
-    """The decision rule in words, as the report states it."""
-    if exit_code_mode:
-        return "probe exit code: 0 GOOD, 125 SKIP, 1-127 BAD; signals and codes above 127 SKIP"
-    fails = (f"out of memory {'BAD' if c.oom_is_bad else 'SKIP'}, crash or bad output "
-             f"{'BAD' if c.crash_is_bad else 'SKIP'}, timeout {'BAD' if c.timeout_is_bad else 'SKIP'}, "
-             "broken environment SKIP")
-    if c.compare is Compare.STATS:
-        return f"{_stats_rule_text(c)}; failures: {fails}"
-    if not c.metric:
-        return f"a probe that succeeds is GOOD; failures: {fails}"
-    if c.repeats == 1 and c.noise == 0:
-        rule = "one measurement per candidate, BAD when it is beyond the threshold, else GOOD"
-    else:
-        noise = f" or their median is within ±{human_value(c.noise, c.metric)} of it" if c.noise else ""
-        rule = (f"{c.repeats} measurement{'s' if c.repeats > 1 else ''} per candidate, up to {c.max_repeats} "
-                f"while they straddle the threshold{noise}; BAD when all are beyond the threshold, GOOD "
-                "when none is, otherwise SKIP (unknown)")
-    return f"{rule}; failures: {fails}"

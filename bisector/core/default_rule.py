@@ -16,12 +16,14 @@ from bisector.errors import UsageError
 MEMORY_INCREASE = "10%"
 MEMORY_UNITS = {"bytes", "KiB", "MiB", "GiB", "kB", "MB", "GB", "B/param", "B/token"}
 TIME_UNITS = {"s", "ms", "us", "ns"}
-RULE_FLAGS = "--threshold X, --max-increase X or X%, --auto, or --compare stats"
+RULE_FLAGS = ("--threshold X, --max-increase X or X%, --auto, --max-change X or X% (either way), --compare exact or "
+              "--compare stats")
 
 
 def has_rule(c: Criterion) -> bool:
     """Whether the criterion says when a value is BAD (a threshold rule, or stats mode)."""
-    return c.threshold is not None or c.max_increase is not None or c.auto or c.compare is Compare.STATS
+    return (c.threshold is not None or c.max_increase is not None or c.auto or c.two_sided
+            or c.compare is Compare.STATS)
 
 
 def with_default_rule(c: Criterion) -> Criterion:

@@ -6,7 +6,8 @@ from typing import Callable, Iterable, Optional
 
 from bisector.decide.seam import Measures
 from bisector.core.candidate import Candidate
-from bisector.core.criterion import Calibrated, Criterion, exit_code_verdict, failure_verdict
+from bisector.core.criterion import Calibrated, Criterion
+from bisector.core.failure_rule import exit_code_verdict, failure_verdict
 from bisector.core.measurement import (Measurement, Status, absent_reason, medians, metric_value, metric_values,
                                       oom_cells)
 from bisector.core.stats import SampleEvidence
@@ -76,7 +77,7 @@ def judge(measurer: Measures, calibrated: Calibrated, c: Candidate, first_repeat
         side = _side(calibrated, values)
         if side is not None and not calibrated.in_band(value):
             verdict = Verdict.BAD if side else Verdict.GOOD
-            return Judgement(verdict, f"{crit.metric}={value:.6g} vs {calibrated.threshold:.6g}", value, ms)
+            return Judgement(verdict, calibrated.versus(value), value, ms)
         if len(ms) >= crit.max_repeats:
             return Judgement(Verdict.SKIP, _unknown(calibrated, values, value), value, ms)
         ms.append(measurer.measure(c, first_repeat + len(ms)))
@@ -85,7 +86,9 @@ def judge(measurer: Measures, calibrated: Calibrated, c: Candidate, first_repeat
 def _unknown(calibrated: Calibrated, values: list[float], value: float) -> str:
     crit = calibrated.criterion
     how = "straddle" if _side(calibrated, values) is None else f"have their median within ±{crit.noise:.6g} of"
-    return (f"unknown: {len(values)} repeats of {crit.metric} {how} the threshold {calibrated.threshold:.6g} "
+    limit = (f"the threshold {calibrated.threshold:.6g}" if calibrated.tolerance is None else
+             f"the tolerance ±{calibrated.tolerance:.6g} around {calibrated.good_value!r}")
+    return (f"unknown: {len(values)} repeats of {crit.metric} {how} {limit} "
             f"(median {value:.6g}, range {min(values):.6g}..{max(values):.6g})")
 
 

@@ -28,7 +28,8 @@ from typing import Optional
 from bisector.decide.judge import Judgement, missing_why
 from bisector.decide.seam import Measures
 from bisector.core.candidate import Candidate
-from bisector.core.criterion import Criterion, Direction, failure_verdict
+from bisector.core.criterion import Criterion, Direction
+from bisector.core.failure_rule import failure_verdict
 from bisector.core.measurement import Measurement, Status
 from bisector.core.stats import (CONFIRM_ALPHA, CONFIRM_MISS, MISS, SAME_FLOOR, Comparison, SampleComparison,
                                  SampleEvidence, compare_samples, drifted, superiority_lower_bound)

@@ -16,6 +16,7 @@ REPLACE = "--replace-probe-args"
 _CRITERION_DEFAULTS = Criterion()
 # criterion field -> flag, for the fields given as a value
 _CRITERION_VALUES = (("metric", "--metric"), ("threshold", "--threshold"), ("max_increase", "--max-increase"),
+                     ("max_change", "--max-change"),
                      ("repeats", "--repeats"), ("max_repeats", "--max-repeats"), ("noise", "--noise"),
                      ("min_effect", "--min-effect"), ("alpha", "--alpha"))
 

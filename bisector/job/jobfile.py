@@ -34,7 +34,7 @@ from bisector.errors import UsageError
 from bisector.job.probe import raw_label
 
 PROBE_KINDS = ("name", "path", "cmd", "command")
-RULES = ("threshold", "max_increase", "auto")
+RULES = ("threshold", "max_increase", "max_change", "auto")
 ABOUT_THE_PACKAGE = ("good", "bad", "repo", "repo_url")
 
 
@@ -59,7 +59,7 @@ def _drop_what_belongs_below(lower: dict, upper: dict) -> dict:
         for key in ABOUT_THE_PACKAGE:
             lower.get("job", {}).pop(key, None)
         lower.pop("reference", None)
-    if _given(upper.get("criterion"), RULES) or (upper.get("criterion") or {}).get("compare") == "stats":
+    if _given(upper.get("criterion"), RULES) or (upper.get("criterion") or {}).get("compare") in ("stats", "exact"):
         lower["criterion"] = {k: v for k, v in (lower.get("criterion") or {}).items() if k not in RULES}
     if "reference" in upper:
         lower.pop("reference", None)

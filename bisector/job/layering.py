@@ -74,7 +74,7 @@ def merge(base: dict, overrides: dict) -> dict:
     return out
 
 
-EXCLUSIVE = {"probe": ("name", "path", "cmd", "command"), "criterion": ("threshold", "max_increase", "auto")}
+EXCLUSIVE = {"probe": ("name", "path", "cmd", "command"), "criterion": ("threshold", "max_increase", "max_change", "auto")}
 M = TypeVar("M", bound=BaseModel)
 
 

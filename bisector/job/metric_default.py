@@ -9,7 +9,7 @@ from pydantic import ValidationError
 
 from bisector.job.probe import probe_from
 
-RULE_KEYS = ("threshold", "max_increase", "auto")
+RULE_KEYS = ("threshold", "max_increase", "max_change", "auto")
 
 
 def with_default_metric(data):
@@ -19,7 +19,8 @@ def with_default_metric(data):
     criterion = data.get("criterion") if isinstance(data.get("criterion"), dict) else {}
     if criterion.get("metric"):
         return data
-    rule = any(criterion.get(k) not in (None, False) for k in RULE_KEYS) or str(criterion.get("compare")) == "stats"
+    rule = any(criterion.get(k) not in (None, False) for k in RULE_KEYS) or str(criterion.get("compare")) in ("stats",
+                                                                                                           "exact")
     if criterion.get("crash_is_bad") and not rule:
         return data
     try:

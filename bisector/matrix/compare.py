@@ -7,7 +7,8 @@ from __future__ import annotations
 
 from typing import Optional
 
-from bisector.core.criterion import Criterion, calibrate, exit_code_verdict, failure_verdict
+from bisector.core.criterion import Criterion, calibrate
+from bisector.core.failure_rule import exit_code_verdict, failure_verdict
 from bisector.core.measurement import Measurement, Status, medians, metric_value, oom_cells
 from bisector.core.verdict import Verdict
 from bisector.matrix.cells import Cell

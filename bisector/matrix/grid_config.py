@@ -160,8 +160,9 @@ class MatrixConfig(BaseModel):
 
     @model_validator(mode="after")
     def _rule(self) -> "MatrixConfig":
-        if self.criterion.auto:
-            raise ValueError("criterion.auto is not supported by matrix; use threshold or max_increase")
+        if self.criterion.auto or self.criterion.max_change == "auto":
+            raise ValueError("criterion.auto (and max_change = auto) is not supported by matrix; use threshold, "
+                             "max_increase or max_change")
         if self.criterion.compare is Compare.STATS:
             raise ValueError("criterion.compare = stats is for bisects; the matrix reads noisy metrics through its "
                              "history's change points: use threshold or max_increase")

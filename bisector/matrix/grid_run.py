@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Callable, Optional
 
 from bisector.core.candidate import Candidate
-from bisector.core.criterion import describe_against_baseline
+from bisector.core.rule_text import describe_against_baseline
 from bisector.core.measurement import Measurement, oom_cells
 from bisector.core.units import declared, human_value
 from bisector.data import specs_dir

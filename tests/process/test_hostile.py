@@ -132,7 +132,7 @@ FLAGS = [
     Kind("flags", "max-increase not a size", releases(probe_cmd=None, probe="ga_memory", metric="m",
                                                       max_increase="lots"), 2, "not a percentage"),
     Kind("flags", "two rules", releases("--auto", probe_cmd=None, probe="ga_memory", metric="m", threshold="1"), 2,
-         "give only one of threshold, max_increase, auto"),
+         "give only one of threshold, max_increase, max_change, auto"),
     Kind("flags", "a rule without a metric", commits(threshold="1"), 2, "a threshold rule needs a metric"),
     Kind("flags", "direction unknown", commits(direction="sideways"), 2, "invalid choice: 'sideways'"),
     Kind("flags", "index url javascript", commits(index_url="javascript:alert(1)"), 2,

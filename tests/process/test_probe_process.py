@@ -10,7 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from bisector.core.criterion import Criterion, exit_code_verdict, failure_verdict
+from bisector.core.criterion import Criterion
+from bisector.core.failure_rule import exit_code_verdict, failure_verdict
 from bisector.core.measurement import Measurement
 from bisector.core.verdict import Verdict
 from bisector.measure.probe_process import run_probe
