@@ -43,7 +43,7 @@ def with_default_rule(c: Criterion) -> Criterion:
     else:
         raise UsageError(f"no rule for {c.metric}: give {RULE_FLAGS} (only memory and time metrics have a default "
                          "rule)")
-    chosen._chosen = f"{why}; {RULE_FLAGS} choose another"
+    chosen._chosen = f"{why}; --threshold, --max-increase, --max-change or --compare choose another"
     return chosen
 
 

@@ -18,8 +18,10 @@ def with_words(command: list[str], updates: dict[str, Optional[str]],
     """``command`` with each flag in ``updates`` replaced (value None = a switch with no value), and each
     flag in ``drop`` (flag -> whether it takes a value) removed.
 
-    Both ``--flag value`` and ``--flag=value`` spellings of a replaced flag are removed first.
+    Both ``--flag value`` and ``--flag=value`` spellings of a replaced flag are removed first. A user's program
+    (the words after the first ``--``) is its own: never rewritten, and the flags go before it.
     """
+    command, program = _split(command)
     out: list[str] = []
     skip = False
     drop = drop or {}
@@ -35,7 +37,15 @@ def with_words(command: list[str], updates: dict[str, Optional[str]],
         out.append(word)
     for flag, value in updates.items():
         out += [flag] if value is None else [flag, value]
-    return out
+    return out + program
+
+
+def _split(command: list[str]) -> tuple[list[str], list[str]]:
+    """bisector's own words, and ``--`` with the user's program after it (empty without one)."""
+    if "--" not in command:
+        return list(command), []
+    cut = command.index("--")
+    return list(command[:cut]), list(command[cut:])
 
 
 def portable_words(command: Optional[list[str]]) -> Optional[list[str]]:
@@ -43,8 +53,9 @@ def portable_words(command: Optional[list[str]]) -> Optional[list[str]]:
     another machine runs."""
     if not command:
         return None
+    own, program = _split(command)
     out, skip = [], False
-    for word in command:
+    for word in own:
         flag = word.split("=", 1)[0]
         if skip:
             skip = False
@@ -52,7 +63,7 @@ def portable_words(command: Optional[list[str]]) -> Optional[list[str]]:
             skip = _LOCAL_FLAGS[flag] and "=" not in word
         else:
             out.append(redact_text(word))
-    return out
+    return out + [redact_text(word) for word in program]   # the program's own --json is the program's
 
 
 def shown_command(command: Optional[list[str]]) -> Optional[str]:

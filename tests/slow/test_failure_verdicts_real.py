@@ -192,3 +192,42 @@ def test_noise_band_median_after_max_repeats_is_unknown(repo8, tmp_path, env_cac
     assert band["verdict"] == "skip" and band["repeats"] == 5, band
     assert band["reason"].startswith("unknown: 5 repeats of step_s have their median within ±0.2 of the threshold")
     assert proc.returncode == 0 and out["first_bad"]["sha"] == shas[PLANTED]
+
+
+TRAIN_BREAKS = """\
+import torch
+import tinypkg
+
+if tinypkg.BUFFER_KIB >= 400:
+    raise RuntimeError("boom: the planted change broke training")
+w = torch.nn.Parameter(torch.ones(1000))
+opt = torch.optim.SGD([w], lr=0.1)
+for step in range(3):
+    loss = (w * tinypkg.step()).sum()
+    loss.backward()
+    opt.step()
+    opt.zero_grad()
+"""
+
+
+@pytest.mark.parametrize("flags", [("--crash-is-bad",), ()], ids=["crash-is-bad", "no-rule"])
+def test_where_your_program_starts_to_crash_is_named_with_its_error_line(repo8, tmp_path, env_cache, plain_spec,
+                                                                          flags):
+    """Your program after --, no rule: with --crash-is-bad, or by itself once the good end measured and the bad end
+    crashed, the bisect is "the program fails"; the first failing commit is named and its error line quoted."""
+    repo, shas = repo8
+    (tmp_path / "train.py").write_text(TRAIN_BREAKS)
+    proc = cli("run", "--package", "tinypkg", "--mode", "commits", "--repo", str(repo), "--good", shas[0],
+               "--bad", shas[-1], "--env", str(plain_spec), "--store", str(tmp_path / "store.db"),
+               "--cache-dir", str(env_cache), "--json", *flags, "--", "python", "train.py", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    out = json.loads(proc.stdout)
+    assert out["status"] == "found" and out["first_bad"]["sha"] == shas[PLANTED] and out.get("metric") is None
+    (step,) = steps_of(out, shas, PLANTED)
+    assert step["verdict"] == "bad" and step["reason"].endswith("RuntimeError: boom: the planted change broke training")
+    report = (tmp_path / "reports" / f"{out['run_id']}.md").read_text()
+    first = report.splitlines()[0]
+    assert first.startswith("**First bad: tinypkg") and "RuntimeError: boom: the planted change broke training" in first
+    assert "      | RuntimeError: boom: the planted change broke training" in proc.stderr   # the failed step's output
+    said = [n for n in out["notes"] if "the program starts to fail" in n]
+    assert bool(said) is (not flags)

@@ -96,3 +96,16 @@ def test_a_job_from_a_job_file_is_reproduced_from_an_empty_directory(toml, tmp_p
     monkeypatch.chdir(empty)
     again = run_job(None, _parse(run_argv(config)[1:]))
     assert _sections(again) == _sections(config), run_argv(config)
+
+
+def test_an_offered_command_keeps_the_users_program_after_its_own_flags():
+    """The refine line of a run of your program: its flags before --, the program (and its own --json) untouched."""
+    from bisector.job.commandline import portable_words, with_words
+
+    ran = ["bisector", "run", "--package", "transformers", "--good", "4.36.0", "--store", "s.db", "--", "python",
+           "train.py", "--json", "--good", "x"]
+    refine = with_words(ran, {"--mode": "auto", "--good": "4.37.2", "--bad": "4.38.0"})
+    assert refine == ["bisector", "run", "--package", "transformers", "--store", "s.db", "--mode", "auto", "--good",
+                      "4.37.2", "--bad", "4.38.0", "--", "python", "train.py", "--json", "--good", "x"]
+    assert portable_words(ran) == ["bisector", "run", "--package", "transformers", "--good", "4.36.0", "--",
+                                   "python", "train.py", "--json", "--good", "x"]
