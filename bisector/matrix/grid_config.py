@@ -161,7 +161,7 @@ class MatrixConfig(BaseModel):
     @model_validator(mode="after")
     def _rule(self) -> "MatrixConfig":
         if self.criterion.auto or self.criterion.max_change == "auto":
-            raise ValueError("criterion.auto (and max_change = auto) is not supported by matrix; use threshold, "
+            raise ValueError("criterion.auto is not supported by matrix (nor max_change = auto); use threshold, "
                              "max_increase or max_change")
         if self.criterion.compare is Compare.STATS:
             raise ValueError("criterion.compare = stats is for bisects; the matrix reads noisy metrics through its "
