@@ -163,7 +163,7 @@ def _plan_workers(spec, requested):
     if spec["isolate"] or spec["device"] != "cpu":
         return None, {"asked": 1, "used": 1}
     available = available_memory()
-    if spec["fake"]:  # nothing of the model is allocated: a worker holds its Python objects only
+    if spec.get("fake"):  # nothing of the model is allocated: a worker holds its Python objects only
         return None, plan_workers(requested, n_cells, FAKE_CELL_BYTES, available)
     cell_bytes = cell_memory(spec, worker_count(requested, n_cells), available) if available else None
     problem = memory_problem(spec, cell_bytes, available) if cell_bytes else None
