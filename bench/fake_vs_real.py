@@ -6,7 +6,7 @@
    cell, which holds on the default job's transformers 4.32), and the table prints each side's wall time and peak
    RSS (the probe and its worker, from ``wait4``) with their ratios.
 2. The seed's models, fake only (``--seed-models``): pythia-1.4b's and llama-7b's four Trainer cells, against the
-   real CPU run of pythia-1.4b recorded in docs/gpu.md (1.858 / 0.294 B/param, 705 s, 14.1 GiB; not rerun here:
+   real CPU run of pythia-1.4b recorded in docs/gpu.md (1.858 / 0.294 B/param, 705 s, 13.47 GiB; not rerun here:
    it takes 12 minutes and more memory than a shared machine should give) and the seed's NVML numbers.
 
     python bench/fake_vs_real.py [--python ENV/bin/python] [--widths 256,1024] [--seed-models] [--all-fields]
@@ -27,8 +27,9 @@ import time
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SCRIPT = os.path.join(ROOT, "probes", "ga_memory", "__main__.py")
 WIDE = ["--loop", "trainer", "--layers", "4", "--heads", "16", "--vocab", "8192", "--workers", "1"]
+# docs/gpu.md: the real CPU run of pythia-1.4b's four Trainer cells, its worker's peak RSS (14.1 GiB: the estimate)
 SEED_REAL = {"pythia-1.4b": {"ga_cost_bytes_per_param": 1.858, "fp32_ga_cost_bytes_per_param": 0.294,
-                             "wall_s": 705.0, "rss_gib": 14.1}}
+                             "wall_s": 705.0, "rss_gib": 13.47}}
 SEED_NVML = {"pythia-1.4b": (0.86, 0.29), "llama-7b": (1.54, 0.18)}
 NOT_BYTES = ("seconds", "meter", "fake_reads_answered")
 COUNTS = ("storages_seen", "dtype_bytes")   # equal on transformers 4.32, not on 5 (tests/slow/test_fake_exact.py)
