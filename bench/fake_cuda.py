@@ -71,7 +71,8 @@ def forward_window(spec, hidden, device, precision):
             backward = _try_backward(loss)
         report = meter.report()
         meter.close()
-    return report["peak_bytes"], report.get("est_reserved_peak_bytes"), report["dtype_bytes"], facts["n_params"], backward
+    return (report["peak_bytes"], report.get("est_reserved_peak_bytes"), report["dtype_bytes"], facts["n_params"],
+            backward)
 
 
 def _try_backward(loss) -> str:

@@ -88,13 +88,15 @@ def seed_models(python):
         wall, rss, result = run_probe(python, ["--model-config", name, "--loop", "trainer", "--fake", "--timings"])
         m = result["metrics"]
         params = next(v for k, v in m.items() if k.startswith("n_params."))
-        est = f"{m.get('est_reserved_ga_cost_bytes_per_param', 0):.3f} / {m.get('est_reserved_fp32_ga_cost_bytes_per_param', 0):.3f}"
+        est = (f"{m.get('est_reserved_ga_cost_bytes_per_param', 0):.3f} / "
+               f"{m.get('est_reserved_fp32_ga_cost_bytes_per_param', 0):.3f}")
         real = SEED_REAL.get(name)
         recorded = (f"{real['ga_cost_bytes_per_param']:.3f} / {real['fp32_ga_cost_bytes_per_param']:.3f}, "
                     f"{real['wall_s']:.0f} s, {real['rss_gib']:.1f} GiB" if real else "does not fit here")
         nvml = "{:.2f} / {:.2f}".format(*SEED_NVML[name])
-        print(f"{name:<12} {params:>14,.0f} {m['ga_cost_bytes_per_param']:>8.3f} {m['fp32_ga_cost_bytes_per_param']:>8.3f} "
-              f"{est:>14} {wall:>6.0f}s {rss / GIB:>5.2f} GiB  {recorded:<34} {nvml}", flush=True)
+        costs = f"{m['ga_cost_bytes_per_param']:>8.3f} {m['fp32_ga_cost_bytes_per_param']:>8.3f}"
+        print(f"{name:<12} {params:>14,.0f} {costs} {est:>14} {wall:>6.0f}s {rss / GIB:>5.2f} GiB  {recorded:<34} "
+              f"{nvml}", flush=True)
         if real:
             print(f"{'':<12} fake / real: wall {wall / real['wall_s']:.2f}x, RSS {rss / GIB / real['rss_gib']:.3f}x")
 

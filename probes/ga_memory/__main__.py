@@ -76,9 +76,8 @@ def _import_transformers(args, importlib) -> None:
 
 
 WARM_FAMILIES = ("gpt_neox", "llama")
-WARM_HELPERS = ("_allocator_model.replay", "_cells", "_fit", "_meters.cpu", "_meters.cuda", "_meters.fake_mode", "_models.build",
-                "_result",
-                "_training.accelerate_loop", "_training.precision", "_training.trainer_loop", "_workers")
+WARM_HELPERS = ("_allocator_model.replay", "_cells", "_fit", "_meters.cpu", "_meters.cuda", "_meters.fake_mode",
+                "_models.build", "_result", "_training.accelerate_loop", "_training.precision", "_training.trainer_loop", "_workers")
 
 
 def warm_imports():

@@ -160,13 +160,9 @@ def _measure(spec, cell, record, clock):
     _cap_cuda_memory(spec)
     session = _fake_session(spec)
     seq_len = cell["seq_len"]
-    real_device = "cpu" if session else spec["device"]   # fake CUDA: made on the CPU, moved under the mode
     with session.real() if session else contextlib.nullcontext():
-        steps = [make_batches(spec, cell["ga"], real_device, seq_len) for _ in range(spec["warmup_steps"] + 1)]
+        steps = [make_batches(spec, cell["ga"], spec["device"], seq_len) for _ in range(spec["warmup_steps"] + 1)]
     with session or contextlib.nullcontext():
-        if real_device != spec["device"]:
-            steps = [[{k: torch.empty_like(v, device=spec["device"]) for k, v in b.items()} for b in step]
-                     for step in steps]   # (fake tensors hold no values: the ids' shapes are the batch)
         model, facts = build_model(spec, cell["hidden"])
         record.update(facts)
         meter = make_meter(spec)

@@ -275,7 +275,8 @@ def make_spec(args) -> dict:
     spec["device_requested"] = args.device if args.device != "auto" else os.environ.get(DEVICE_ENV) or "auto"
     spec["device"] = resolve_device(args.device, args.fake)
     spec["use_reentrant"] = {"default": None, "true": True, "false": False}[args.use_reentrant]
-    isolate = args.isolate if args.isolate != "auto" else ("on" if spec["device"] == "cuda" and not args.fake else "off")
+    on_gpu = spec["device"] == "cuda" and not args.fake
+    isolate = args.isolate if args.isolate != "auto" else ("on" if on_gpu else "off")
     spec["isolate"] = isolate == "on"
     spec["attribution"] = bool(args.attribution and spec["device"] == "cpu")
     _resolve_allocator(spec)

@@ -53,6 +53,7 @@ def test_every_cell_of_the_default_grid_measures_the_same_bytes_fake_as_real(loo
     assert all(c["meter"] == "cpu-dispatch (fake)" for c in fake if "peak_bytes" in c)
     for r, f in zip(real, fake):
         assert _bytes(f) == _bytes(r), (r["precision"], r["ga"], r["hidden"])
-    assert derive(fake, fake_spec["precisions"], fake_spec["ga"]) == derive(real, real_spec["precisions"], real_spec["ga"])
+    groups = real_spec["precisions"], real_spec["ga"]
+    assert derive(fake, *groups) == derive(real, *groups)
     if loop == "trainer":   # Trainer's NaN filter read the loss at every micro-step: answered "finite"
         assert all(c["fake_reads_answered"]["nan_check"] > 0 for c in fake if "peak_bytes" in c)

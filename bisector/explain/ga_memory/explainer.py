@@ -107,4 +107,5 @@ class GaMemoryExplainer(Explainer):
         fake = setting_story.fake_note(good_details, bad_details)
         if not good or not bad or not groups:
             return fake + super().explain(good, bad, metric, good_details, bad_details)
-        return fake + explain_moves(good, bad, metric, good_details or {}, bad_details or {}, groups) + caveats(good, bad)
+        moves = explain_moves(good, bad, metric, good_details or {}, bad_details or {}, groups)
+        return fake + moves + caveats(good, bad)
