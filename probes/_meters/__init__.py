@@ -7,8 +7,11 @@ StorageMeter``), or load the package by path under a name of your own (``command
 * ``tensor_bytes``: live tensor-storage bytes counted exactly under a ``TorchDispatchMode`` (each untyped
   storage once, from first sight until freed); ``LiveBytes``, the per-step meter of the command probe.
 * ``phases``: a measured window and its named phases (start, peak and end bytes), ``DEVICE_METER``.
-* ``cpu``: ``StorageMeter``, the exact phase meter on the CPU, with allocation sites (``sites``) and an
-  optional observer of every allocation (ga_memory's allocator model records its trace so).
+* ``cpu``: ``StorageMeter``, the exact phase meter on the CPU (``tensor_bytes``'s count with phases), with
+  allocation sites (``sites``) and an optional observer of every allocation (ga_memory's allocator model records
+  its trace so).
+* ``fake_mode``: fake mode (``--fake``): ``FakeSession`` (torch's FakeTensorMode for a cell) and
+  ``FakeStorageMeter``, the CPU meter on fake tensors, with the value reads it answers or refuses.
 * ``cuda``: ``CudaMeter``, the caching allocator's counters per phase, and ``NvmlProbe``: NVML's
   device-wide view of the same GPU, found by its UUID.
 """

@@ -18,17 +18,17 @@ from __future__ import annotations
 import collections
 
 import torch
-from torch.utils._python_dispatch import TorchDispatchMode
 
 from .phases import MeterBase
 from .sites import site_of
-from .tensor_bytes import liveness as _liveness
-from .tensor_bytes import storage_of, tensors_in
+from .tensor_bytes import PRE_EXISTING, LiveBytes
 
 
-class StorageMeter(MeterBase, TorchDispatchMode):
+class StorageMeter(MeterBase, LiveBytes):
     """Counts live tensor-storage bytes on one device type; exact and deterministic.
 
+    The count is ``tensor_bytes.LiveBytes``'s (each storage once, frees observed); this meter adds the
+    measured window's phases (``phases.MeterBase``), sites and the allocation observer through its hooks.
     ``track(tensors)`` registers tensors that existed before the mode was entered (parameters,
     gradients, buffers, optimizer state); storages first seen as op inputs are registered too.
     With ``attribution=True`` every storage remembers the site that allocated it and the meter
@@ -41,12 +41,10 @@ class StorageMeter(MeterBase, TorchDispatchMode):
     kind = "cpu-dispatch"
 
     def __init__(self, device_type="cpu", attribution=False, liveness="auto", allocations=None):
-        TorchDispatchMode.__init__(self)
+        self._sweeping = False
         MeterBase.__init__(self)
-        self.device_type = device_type
+        LiveBytes.__init__(self, device_type, liveness)
         self.attribution_enabled = attribution
-        self._live = _liveness(liveness, self._freed)
-        self._sizes = {}
         self._sites = {}
         self._by_site = collections.Counter()
         self._peak_sites = {}
@@ -55,19 +53,28 @@ class StorageMeter(MeterBase, TorchDispatchMode):
         self._created = collections.Counter()
         self._window_open = False
         self._snap_level = 0
-        self._cur = 0
         self._ppeak = 0
-        self.n_storages_seen = 0
         self._allocations = allocations
 
     # --- MeterBase hooks -----------------------------------------------------------------
     @property
     def current(self) -> int:
-        self._live.sweep()
-        return self._cur
+        """Bytes live now (frees swept first: with polled liveness a ``del`` shows only after a sweep; a
+        free reported by the sweep reads the count too, and does not sweep again)."""
+        if not self._sweeping:
+            self._sweeping = True
+            try:
+                self._live.sweep()
+            finally:
+                self._sweeping = False
+        return self._count
+
+    @current.setter
+    def current(self, value: int) -> None:  # LiveBytes keeps the count through this
+        self._count = value
 
     def _open_phase_peak(self):
-        self._ppeak = self._cur
+        self._ppeak = self.current
         if self.attribution_enabled:
             self._phase_sites = self._live_sites()
 
@@ -83,7 +90,7 @@ class StorageMeter(MeterBase, TorchDispatchMode):
         self._created = collections.Counter()
         self._window_open = True
         MeterBase.reset_peak(self)
-        self._snap_level = self._cur
+        self._snap_level = self.current
         self._peak_sites = dict(self._by_site)
         if self._allocations is not None:
             self._allocations.open_window()
@@ -98,7 +105,7 @@ class StorageMeter(MeterBase, TorchDispatchMode):
             self._allocations.phase(name)
 
     def extra(self):
-        out = {"liveness": self._live.name, "storages_seen": self.n_storages_seen,
+        out = {"liveness": self._live.name, "storages_seen": self.storages_seen,
                "dtype_bytes": dict(sorted(self._created.items()))}
         if self._allocations is not None:
             out.update(self._allocations.report())
@@ -107,72 +114,51 @@ class StorageMeter(MeterBase, TorchDispatchMode):
     def _live_sites(self) -> dict:
         return {k: v for k, v in self._by_site.items() if v}
 
-    # --- counting --------------------------------------------------------------------------
-    def track(self, tensors, site="pre-existing"):
+    # --- counting: LiveBytes's hooks --------------------------------------------------------
+    def track(self, tensors, site=PRE_EXISTING):
         """Register already-existing tensors (iterable; None entries are skipped)."""
         for t in tensors:
             if isinstance(t, torch.Tensor):
                 self._see(t, site)
 
-    def _see(self, tensor, site=None):
-        if tensor.device.type != self.device_type:
-            return
-        storage = storage_of(tensor)
-        if storage is None:
-            return
-        key = storage._cdata
-        nbytes = storage.nbytes()
-        old = self._sizes.get(key)
-        if old is None:
-            if nbytes == 0:
-                return
-            self._live.watch(key, storage)
-            self.n_storages_seen += 1
-            label = site or (site_of(tensor) if self.attribution_enabled else "")
-            self._sites[key] = label
-            if self._window_open and site is None:  # created inside the window, by an op
-                self._created[str(tensor.dtype).replace("torch.", "")] += nbytes
-            if self._allocations is not None:
-                self._allocations.alloc(key, nbytes)
-            self._add(key, nbytes, label)
-        elif old != nbytes:  # resized in place
-            if self._allocations is not None:
-                self._allocations.resize(key, nbytes)
-            self._add(key, nbytes - old, self._sites[key])
+    def _born(self, key, tensor, nbytes, site):
+        label = site or (site_of(tensor) if self.attribution_enabled else "")
+        self._sites[key] = label
+        if self._window_open and site is None:  # created inside the window, by an op
+            self._created[str(tensor.dtype).replace("torch.", "")] += nbytes
+        if self._allocations is not None:
+            self._allocations.alloc(key, nbytes)
+        self._add(key, nbytes)
 
-    def _add(self, key, delta, label):
-        self._sizes[key] = self._sizes.get(key, 0) + delta
-        self._cur += delta
+    def _grown(self, key, delta):
+        if self._allocations is not None:
+            self._allocations.resize(key, self._sizes[key] + delta)
+        self._add(key, delta)
+
+    def _add(self, key, delta):
+        LiveBytes._add(self, key, delta)
         if self.attribution_enabled:
-            self._by_site[label] += delta
-        if self._cur > self._ppeak:
-            self._ppeak = self._cur
+            self._by_site[self._sites[key]] += delta
+        if self.current > self._ppeak:
+            self._ppeak = self.current
             if self.attribution_enabled:
                 self._phase_sites = self._live_sites()
-                if self._cur > self._snap_level:
-                    self._snap_level = self._cur
+                if self.current > self._snap_level:
+                    self._snap_level = self.current
                     self._peak_sites = self._phase_sites
 
     def _freed(self, key):
         if self._allocations is not None:
             self._allocations.free(key)
-        nbytes = self._sizes.pop(key, 0)
+        nbytes = self._sizes.get(key, 0)
         label = self._sites.pop(key, "")
-        self._cur -= nbytes
+        was, self._sweeping = self._sweeping, True   # called by a sweep: reading the count must not sweep
+        try:
+            LiveBytes._freed(self, key)
+        finally:
+            self._sweeping = was
         if self.attribution_enabled:
             self._by_site[label] -= nbytes
-
-    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-        kwargs = kwargs or {}
-        for t in tensors_in(args):
-            self._see(t, "pre-existing")
-        for t in tensors_in(kwargs):
-            self._see(t, "pre-existing")
-        out = func(*args, **kwargs)
-        self._live.sweep()
-        for t in tensors_in(out):
-            self._see(t)
-        return out
 
     # --- results ---------------------------------------------------------------------------
     def attribution(self, top=12):

@@ -3,7 +3,7 @@
 A meter measures one *window* (the steady-state optimizer step): ``reset_peak()`` opens it,
 ``mark(name)`` starts the next named phase (closing the previous one) and ``mark(None)``
 closes the last phase. Each phase records the bytes live at its start and end and its peak.
-Subclasses supply ``current`` (bytes live now) and two hooks for the running phase peak.
+Subclasses supply ``current`` (bytes live now, read through ``_now()``) and two hooks for the running phase peak.
 """
 from __future__ import annotations
 
@@ -26,10 +26,10 @@ class MeterBase:
         self.end_bytes = None
 
     # --- hooks -------------------------------------------------------------------------
-    @property
-    def current(self) -> int:
-        """Bytes live now."""
-        raise NotImplementedError
+    def _now(self) -> int:
+        """Bytes live now: the subclass's ``current`` (a property or, in ``cpu.StorageMeter``, the count
+        ``tensor_bytes.LiveBytes`` keeps, read after a sweep of the frees)."""
+        return self.current
 
     def _open_phase_peak(self) -> None:
         """Start tracking the peak of a new phase (from the current level)."""
@@ -51,7 +51,7 @@ class MeterBase:
         """Open a new measurement window at the current level."""
         self._phases = {}
         self._phase = None
-        self.start_bytes = self.current
+        self.start_bytes = self._now()
         self._window_peak = self.start_bytes
         self.end_bytes = None
         self._open_phase_peak()
@@ -70,7 +70,7 @@ class MeterBase:
         ``on_step_begin`` to the first ``training_step``) belongs to the window too: its peak is
         kept, never dropped when the first phase opens.
         """
-        now = self.current
+        now = self._now()
         if self._phase is not None:
             record = self._phases[self._phase]
             record["peak_bytes"] = max(self._read_phase_peak(), now, record["start_bytes"])
@@ -126,7 +126,7 @@ class MeterBase:
         return {
             "peak_bytes": self.peak,
             "start_bytes": self.start_bytes,
-            "end_bytes": self.current if self.end_bytes is None else self.end_bytes,
+            "end_bytes": self._now() if self.end_bytes is None else self.end_bytes,
             "peak_phase": self.peak_phase,
             "phases": self.phases,
             **self.extra(),

@@ -15,6 +15,8 @@ import weakref
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
+PRE_EXISTING = "pre-existing"   # the site of a storage first seen as an op's input: it existed before
+
 
 def storage_of(tensor):
     """The tensor's untyped storage, or None (sparse, meta, functional wrappers...)."""
@@ -130,7 +132,8 @@ class LiveBytes(TorchDispatchMode):
         self.window_peak = 0
         self.storages_seen = 0
 
-    def _see(self, tensor):
+    def _see(self, tensor, site=None):
+        """Count ``tensor``'s storage if it is new or resized; ``site``: PRE_EXISTING for an op's input."""
         if tensor.device.type != self.device_type:
             return
         storage = storage_of(tensor)
@@ -144,9 +147,16 @@ class LiveBytes(TorchDispatchMode):
                 return
             self._live.watch(key, storage)
             self.storages_seen += 1
-            self._add(key, nbytes)
+            self._born(key, tensor, nbytes, site)
         elif old != nbytes:  # resized in place
-            self._add(key, nbytes - old)
+            self._grown(key, nbytes - old)
+
+    # hooks for a meter built on this one (``_meters/cpu.StorageMeter``: sites, an allocation observer)
+    def _born(self, key, tensor, nbytes, site):
+        self._add(key, nbytes)
+
+    def _grown(self, key, delta):
+        self._add(key, delta)
 
     def _add(self, key, delta):
         self._sizes[key] = self._sizes.get(key, 0) + delta
@@ -169,9 +179,9 @@ class LiveBytes(TorchDispatchMode):
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
         for t in tensors_in(args):
-            self._see(t)
+            self._see(t, PRE_EXISTING)
         for t in tensors_in(kwargs):
-            self._see(t)
+            self._see(t, PRE_EXISTING)
         out = func(*args, **kwargs)
         self._live.sweep()
         for t in tensors_in(out):

@@ -33,6 +33,7 @@ from _timings import Timings  # noqa: E402
 PROBE_NAME = "ga_memory"
 PROBE_VERSION = "2.1.0"  # 2: precision proved per cell, loop knobs, per-phase sites; 2.1: allocator model (est_*)
 EXIT_NOTHING_MEASURED = 3
+FAKE_CELL_BYTES = 1 << 30   # a worker in a --fake cell holds Python objects only (llama-7b, Trainer: 0.30 GiB RSS)
 
 
 def _import_stack(args, timings):
@@ -75,8 +76,8 @@ def _import_transformers(args, importlib) -> None:
 
 
 WARM_FAMILIES = ("gpt_neox", "llama")
-WARM_HELPERS = ("_allocator_model.replay", "_cells", "_fit", "_meters.cpu", "_meters.cuda", "_models.build", "_result",
-                "_training.accelerate_loop", "_training.precision", "_training.trainer_loop", "_workers")
+WARM_HELPERS = ("_allocator_model.replay", "_cells", "_fit", "_meters.cpu", "_meters.cuda", "_meters.fake_mode",
+                "_models.build", "_result", "_training.accelerate_loop", "_training.precision", "_training.trainer_loop", "_workers")
 
 
 def warm_imports():
@@ -161,6 +162,8 @@ def _plan_workers(spec, requested):
     if spec["isolate"] or spec["device"] != "cpu":
         return None, {"asked": 1, "used": 1}
     available = available_memory()
+    if spec.get("fake"):  # nothing of the model is allocated: a worker holds its Python objects only
+        return None, plan_workers(requested, n_cells, FAKE_CELL_BYTES, available)
     cell_bytes = cell_memory(spec, worker_count(requested, n_cells), available) if available else None
     problem = memory_problem(spec, cell_bytes, available) if cell_bytes else None
     workers = plan_workers(requested, n_cells, cell_bytes, available)

@@ -48,25 +48,35 @@ def plan(spec) -> list:
 
 def make_meter(spec):
     """The meter for the spec's device: exact dispatch meter on CPU, allocator stats on CUDA (its
-    peak counters reset per phase or only at the window's start, as ``--cuda-reset`` says)."""
-    if spec["device"] == "cuda":
+    peak counters reset per phase or only at the window's start, as ``--cuda-reset`` says); with
+    ``--fake`` the dispatch meter on fake tensors."""
+    if spec["device"] == "cuda" and not spec.get("fake"):
         from _meters.cuda import CudaMeter
 
         return CudaMeter(device=torch.device("cuda"), reset=spec["cuda_reset"])
     from _allocator_model.conf import settings_from_spec
     from _allocator_model.replay import AllocatorEstimate
     from _meters.cpu import StorageMeter
+    from _meters.fake_mode import FakeStorageMeter
 
-    return StorageMeter(attribution=spec["attribution"],
-                        allocations=AllocatorEstimate(settings_from_spec(spec), keep_trace=spec.get("alloc_trace", False)))
+    kind = FakeStorageMeter if spec.get("fake") else StorageMeter
+    return kind(device_type=spec["device"], attribution=spec["attribution"],
+                allocations=AllocatorEstimate(settings_from_spec(spec), keep_trace=spec.get("alloc_trace", False)))
+
+
+def expected_meter(spec) -> str:
+    """The meter a cell of the spec must be measured with."""
+    from _meters.fake_mode import FAKE
+
+    return DEVICE_METER["cpu"] + FAKE if spec.get("fake") else DEVICE_METER[torch.device(spec["device"]).type]
 
 
 def placement_problem(spec, model, meter) -> str | None:
     """Why the cell would not measure its own device: its model built elsewhere, or a meter that
     counts another device's memory (None when both are the cell's)."""
     device = torch.device(spec["device"]).type
-    if meter.kind != DEVICE_METER.get(device, meter.kind):
-        return f"a {device} cell measured with meter {meter.kind}, not {DEVICE_METER[device]}"
+    if meter.kind != expected_meter(spec):
+        return f"a {device} cell measured with meter {meter.kind}, not {expected_meter(spec)}"
     elsewhere = sorted({p.device.type for p in model.parameters()} - {device})
     if elsewhere:
         return (f"the model's parameters are on {', '.join(elsewhere)}, the cell runs on {device}: it must be "
@@ -132,29 +142,46 @@ def _cap_cuda_memory(spec):
         torch.cuda.set_per_process_memory_fraction(spec["cuda_memory_fraction"])
 
 
+def _fake_session(spec):
+    """The cell's fake mode (``--fake``), or None; a torch that cannot fake raises with the reason."""
+    if not spec.get("fake"):
+        return None
+    from _meters.fake_mode import FakeSession, fake_problem
+
+    problem = fake_problem()
+    if problem:
+        raise RuntimeError(problem)
+    return FakeSession()
+
+
 def _measure(spec, cell, record, clock):
+    """Build, set up and measure the cell; with ``--fake`` all of it on fake tensors but the batches
+    (token ids are data: real, and counted as the real tensors they are)."""
     _cap_cuda_memory(spec)
-    model, facts = build_model(spec, cell["hidden"])
-    record.update(facts)
-    meter = make_meter(spec)
-    misplaced = placement_problem(spec, model, meter)
-    if misplaced:
-        raise WrongPlace(misplaced)
-    witness = PrecisionWitness(model, torch.device(spec["device"]).type)
-    clock.lap("build")
-    loop = _loop_class(spec["loop"])(spec, cell, model)
-    del model
-    try:
-        seq_len = cell["seq_len"]
-        record["tokens"] = spec["batch"] * seq_len
+    session = _fake_session(spec)
+    seq_len = cell["seq_len"]
+    with session.real() if session else contextlib.nullcontext():
         steps = [make_batches(spec, cell["ga"], spec["device"], seq_len) for _ in range(spec["warmup_steps"] + 1)]
-        clock.lap("setup")
-        _window(spec, loop, meter, steps)
-        clock.lap("steps")
-        _record_window(spec, cell, record, meter, loop, witness)
-    finally:
-        witness.close()
-        loop.close()
+    with session or contextlib.nullcontext():
+        model, facts = build_model(spec, cell["hidden"])
+        record.update(facts)
+        meter = make_meter(spec)
+        misplaced = placement_problem(spec, model, meter)
+        if misplaced:
+            raise WrongPlace(misplaced)
+        witness = PrecisionWitness(model, torch.device(spec["device"]).type)
+        clock.lap("build")
+        loop = _loop_class(spec["loop"])(spec, cell, model, fake=session)
+        del model
+        try:
+            record["tokens"] = spec["batch"] * seq_len
+            clock.lap("setup")
+            _window(spec, loop, meter, steps)
+            clock.lap("steps")
+            _record_window(spec, cell, record, meter, loop, witness)
+        finally:
+            witness.close()
+            loop.close()
 
 
 class _Clock:

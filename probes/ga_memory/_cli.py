@@ -119,6 +119,10 @@ def _add_run_args(p):
     p.add_argument("--cuda-reset", choices=("phase", "window"), default="phase",
                    help="reset the CUDA peak counters at every phase (per-phase peaks) or only at the "
                         "window's start (the cross-check of the step peak)")
+    p.add_argument("--fake", action="store_true",
+                   help="run every cell on fake tensors (torch's FakeTensorMode: shapes, no memory), the model "
+                        "built under it: the same live bytes as a real run, at any size, with nothing allocated "
+                        "(meter 'cpu-dispatch (fake)'); a step that reads a tensor's value stops its cell")
     p.add_argument("--threads", type=int, default=1,
                    help="torch intra-op threads on CPU (0 = torch default); tiny models run best on 1")
     p.add_argument("--attribution", action=argparse.BooleanOptionalAction, default=True,
@@ -179,11 +183,14 @@ def parser() -> argparse.ArgumentParser:
 DEVICE_ENV = "BISECTOR_DEVICE"   # what the orchestrator asks for: the run's device, never guessed
 
 
-def resolve_device(name: str) -> str:
+def resolve_device(name: str, fake: bool = False) -> str:
     """'auto' -> $BISECTOR_DEVICE when the orchestrator set it, else 'cuda' when torch sees a GPU,
-    else 'cpu'. An explicit device is never replaced by another (no silent CPU fallback)."""
+    else 'cpu'; with ``--fake`` 'cpu' (fake tensors need no device). An explicit device is never
+    replaced by another (no silent CPU fallback)."""
     if name != "auto":
         return name
+    if fake:
+        return "cpu"
     asked = os.environ.get(DEVICE_ENV, "").strip()
     if asked in ("cpu", "cuda"):
         return asked
@@ -206,6 +213,16 @@ def _check(spec):
         raise SystemExit(f"every size must be divisible by --heads {spec['heads']}")
     if max(spec["seq_lens"]) > spec["max_positions"] or min(spec["seq_lens"]) < 1:
         raise SystemExit("every sequence length must be between 1 and --max-positions")
+    if spec.get("fake"):
+        _check_fake(spec)
+
+
+def _check_fake(spec):
+    """What ``--fake`` cannot do: a real device's memory (CUDA's counters, a memory cap, OOM) is not there."""
+    if spec["device"] != "cpu":
+        raise SystemExit("--fake runs on fake CPU tensors: drop --device cuda (CUDA's own counters need a GPU)")
+    if spec.get("cuda_memory_fraction"):
+        raise SystemExit("--fake allocates nothing: --cuda-memory-fraction has no memory to cap")
 
 
 def resolve_knobs(spec: dict) -> dict:
@@ -256,13 +273,16 @@ def make_spec(args) -> dict:
     spec["knobs_given"] = sorted(k for k in LOOP_KNOBS[spec["loop"]] if spec.get(k) is not None)
     spec.update(resolve_knobs(spec))
     spec["device_requested"] = args.device if args.device != "auto" else os.environ.get(DEVICE_ENV) or "auto"
-    spec["device"] = resolve_device(args.device)
+    spec["device"] = resolve_device(args.device, args.fake)
     spec["use_reentrant"] = {"default": None, "true": True, "false": False}[args.use_reentrant]
-    isolate = args.isolate if args.isolate != "auto" else ("on" if spec["device"] == "cuda" else "off")
+    on_gpu = spec["device"] == "cuda" and not args.fake
+    isolate = args.isolate if args.isolate != "auto" else ("on" if on_gpu else "off")
     spec["isolate"] = isolate == "on"
     spec["attribution"] = bool(args.attribution and spec["device"] == "cpu")
     _resolve_allocator(spec)
     _check(spec)
+    if not spec["fake"]:
+        del spec["fake"]   # a real run's configuration (and hash) as before the flag existed
     return spec
 
 

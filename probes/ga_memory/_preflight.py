@@ -16,7 +16,7 @@ from _cli import make_spec, parser  # noqa: E402
 
 def main(argv) -> int:
     spec = make_spec(parser().parse_args(argv))   # argparse and the spec's checks exit with their message
-    available = available_memory() if spec["device"] == "cpu" else None
+    available = available_memory() if spec["device"] == "cpu" and not spec.get("fake") else None  # fake: no memory
     problem = floor_problem(spec, available) if available else None
     if problem:
         print(problem, file=sys.stderr)

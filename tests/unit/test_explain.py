@@ -102,3 +102,19 @@ def test_sites_are_compared_at_the_same_phase_on_both_sides():
     said = GaMemoryExplainer().explain(good, bad, "peak_bytes.bf16.ga1.h64", {"cells": [good_cell]}, {"cells": [bad_cell]})
     line = next(s for s in said if "by allocation site" in s)
     assert line.startswith("At the backward's peak on both sides") and "g rose by 7.81 KiB" in line
+
+
+def test_a_mask_at_a_7b_models_scale_moved_and_a_fake_mode_result_says_what_its_numbers_are():
+    """transformers 4.37.2 -> 4.38.0 at llama-7b's shape, batch 8, fake mode: the fp32 step's 50.80 GiB peak rose
+    by 96.25 MiB (0.19%: under the 1% that counts as 'no change' elsewhere, but an exact meter's 96 MiB)."""
+    name = "peak_bytes.fp32.ga1.h4096"
+    good = {name: 54_544_749_164.0, "n_params.h4096": 6_738_415_616.0}
+    bad = {name: good[name] + 96.25 * 2 ** 20, "n_params.h4096": 6_738_415_616.0}
+    fake = {"meter": "cpu-dispatch (fake)"}
+    said = GaMemoryExplainer().explain(good, bad, name, fake, fake)
+    assert said[0].startswith("The numbers are fake-mode live tensor bytes: the steps ran on fake tensors")
+    assert "the fp32 GA=1 peak rose by 96.25 MiB (+0.19% at h4096)" in " ".join(said)
+    real = GaMemoryExplainer().explain(good, bad, name, {"meter": "cpu-dispatch"}, {"meter": "cpu-dispatch"})
+    assert not any("fake" in line for line in real)
+    good[name] = bad[name] - 512 * 1024   # half a MiB on 50 GiB: no move
+    assert "did not change" in " ".join(GaMemoryExplainer().explain(good, bad, name))

@@ -16,8 +16,8 @@ from bisector.job.probe import BuiltinProbe, ProgramProbe, builtin_script
 
 ROOT = Path(__file__).resolve().parents[2]
 PROBES = ROOT / "probes"
-METERS = {"_meters/__init__.py", "_meters/cpu.py", "_meters/cuda.py", "_meters/phases.py", "_meters/sites.py",
-          "_meters/tensor_bytes.py"}
+METERS = {"_meters/__init__.py", "_meters/cpu.py", "_meters/cuda.py", "_meters/fake_mode.py", "_meters/phases.py",
+          "_meters/sites.py", "_meters/tensor_bytes.py"}
 
 
 def _files(name: str) -> set[str]:

@@ -104,6 +104,8 @@ class GaMemoryExplainer(Explainer):
                 good_details: Optional[dict] = None, bad_details: Optional[dict] = None) -> list[str]:
         good, bad = good or {}, bad or {}
         groups = set(peaks(good)) & set(peaks(bad))
+        fake = setting_story.fake_note(good_details, bad_details)
         if not good or not bad or not groups:
-            return super().explain(good, bad, metric, good_details, bad_details)
-        return explain_moves(good, bad, metric, good_details or {}, bad_details or {}, groups) + caveats(good, bad)
+            return fake + super().explain(good, bad, metric, good_details, bad_details)
+        moves = explain_moves(good, bad, metric, good_details or {}, bad_details or {}, groups)
+        return fake + moves + caveats(good, bad)

@@ -41,7 +41,9 @@ class GroupMove:
 
     @property
     def moved(self) -> bool:
-        return self.rel > TOL
+        """Beyond the relative tolerance, or by a MiB or more: the meters count bytes exactly, and at a 7B
+        model's 50 GiB peak 1% would hide a 500 MiB move (a causal mask's 128 MiB is 0.25%)."""
+        return self.rel > TOL or max((abs(d) for _, d in self.deltas), default=abs(self.delta)) >= MOVED_BYTES
 
     def phrase(self, per_param: bool) -> str:
         """'fell by 1.500 B/param (-9% at h256)', 'rose by 32.00 MiB at every width (fixed bytes, ...)', the
@@ -49,7 +51,7 @@ class GroupMove:
         if not self.moved:
             return "did not change"
         word = "rose" if self.delta > 0 else "fell"
-        where = f"{self.pct:+.0%} at h{self.size}"
+        where = f"{percent(self.pct)} at h{self.size}"
         if self.poor_fit is not None:
             each = ", ".join(f"{human_bytes(d) if d >= 0 else '-' + human_bytes(-d)} at h{h}" for h, d in self.deltas)
             return (f"moved by {each} ({where}): not a straight line over the parameters (fit R² "
@@ -66,6 +68,12 @@ class GroupMove:
         return f"{word} by {human_bytes(abs(self.delta))} ({where})"
 
 
+def percent(change: float) -> str:
+    """'+19%', or '+0.25%' for a move under 1% (a large model's peak)."""
+    return f"{change:+.0%}" if abs(change) >= 0.01 or change == 0 else f"{change:+.2%}"
+
+
+MOVED_BYTES = 1 << 20  # a peak that moved by this much moved, however large the peak
 FIXED_SPREAD = 0.05   # a change whose size varies by at most this much over the widths is a fixed one
 POOR_R2 = 0.9         # below it (with a residual above POOR_RESIDUAL of the move) a fit quotes no slope
 POOR_RESIDUAL = 0.10
@@ -103,8 +111,8 @@ def group_move(g: Group, good: dict, bad: dict, n_params: dict[int, float]) -> O
         return None
     rels = [rel(a[h], b[h]) for h in sizes]
     top = max(range(len(sizes)), key=lambda i: (rels[i], i))
-    h = sizes[top] if rels[top] > TOL else sizes[-1]
     deltas = [b[s] - a[s] for s in sizes]
+    h = sizes[top] if rels[top] > TOL or abs(deltas[top]) >= MOVED_BYTES else sizes[-1]
     with_n = [s for s in sizes if s in n_params]
     fit = line_fit([n_params[s] for s in with_n], [b[s] - a[s] for s in with_n])
     pct = (b[h] - a[h]) / abs(a[h]) if a[h] else 0.0

@@ -19,8 +19,20 @@ from bisector.explain.reference_story import contrast_hides_it
 
 Key = tuple[str, int, int]   # (precision, ga, hidden)
 METERS = {"cpu-dispatch": "cpu-dispatch (live tensor bytes; no allocator reserve, unlike NVML)",
+          "cpu-dispatch (fake)": "cpu-dispatch (fake) (fake-mode live tensor bytes: the step ran on fake tensors, "
+                                 "nothing allocated; no allocator reserve, unlike NVML)",
           "cuda": "cuda (allocated bytes; reserved and NVML beside them)"}
 GRADS = {"none": "None (freed by zero_grad)", "kept": "kept (allocated, as zeros)", "mixed": "partly allocated"}
+
+
+FAKE_NOTE = ("The numbers are fake-mode live tensor bytes: the steps ran on fake tensors (torch's FakeTensorMode, "
+             "the model built under it), nothing was allocated, and the meter counted every storage as a real run "
+             "counts it, to the byte; no allocator reserve, unlike NVML.")
+
+
+def fake_note(*details: Optional[dict]) -> list[str]:
+    """The sentence a fake-mode result must carry (``--fake``: meter ``cpu-dispatch (fake)``), else nothing."""
+    return [FAKE_NOTE] if any("(fake)" in str((d or {}).get("meter") or "") for d in details) else []
 
 
 def cells_by_key(details: dict) -> dict[Key, dict]:
@@ -187,7 +199,7 @@ def one_version(metrics: dict[str, float], details: dict, metric: Optional[str])
     names += [n for n in COSTS if n not in names]
     values = [f"{metric_label(n)} {human_value(metrics[n], n)}" for n in names if n in metrics]
     out = [", ".join(values) + "."] if values else []
-    return (out + where_ga_bytes_live(details, metrics) + mixed_cost_lives(details, metrics)
+    return (fake_note(details) + out + where_ga_bytes_live(details, metrics) + mixed_cost_lives(details, metrics)
             + reserved_estimate(details, metrics))
 
 

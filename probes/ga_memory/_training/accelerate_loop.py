@@ -154,7 +154,9 @@ class AccelerateLoop:
 
     name = "accelerate"
 
-    def __init__(self, spec, cell, model):
+    def __init__(self, spec, cell, model, fake=None):
+        """``fake``: the cell's fake mode (``_meters.fake_mode.FakeSession``) or None; this loop's batches
+        come in as they are, so it needs nothing of it."""
         reset_accelerate_state()
         accelerator = make_accelerator(cell["precision"], cell["ga"], spec["device"], spec["precision_via"],
                                        spec.get("fp16_init_scale"))

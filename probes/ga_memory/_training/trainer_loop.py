@@ -89,10 +89,16 @@ def _callback(hooks):
     return PhaseCallback()
 
 
-def _trainer_class(hooks):
+def _trainer_class(hooks, fake=None):
     from transformers import Trainer
 
     class PhaseTrainer(Trainer):
+        def get_train_dataloader(self, *args, **kwargs):
+            loader = super().get_train_dataloader(*args, **kwargs)
+            if fake is not None:  # the sampler reads a permutation's values: the data side stays real
+                fake.iterate_real(loader)
+            return loader
+
         def training_step(self, *args, **kwargs):
             hooks.mark(f"m{hooks.micro}.forward")
             out = super().training_step(*args, **kwargs)
@@ -113,9 +119,11 @@ class TrainerLoop:
 
     name = "trainer"
 
-    def __init__(self, spec, cell, model):
+    def __init__(self, spec, cell, model, fake=None):
+        """``fake``: the cell's fake mode (``_meters.fake_mode.FakeSession``) or None; with it the
+        Trainer's data loader fetches outside fake mode (real token ids, a real sampler)."""
         reset_accelerate_state()
-        self.spec, self.cell, self.model = spec, cell, model
+        self.spec, self.cell, self.model, self.fake = spec, cell, model, fake
         self.optimizer = make_optimizer(spec["optimizer"], model.parameters())
         self._tmp = tempfile.TemporaryDirectory(prefix="ga_memory_trainer_")
         self.grads_at_step_start = None
@@ -137,7 +145,7 @@ class TrainerLoop:
             for r in range(b["input_ids"].shape[0])
         ]
         scheduler = torch.optim.lr_scheduler.LambdaLR(self.optimizer, lambda _: 1.0)
-        trainer = _trainer_class(hooks)(
+        trainer = _trainer_class(hooks, self.fake)(
             model=self.model,
             args=_training_args(self.spec, self.cell, self._tmp.name, len(batches_per_step)),
             train_dataset=data,
