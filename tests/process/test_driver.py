@@ -115,7 +115,7 @@ def test_releases_found_assembles_the_result_and_stores_the_run(tmp_path, index_
     assert result.threshold == 1.5 and result.bisector_version == made_by() != "unknown"
     assert result.first_bad.metrics == {"m": 2.0, "other": 7.0} and result.first_bad.details == {"peak_phase": "backward"}
     assert result.probe.schema_version == "fake/1" and result.probe.name == "fake"
-    assert result.environment["env spec"] == "fake" and result.environment["env base"] == "current"
+    assert result.environment.env_spec == "fake" and result.environment.env_base == "current"
     report = json.loads(render_json(result))
     assert report["metric"] == "m" and report["explanation"] == [
         "other did not change.", "The peak moved from phase forward (last good) to phase backward (first bad)."]
