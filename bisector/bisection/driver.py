@@ -16,7 +16,7 @@ from bisector.bisection.contrast import contrast_of, reference_of
 from bisector.decide.judge import judge
 from bisector.bisection.phase import PhaseResult
 from bisector.bisection.nightly_plan import NO_NIGHTLY_INDEX, after_releases, nightly_plan
-from bisector.bisection.plan import TORCH_COMMITS, Plan, commit_plan, older_releases, release_plan
+from bisector.bisection.plan import Plan, commit_plan, older_releases, release_plan
 from bisector.bisection.recorder import Handler, RunRecorder, SilentHandler
 from bisector.bisection.refine import refinement
 from bisector.bisection.search_phase import search_phase
@@ -82,14 +82,13 @@ class Bisector:
 
     def _run_mode(self) -> Answer:
         job = self.config.job
+        problem = job.mode_problem()   # (preflight's first check; a library call comes here directly)
+        if problem:
+            raise UsageError(problem)
         torch = canonicalize_name(job.package) == TORCH
         if job.mode is Mode.COMMITS:
-            if torch or not job.repo:
-                raise UsageError(TORCH_COMMITS if torch else "--mode commits needs --repo (a local path or a git URL)")
             return self._answer(commit_plan(job, job.repo, self.cache_dir), "commits", outer=True)
         if job.mode is Mode.NIGHTLIES:
-            if not torch:
-                raise UsageError(f"--mode nightlies is torch's (nightly wheels from --nightly-index), not {job.package}'s")
             return self._answer(nightly_plan(job, self._stored()), "nightlies", outer=True,
                                 measurers=self.measurers.nightlies(job.nightly_index))
         plan = self.releases or release_plan(job)

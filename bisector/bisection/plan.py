@@ -8,15 +8,11 @@ from typing import Optional
 from bisector.job.config import JobSection
 from bisector.core.candidate import Candidate
 from bisector.envs import EnvSpec
+from bisector.measure.gpus import Gpu
 from bisector.errors import UsageError
 from bisector.sources import git
 from bisector.sources import index
 from bisector.sources.installer_config import resolve_index_url
-
-TORCH_COMMITS = ("torch is bisected by release, then by nightly (each one becomes the shared base); building torch "
-                 "commits from source takes hours: use --mode releases, or --mode nightlies with --nightly-index "
-                 "(the answer is then the commit range between two nightlies)")
-
 
 @dataclass
 class Plan:
@@ -35,6 +31,7 @@ class JobPlan:
 
     spec: EnvSpec
     releases: Optional[Plan] = None
+    gpus: Optional[list[Gpu]] = None   # this machine's GPUs as preflight found them (the engine's, then)
 
 
 def release_plan(job: JobSection) -> Plan:

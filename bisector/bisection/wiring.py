@@ -9,7 +9,7 @@ from packaging.utils import canonicalize_name
 from bisector.bisection.driver import Bisector, Handler
 from bisector.bisection.nightly_plan import nightly_plan
 from bisector.bisection.pins import apply_pins
-from bisector.bisection.plan import TORCH_COMMITS, JobPlan, commit_plan, release_plan
+from bisector.bisection.plan import JobPlan, commit_plan, release_plan
 from bisector.job.config import JobConfig, JobSection, Mode
 from bisector.data import specs_dir
 from bisector.envs import TORCH, EnvSpec, load_env_spec
@@ -18,6 +18,7 @@ from bisector.envs import local_torches
 from bisector.core.requirements import CURRENT, PER_CANDIDATE
 from bisector.errors import UsageError
 from bisector.measure.assembly import Engine, build_engine, check_executor, probe_device
+from bisector.measure.gpus import detect_gpus
 from bisector.paths import default_cache_dir
 from bisector.sources import git
 from bisector.sources.index import find_release, list_releases
@@ -41,22 +42,24 @@ def preflight(config: JobConfig) -> JobPlan:
     the package it builds), and for releases the package and range. Returns what it resolved (the
     spec, the release plan), so the bisect does not resolve it again."""
     run, job = config.run, config.job
+    problem = job.mode_problem()
+    if problem:
+        raise UsageError(problem)
     check_executor(run.executor, run.ray_address)
     check_run_paths(run.store, run.cache_dir)
-    config.probe.check(probe_device(run.executor))
+    gpus = detect_gpus()
+    config.probe.check(probe_device(run.executor, gpus))
     spec = job_spec(config)
     check_pins(job, spec)
     check_torch(config.env.torch, spec)
     if job.mode is Mode.COMMITS or job.repo:
         _check_repository(config)
     if job.mode is Mode.COMMITS:
-        return JobPlan(spec=spec)
+        return JobPlan(spec=spec, gpus=gpus)
     if job.mode is Mode.NIGHTLIES:
-        if canonicalize_name(job.package) != TORCH:
-            raise UsageError(f"--mode nightlies is torch's (nightly wheels from --nightly-index), not {job.package}'s")
         nightly_plan(job, [])   # the days exist, of one build
-        return JobPlan(spec=spec)
-    return JobPlan(spec=spec, releases=release_plan(job))
+        return JobPlan(spec=spec, gpus=gpus)
+    return JobPlan(spec=spec, releases=release_plan(job), gpus=gpus)
 
 
 def check_pins(job: JobSection, spec: EnvSpec) -> None:
@@ -89,10 +92,6 @@ def _check_repository(config: JobConfig) -> None:
     """The repository of a commit bisect (or of auto mode's refinement): git left alone by the
     environment, a local repository that is one, refs that resolve in order, the package it builds."""
     job = config.job
-    if job.mode is Mode.COMMITS and not job.repo:
-        raise UsageError("--mode commits needs --repo (a local path or a git URL)")
-    if job.mode is Mode.COMMITS and canonicalize_name(job.package) == TORCH:
-        raise UsageError(TORCH_COMMITS)
     check_git_environment()
     if git.is_url(job.repo):   # cloned into the cache by the run: only what needs no network here
         if job.mode is Mode.COMMITS:
@@ -113,7 +112,7 @@ def bisector_for(config: JobConfig, store: Store, handler: Optional[Handler] = N
     """The Bisector of ``config`` measuring for real, on ``engine`` (a diff's, a matrix's) or its own
     (``run_id``: a stored run resumed under its id)."""
     resolved = resolved or JobPlan(spec=job_spec(config))
-    engine = engine or build_engine(config.run, store)
+    engine = engine or build_engine(config.run, store, gpus=resolved.gpus)
     measurers = engine.measurers(resolved.spec, config.probe, config.job.index_url)
     return Bisector(config, store, measurers, handler=handler, command=command, releases=resolved.releases,
                     run_id=run_id)

@@ -25,6 +25,7 @@ from bisector.matrix.grid_report import JSON_FILE, MARKDOWN_FILE, render_text, w
 from bisector.matrix.grid_run import matrix_plan, run_matrix
 from bisector.matrix.issue_drafts import track, with_releases_between
 from bisector.measure.assembly import check_executor, probe_device
+from bisector.measure.gpus import Gpu, detect_gpus
 from bisector.paths import default_cache_dir, default_store_path
 from bisector.sources.index import list_releases, pages_read_once
 from bisector.sources.installer_config import resolve_index_url
@@ -50,12 +51,14 @@ def _previous_drafts(store: Store, result: MatrixResult):
     return MatrixResult.model_validate(runs[-1].result).issue_drafts if runs else []
 
 
-def _preflight(config: MatrixConfig, args, issues: Path) -> Plan:
+def _preflight(config: MatrixConfig, args, issues: Path) -> tuple[Plan, list[Gpu]]:
     """Everything that can be refused before a cell is measured (or the store created): the executor,
-    the probe and its arguments, the store, the cache, report and drafts directories, the env spec, and
-    every version of the grid on the index (the plan the run then measures)."""
+    the probe and its arguments (for this machine's GPUs, found once: the run measures on them), the store,
+    the cache, report and drafts directories, the env spec, and every version of the grid on the index (the
+    plan the run then measures)."""
     check_executor(config.run.executor, config.run.ray_address)  # --executor ray without Ray
-    config.probe.check(probe_device(config.run.executor))
+    gpus = detect_gpus()
+    config.probe.check(probe_device(config.run.executor, gpus))
     check_run_paths(config.run.store, config.run.cache_dir)
     check_directory(args.out, "--out")
     check_directory(issues, "--issues")
@@ -68,7 +71,7 @@ def _preflight(config: MatrixConfig, args, issues: Path) -> Plan:
         check_destinations(args.html, "--html", (PAGE, MARKDOWN_FILE), REPORT_FILES)
         check_destinations(args.html / "issues", "--html", (), DRAFT_FILES)
     load_env_spec(config.matrix.env, specs_dir())
-    return matrix_plan(config, config.run.cache_dir or default_cache_dir())
+    return matrix_plan(config, config.run.cache_dir or default_cache_dir()), gpus
 
 
 def matrix_command(args) -> int:
@@ -76,7 +79,7 @@ def matrix_command(args) -> int:
     config = load_matrix_config(_config_path(args), matrix_overrides(args))
     issues = args.issues if args.issues is not None else args.out / "issues"
     with pages_read_once():
-        plan = _preflight(config, args, issues)
+        plan, gpus = _preflight(config, args, issues)
         store = Store(config.run.store or default_store_path())
         cache_dir = config.run.cache_dir or default_cache_dir()
         command = ["bisector", *sys.argv[1:]]
@@ -86,7 +89,7 @@ def matrix_command(args) -> int:
                   "measurement is reused)", file=sys.stderr)
         try:
             result, runner, cells = run_matrix(config, store, cache_dir, args.baseline, command, plan,
-                                               stopped.id if stopped else None)
+                                               stopped.id if stopped else None, gpus)
             try:
                 if args.bisect_on_regression and (result.confirmed or result.new_steps):
                     result = bisect_regressions(config, result, runner, cells, store, cache_dir, args.out)

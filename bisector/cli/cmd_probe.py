@@ -24,6 +24,7 @@ from bisector.errors import UsageError
 from bisector.explain.registry import compact_details, explainer_for
 from bisector.job.jobfile import builtin_job, stack
 from bisector.measure.assembly import build_engine, check_executor, probe_device
+from bisector.measure.gpus import detect_gpus
 from bisector.decide.judge import refuse_bad_input
 from bisector.job.probe import ProbeBase, probe_from
 from bisector.paths import default_store_path
@@ -104,11 +105,12 @@ def probe_command(args) -> int:
     # anything is created
     run = run_section(args)
     check_executor(run.executor, run.ray_address)
-    probe.check(probe_device(run.executor))
+    gpus = detect_gpus()
+    probe.check(probe_device(run.executor, gpus))
     check_run_paths(run.store, run.cache_dir)
     store = Store(run.store or default_store_path())
     # one probe: exactly one GPU (by UUID) when there are any, else the cores --jobs leaves it
-    engine = build_engine(run, store, max_gpus=1)
+    engine = build_engine(run, store, max_gpus=1, gpus=gpus)
     measurer = engine.measurer(spec, probe, args.index_url)
     cand = release_candidate(name, release)
     started = now()

@@ -25,13 +25,6 @@ class EnvFacts(BaseModel):
     torch_git: Optional[str] = None            # the commit that torch was built from (torch.version.git_version)
     repository_url: Optional[str] = None       # the repository the package's METADATA names
 
-    def versions(self) -> dict[str, str]:
-        """python and every package, name -> version (the environment's record of itself), with where
-        torch comes from and the commit it was built from."""
-        return {**({"python": self.python} if self.python else {}), **self.packages,
-                **({"torch from": self.torch_from} if self.torch_from else {}),
-                **({"torch git": self.torch_git} if self.torch_git else {})}
-
 
 class Device(BaseModel):
     """What the probe ran on, as its result says (an object; every field optional, others a probe adds are kept).

@@ -48,7 +48,10 @@ class PointEnv(BaseModel):
     """A reported point's environment: the interpreter, torch (its build, where it came from, and for a
     nightly the commit it was built from), what it measured on (the GPU with CUDA and the driver, or the
     CPU), the meter, and the other packages of the stack and the spec's companions (name -> version).
-    Stored and rendered as one flat mapping (``python``, ``torch``, ``torch from``, ..., then the packages)."""
+    Typed from the measurement's facts (bisector.bisection.boundary) and stored as these fields; a report
+    names each fact (bisector.report.env_labels). A result stored before that kept the one flat mapping a
+    report shows (each fact under its field's name with a space for the underscore, then the packages):
+    it reads back the same."""
 
     python: Optional[str] = None
     torch: Optional[str] = None
@@ -64,26 +67,26 @@ class PointEnv(BaseModel):
     @model_validator(mode="before")
     @classmethod
     def _from_flat(cls, data: Any) -> Any:
-        if not isinstance(data, dict) or "packages" in data:
+        """The flat mapping stored before the facts were typed: a fact's key is its field's name spelt with
+        a space (``torch from``); every other key is a package."""
+        if not isinstance(data, dict) or isinstance(data.get("packages"), dict):
             return data
-        fields = {ENV_KEYS[k]: v for k, v in data.items() if k in ENV_KEYS}
-        return {**fields, "packages": {k: str(v) for k, v in data.items() if k not in ENV_KEYS}}
+        given = {k: v for k, v in data.items() if v not in (None, "", {})}
+        fields = {k.replace(" ", "_"): v for k, v in given.items() if k.replace(" ", "_") in cls.facts()}
+        return {**fields, "packages": {k: str(v) for k, v in given.items() if k.replace(" ", "_") not in fields}}
 
-    @model_serializer
-    def _flat(self) -> dict[str, str]:
-        return self.flat()
+    @model_serializer(mode="wrap")
+    def _known(self, handler) -> dict[str, Any]:
+        return {k: v for k, v in handler(self).items() if v is not None}
 
-    def flat(self) -> dict[str, str]:
-        """Every fact as the report names it, in order: the interpreter, torch, the device, the meter, then
-        the packages."""
-        out = {key: getattr(self, name) for key, name in ENV_KEYS.items()}
-        return {**{k: v for k, v in out.items() if v not in (None, "")}, **self.packages}
+    @classmethod
+    def facts(cls) -> list[str]:
+        """The fields that are facts (every field but ``packages``), in the order reports show them."""
+        return [name for name in cls.model_fields if name != "packages"]
 
-    def held(self) -> dict[str, str]:
-        """What the environment held beyond its interpreter and device: torch (and where it came from, its
-        commit) and every package."""
-        out = {"torch": self.torch, "torch from": self.torch_from, "torch git": self.torch_git}
-        return {**{k: v for k, v in out.items() if v}, **self.packages}
+    def installed(self) -> dict[str, str]:
+        """What the environment held as packages (name -> version): torch, then every other package."""
+        return {**({"torch": self.torch} if self.torch else {}), **self.packages}
 
     @property
     def device(self) -> Optional[str]:
@@ -91,11 +94,17 @@ class PointEnv(BaseModel):
         return self.gpu or self.cpu
 
     def __bool__(self) -> bool:
-        return bool(self.flat())
+        return bool(self.packages) or any(getattr(self, name) for name in self.facts())
 
 
-ENV_KEYS = {"python": "python", "torch": "torch", "torch from": "torch_from", "torch git": "torch_git",
-            "cuda": "cuda", "gpu": "gpu", "driver": "driver", "cpu": "cpu", "meter": "meter"}
+class RunEnvironment(PointEnv):
+    """A bisect's environment as a whole: the boundary's facts (one value where last good and first bad
+    agree, both where they differ), the OS of the machine that assembled the result, and the env spec with
+    its torch base."""
+
+    os: Optional[str] = None
+    env_spec: Optional[str] = None
+    env_base: Optional[str] = None
 
 
 class Point(BaseModel):

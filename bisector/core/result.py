@@ -2,9 +2,9 @@
 from __future__ import annotations
 
 import shlex
-from typing import Any, Optional
+from typing import Annotated, Any, Optional
 
-from pydantic import BaseModel, field_serializer, field_validator, model_serializer, model_validator
+from pydantic import BaseModel, BeforeValidator, PlainSerializer, model_serializer, model_validator
 
 from bisector.core.changes import Attribution, Confirmation
 from bisector.data import VERSION
@@ -12,8 +12,27 @@ from bisector.core.candidate import CandidateKind
 from bisector.core.search import Outcome
 from bisector.core.stats import SampleEvidence
 from bisector.core.units import declare
-from bisector.core.points import Point, ProbeFacts, Step
+from bisector.core.points import Point, ProbeFacts, RunEnvironment, Step
 from bisector.core.verdict import Verdict
+
+
+def _words(value: Any) -> Any:
+    """A command as words; one stored (or written by hand) as one string is split once, here."""
+    if isinstance(value, str):
+        try:
+            return shlex.split(value)
+        except ValueError:
+            return [value]
+    return value
+
+
+def _joined(value: Optional[list[str]]) -> Optional[str]:
+    return shlex.join(value) if value is not None else None
+
+
+# a command bisector ran or offers, as words from the moment it is recorded (``sys.argv``) to the moment it is
+# shown; stored and printed in JSON as one shell-quoted string, read back from that string (or an older one)
+CommandWords = Annotated[Optional[list[str]], BeforeValidator(_words), PlainSerializer(_joined)]
 
 
 class CommitRange(BaseModel):
@@ -112,12 +131,12 @@ class BisectResult(BaseModel):
     steps: list[Step] = []
     notes: list[str] = []
     compare_link: Optional[str] = None
-    refine_command: Optional[list[str]] = None   # commands as words (shown joined, never split again)
-    widen_command: Optional[list[str]] = None
-    command: Optional[list[str]] = None
+    refine_command: CommandWords = None   # commands as words (shown joined, never split again)
+    widen_command: CommandWords = None
+    command: CommandWords = None
     decision_rule: Optional[str] = None
     probe: ProbeFacts = ProbeFacts()
-    environment: dict[str, Any] = {}
+    environment: RunEnvironment = RunEnvironment()
     also_changed: dict[str, list[str]] = {}   # stack package -> [last good version, first bad version]
     attribution: Optional[Attribution] = None   # which of those changes explains the step
     confirmation: Optional[Confirmation] = None  # a commit culprit reverted on the bad end, measured
@@ -134,21 +153,6 @@ class BisectResult(BaseModel):
     repro: Optional[Repro] = None
     commit_range: Optional[CommitRange] = None   # torch's nightly level: the commits between two nightlies
     units: dict[str, str] = {}   # metric -> the unit its probe declared (bisector.core.units), when any did
-
-    @field_validator("refine_command", "widen_command", "command", mode="before")
-    @classmethod
-    def _words(cls, value: Any) -> Any:
-        """A command as words; a result stored (or written by hand) with it as one string is split once, here."""
-        if isinstance(value, str):
-            try:
-                return shlex.split(value)
-            except ValueError:
-                return [value]
-        return value
-
-    @field_serializer("refine_command", "widen_command", "command")
-    def _joined(self, value: Optional[list[str]]) -> Optional[str]:
-        return shlex.join(value) if value is not None else None
 
     @model_validator(mode="after")
     def _units_known(self) -> "BisectResult":

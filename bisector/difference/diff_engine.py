@@ -11,7 +11,7 @@ knobs lands on the other side (from A first; from B when A's loop does not take 
 """
 from __future__ import annotations
 
-from typing import Optional
+from typing import Callable, Optional
 
 from bisector.decide.change_search import ChangeSearch, trial_of
 from bisector.decide.judge import Judgement, judge
@@ -24,7 +24,7 @@ from bisector.core.points import Step
 from bisector.core.units import human_value
 from bisector.core.verdict import Verdict
 from bisector.difference.knobs import expand_loop
-from bisector.difference.diff_model import DiffJob, DiffResult, DiffStatus, Setup
+from bisector.difference.diff_model import DiffAnswer, DiffJob, DiffResult, DiffStatus, Followed, Setup
 from bisector.difference.setups import changes_between, trial_label, trial_setup
 from bisector.envs import EnvSpec
 from bisector.measure.assembly import Engine
@@ -103,20 +103,32 @@ class Differ:
             self.handler.step(step)
 
     # -- the run --------------------------------------------------------------------------------
-    def run(self) -> DiffResult:
-        """Run the diff to its answer; the run row and every step are stored as they happen."""
+    def run(self, follow: Callable[[DiffAnswer], Followed] = lambda answer: Followed()) -> DiffResult:
+        """Run the diff to its answer, then ``follow`` it (the bisect of a package that is the whole
+        difference, offered or run); the run row and every step are stored as they happen, the result
+        once, built from all of it."""
         self.record.begin()
         try:
-            result = _Search(self).run()
+            answer = _Search(self).run()
+            followed = follow(answer)
         except BaseException:
             self.record.save(RunState.INTERRUPTED)
             raise
-        self.save(result)
+        result = self.result(answer, followed)
+        self.record.save(result.status, result.model_dump(mode="json"))
         return result
 
-    def save(self, result: DiffResult) -> None:
-        """Store the finished run with ``result``."""
-        self.record.save(result.status, result.model_dump(mode="json"))
+    def result(self, answer: DiffAnswer, followed: Followed) -> DiffResult:
+        """The diff's result, built once: the job, the search's answer, the run's record and what followed."""
+        job = self.job
+        return DiffResult(
+            run_id=self.run_id, status=answer.status, reason=answer.reason, package=job.package, version=job.version,
+            metric=job.criterion.metric, criterion=answer.criterion, threshold=answer.threshold, a=job.a, b=job.b,
+            a_value=answer.value("A"), b_value=answer.value("B"), start=answer.start, changes=answer.changes,
+            minimal=answer.minimal, trials=answer.trials, proof=answer.proof, bound=answer.bound,
+            steps=list(self.steps), notes=list(self.notes), probes_run=self.probes_run,
+            measurements_reused=self.reused, command=list(self.command), follow_command=followed.command,
+            followed=followed.result, probe=_probe_facts(job))
 
 
 def knobs_of(j: Judgement) -> Optional[dict]:
@@ -141,7 +153,7 @@ class _Search:
     def start_name(self) -> str:
         return "A" if self.to_b else "B"
 
-    def run(self) -> DiffResult:
+    def run(self) -> DiffAnswer:
         crit, ends = self.job.criterion, {"A": self.job.a, "B": self.job.b}
         if needs_endpoints(crit):
             values = {name: self.d.raw_value(setup) for name, setup in ends.items()}
@@ -168,7 +180,7 @@ class _Search:
         self.expand(calibrated, ja, jb)
         return self.search(calibrated)
 
-    def same(self, values: dict[str, float], ends: dict[str, Setup]) -> DiffResult:
+    def same(self, values: dict[str, float], ends: dict[str, Setup]) -> DiffAnswer:
         """Both ends measure the same (auto has no midpoint to judge by): an answer, with what was compared."""
         metric = self.job.criterion.metric
         level = calibrate(self.job.criterion.model_copy(update={"auto": False, "threshold": values["A"]}))
@@ -179,7 +191,7 @@ class _Search:
                            f"A and B measure the same {metric} ({shown}, within {self.job.criterion.noise:g}): there "
                            "is no difference to explain")
 
-    def unmeasured(self, missing: list[str], ends: dict[str, Setup]) -> DiffResult:
+    def unmeasured(self, missing: list[str], ends: dict[str, Setup]) -> DiffAnswer:
         """An end gave no value, so there is no threshold: record those ends (SKIP) and say why."""
         placeholder = calibrate(self.job.criterion.model_copy(update={"auto": False, "max_increase": None,
                                                                       "threshold": 0.0}))
@@ -217,7 +229,7 @@ class _Search:
         return self.d.trial(trial_label(self.start_name, applied, self.to_b),
                             trial_setup(self.start, applied, self.to_b), applied, calibrated, self.sides)[0]
 
-    def search(self, calibrated: Calibrated) -> DiffResult:
+    def search(self, calibrated: Calibrated) -> DiffAnswer:
         """ddmin over the changes (bisection.change_search, the engine a bisect's attribution shares)."""
         self.minimiser = ChangeSearch(self.changes, lambda s: self.measure(s, calibrated), self.outcome)
         for subset, t in self.known.items():
@@ -238,19 +250,13 @@ class _Search:
         return sorted({0, 1, *self.minimiser.proof(minimal, self.minimiser.everything)})
 
     def result(self, criterion: str, status: DiffStatus, reason: str, minimal: Subset = frozenset(),
-               threshold: Optional[float] = None) -> DiffResult:
-        d, job, n = self.d, self.job, len(self.changes)
-        values = {t.label: t.value for t in d.trials if t.label in ("A", "B")}
-        found = status is DiffStatus.FOUND
+               threshold: Optional[float] = None) -> DiffAnswer:
+        n, found = len(self.changes), status is DiffStatus.FOUND
         bound = 2 + self.checks + (single_bound(n) if len(minimal) == 1 else worst_bound(n))
-        return DiffResult(
-            run_id=d.run_id, status=status, reason=reason, package=job.package, version=job.version,
-            metric=job.criterion.metric, criterion=criterion, threshold=threshold, a=job.a, b=job.b,
-            a_value=values.get("A"),
-            b_value=values.get("B"), start=self.start_name, changes=self.changes,
-            minimal=[self.changes[i] for i in sorted(minimal)], trials=list(d.trials),
-            proof=self.proof(minimal) if found else [], bound=bound if found else 0, steps=list(d.steps),
-            notes=list(d.notes), probes_run=d.probes_run, measurements_reused=d.reused, probe=_probe_facts(job))
+        return DiffAnswer(status=status, reason=reason, criterion=criterion, trials=list(self.d.trials),
+                          start=self.start_name, changes=self.changes,
+                          minimal=[self.changes[i] for i in sorted(minimal)], threshold=threshold,
+                          proof=self.proof(minimal) if found else [], bound=bound if found else 0)
 
 
 def _probe_facts(job: DiffJob) -> dict:

@@ -16,12 +16,12 @@ from bisector.core.requirements import Pin
 from bisector.core.changes import ChangeKind
 from bisector.core.criterion import Direction
 from bisector.core.verdict import Verdict
-from bisector.difference.diff_model import DiffJob, DiffResult
+from bisector.difference.diff_model import DiffAnswer, DiffJob
 
 _OTHER = {Direction.INCREASE: Direction.DECREASE, Direction.DECREASE: Direction.INCREASE}
 
 
-def follow_config(job: DiffJob, result: DiffResult, cache_dir: Optional[Path] = None,
+def follow_config(job: DiffJob, result: DiffAnswer, cache_dir: Optional[Path] = None,
                   env_backend: Optional[str] = None) -> Optional[JobConfig]:
     """The bisect of the one package the diff found (None when the answer is not one package version)."""
     if len(result.minimal) != 1 or result.minimal[0].kind is not ChangeKind.PACKAGE:

@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import enum
 import hashlib
+from dataclasses import dataclass, field
 from typing import Any, Optional
 
 from pydantic import BaseModel, ConfigDict, model_serializer
 
 from bisector.core.changes import Change, Trial
 from bisector.core.criterion import Criterion
-from bisector.core.result import BisectResult
+from bisector.core.result import BisectResult, CommandWords
 from bisector.core.points import Step
 from bisector.job.probe import BuiltinProbe, Probe
 
@@ -67,6 +68,37 @@ class DiffStatus(enum.StrEnum):
     UNDECIDED = "undecided"          # an end or the trials could not be judged
 
 
+@dataclass(frozen=True)
+class DiffAnswer:
+    """What the search found (bisector.difference.diff_engine): how it ended and why, the criterion as it
+    judged, the side its trials started from, the changes and the minimal set, every measured setup (A
+    and B first) and the ``seq`` of those that prove the answer, and its bound."""
+
+    status: DiffStatus
+    reason: str
+    criterion: str
+    trials: list[Trial]
+    start: str = "A"
+    changes: list[Change] = field(default_factory=list)
+    minimal: list[Change] = field(default_factory=list)
+    threshold: Optional[float] = None
+    proof: list[int] = field(default_factory=list)
+    bound: int = 0
+
+    def value(self, side: str) -> Optional[float]:
+        """What the end ``side`` ("A" or "B") measured (its last trial)."""
+        return ([None] + [t.value for t in self.trials if t.label == side])[-1]
+
+
+@dataclass(frozen=True)
+class Followed:
+    """The bisect of the one package a diff found to be the whole difference: its command (offered, as
+    words) and, when the diff followed it (--follow), its result."""
+
+    command: Optional[list[str]] = None
+    result: Optional[BisectResult] = None
+
+
 class DiffResult(BaseModel):
     """The answer of ``bisector diff`` (what ``bisector.diff`` returns and ``--json`` prints).
 
@@ -98,8 +130,8 @@ class DiffResult(BaseModel):
     notes: list[str] = []
     probes_run: int = 0
     measurements_reused: int = 0
-    command: Optional[str] = None
-    follow_command: Optional[str] = None
+    command: CommandWords = None          # as words (a stored one string is split once, when read)
+    follow_command: CommandWords = None
     followed: Optional[BisectResult] = None
     probe: dict[str, Any] = {}
 

@@ -16,7 +16,9 @@ import json
 from bisector.core.changes import Change, ChangeKind, Trial
 from bisector.core.units import human_value
 from bisector.difference.diff_model import DiffResult, DiffStatus
+from bisector.job.commandline import joined
 from bisector.report.common import headline
+from bisector.report.env_labels import flat_environments
 from bisector.safety.safe_text import json_visible, one_line
 
 DIFF_SCHEMA = "bisector.diff/1"
@@ -65,7 +67,7 @@ def render_diff_text(r: DiffResult) -> str:
     lines.append(f"trials: {len(r.trials)}{bound}; probes run: {r.probes_run}, measurements reused from the store: "
                  f"{r.measurements_reused}")
     if r.follow_command and r.followed is None:
-        lines.append(f"bisect it with: {r.follow_command}")
+        lines.append(f"bisect it with: {joined(r.follow_command)}")
     if r.followed is not None:
         lines.append(f"followed {r.followed.package}: {headline(r.followed)}")
     lines += [f"note: {n}" for n in r.notes]
@@ -76,4 +78,6 @@ def render_diff_text(r: DiffResult) -> str:
 def render_diff_json(r: DiffResult) -> str:
     """The versioned JSON report (``bisector.diff/1``, see the module)."""
     data = {"schema": DIFF_SCHEMA, "headline": diff_headline(r), **r.model_dump(mode="json")}
+    if r.followed is not None and data.get("followed"):
+        flat_environments(data["followed"], r.followed)
     return json_visible(json.dumps(data, indent=2, ensure_ascii=False))

@@ -10,7 +10,7 @@ from bisector.bisection.wiring import bisector_for
 from bisector.difference.diff_engine import Differ
 from bisector.difference.diff_follow import follow_config
 from bisector.difference.diff_job import CheckedDiff
-from bisector.difference.diff_model import DiffResult
+from bisector.difference.diff_model import DiffAnswer, DiffResult, Followed
 from bisector.job.config import RunSection
 from bisector.job.argv import run_argv
 from bisector.measure.assembly import build_engine
@@ -32,17 +32,17 @@ def run_diff(checked: CheckedDiff, store: Store, run: Optional[RunSection] = Non
                     run_id=stopped.id if stopped else None)
     for text in checked.notes:
         differ.note(text)
-    result = differ.run()
-    result.command = shlex.join(command)
-    followed = follow_config(checked.job, result, run.cache_dir, run.env_backend)
-    if followed is not None:
-        words = run_argv(followed)
-        result.follow_command = shlex.join(words)
-        if checked.job.follow:
-            differ.note(f"following {result.minimal[0].describe()}: {result.follow_command}")
-            result.followed = bisector_for(followed, store, handler=handler, command=words, engine=engine).run()
-        else:
-            differ.note(f"bisect {result.minimal[0].name} between its two versions with: {result.follow_command}")
-    result.notes = list(differ.notes)
-    differ.save(result)
-    return result
+
+    def follow(answer: DiffAnswer) -> Followed:
+        """The bisect of the package that is the whole difference: offered, or with --follow run."""
+        config = follow_config(checked.job, answer, run.cache_dir, run.env_backend)
+        if config is None:
+            return Followed()
+        words = run_argv(config)
+        if not checked.job.follow:
+            differ.note(f"bisect {answer.minimal[0].name} between its two versions with: {shlex.join(words)}")
+            return Followed(words)
+        differ.note(f"following {answer.minimal[0].describe()}: {shlex.join(words)}")
+        return Followed(words, bisector_for(config, store, handler=handler, command=words, engine=engine).run())
+
+    return differ.run(follow)

@@ -76,13 +76,3 @@ def joined(command: Optional[list[str]]) -> Optional[str]:
     """The command as this machine runs it again (every flag kept), shell-quoted."""
     return shlex.join(command) if command is not None else None
 
-
-def words_of(value) -> Optional[list[str]]:
-    """A command as stored: words, or (a result stored before commands were kept as words) the string it
-    was, split once at that boundary."""
-    if value is None or isinstance(value, list):
-        return value
-    try:
-        return shlex.split(str(value))
-    except ValueError:
-        return [str(value)]

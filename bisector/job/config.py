@@ -12,7 +12,7 @@ from pydantic import BaseModel, ConfigDict, field_serializer, field_validator, m
 
 from bisector.core.criterion import Compare, Criterion
 from bisector.core.strict_numbers import numbers
-from bisector.core.requirements import Pin, as_pin, check_urls, valid_torch_choice
+from bisector.core.requirements import TORCH, Pin, as_pin, check_urls, valid_torch_choice
 from bisector.errors import OwnListError, cut
 from bisector.core.default_rule import with_default_rule
 from bisector.job.metric_default import with_default_metric
@@ -33,6 +33,11 @@ class Mode(enum.StrEnum):
     NIGHTLIES = "nightlies"   # torch's dated nightly wheels from the nightly index (good/bad: days or versions)
     COMMITS = "commits"
     AUTO = "auto"
+
+
+TORCH_COMMITS = ("torch is bisected by release, then by nightly (each one becomes the shared base); building torch "
+                 "commits from source takes hours: use --mode releases, or --mode nightlies with --nightly-index "
+                 "(the answer is then the commit range between two nightlies)")
 
 
 class JobSection(BaseModel):
@@ -112,6 +117,19 @@ class JobSection(BaseModel):
         if not value.strip():
             raise ValueError("must not be empty")
         return value.strip()
+
+    def mode_problem(self) -> Optional[str]:
+        """Why the mode cannot bisect this package (None when it can): torch is never bisected by commit,
+        commits come from a repository, nightlies are torch's. The one statement of these rules (a bisect's
+        preflight and its driver both ask)."""
+        torch = canonicalize_name(self.package) == TORCH
+        if self.mode is Mode.COMMITS and torch:
+            return TORCH_COMMITS
+        if self.mode is Mode.COMMITS and not self.repo:
+            return "--mode commits needs --repo (a local path or a git URL)"
+        if self.mode is Mode.NIGHTLIES and not torch:
+            return f"--mode nightlies is torch's (nightly wheels from --nightly-index), not {self.package}'s"
+        return None
 
 
 MAX_JOBS = 1024

@@ -20,6 +20,7 @@ from bisector.matrix.grid_run import CellRunner
 from bisector.redact import write_redacted
 from bisector.safety.safe_write import write_atomic
 from bisector.console.progress import PrintHandler
+from bisector.report.env_labels import flat_environments
 from bisector.report.render import render_markdown
 from bisector.store.storage import Store
 
@@ -65,7 +66,8 @@ def _bisect_one(config: MatrixConfig, runner: CellRunner, cache_dir: Path, out: 
     return BisectAttachment(package=pkg, good=good, bad=bad, status=res.status.value, run_id=res.run_id,
                             first_bad=res.first_bad.ref if res.first_bad else None,
                             last_good=res.last_good.ref if res.last_good else None,
-                            report_file=f"{stem}.md", markdown=md, result=res.model_dump(mode="json"))
+                            report_file=f"{stem}.md", markdown=md,
+                            result=flat_environments(res.model_dump(mode="json"), res))   # as the JSON report shows it
 
 
 def bisect_regressions(config: MatrixConfig, result: MatrixResult, runner: CellRunner, cells: list[Cell],

@@ -34,6 +34,7 @@ from bisector.matrix.report_cells import where
 from bisector.matrix.steps import confirm_steps, find_steps, mark_new
 from bisector.matrix.trend import history_lines
 from bisector.measure.assembly import Engine, build_engine
+from bisector.measure.gpus import Gpu
 from bisector.measure.measurer import Measurer
 from bisector.job.probe import Probe
 from bisector.sources.index import Release, release_candidate
@@ -194,10 +195,11 @@ def matrix_plan(config: MatrixConfig, cache_dir: Path) -> Plan:
 
 
 def run_matrix(config: MatrixConfig, store: Store, cache_dir: Path, baseline_id: Optional[str],
-               command: list[str], plan: Optional[Plan] = None,
-               run_id: Optional[str] = None) -> tuple[MatrixResult, CellRunner, list[Cell]]:
+               command: list[str], plan: Optional[Plan] = None, run_id: Optional[str] = None,
+               gpus: Optional[list[Gpu]] = None) -> tuple[MatrixResult, CellRunner, list[Cell]]:
     """Plan (unless the preflight's ``plan`` is given), measure, compare and confirm one matrix run; the
-    run is stored as it starts and ends (``run_id``: a stopped run of the same grid, continued)."""
+    run is stored as it starts and ends (``run_id``: a stopped run of the same grid, continued; ``gpus``:
+    this machine's, as the preflight found them)."""
     spec = load_env_spec(config.matrix.env, specs_dir())
     if TORCH not in {*config.matrix.packages, *config.matrix.pins}:   # else each cell's torch is its base
         spec = choose_torch(spec, None, config.matrix.packages[0], config.matrix.index_url)
@@ -206,7 +208,7 @@ def run_matrix(config: MatrixConfig, store: Store, cache_dir: Path, baseline_id:
     cells = plan.cells
     result = _start(config, store, plan, baseline, run_id)
     prefetch = config.run.prefetch if config.run.prefetch is not None else True
-    engine = build_engine(config.run, store)
+    engine = build_engine(config.run, store, gpus=gpus)
     runner = CellRunner(engine, spec, config.probe, config.matrix.packages, config.matrix.pins,
                         config.matrix.index_url, result.run_id, prefetch)
     save_run(store, config, result, RunState.RUNNING, command)

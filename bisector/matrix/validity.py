@@ -13,22 +13,14 @@ import re
 from pathlib import Path
 from typing import Optional
 
-from packaging.markers import default_environment
-from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 
 from bisector.errors import BisectorError
-from bisector.sources.dist_metadata import DistMetadata, read_metadata
+from bisector.sources.dist_metadata import DistMetadata, applies, read_metadata
 
 
 _EXTRA = re.compile(r"""extra\s*==\s*['"]([^'"]+)['"]""")
-
-
-def _applies(req: Requirement, extra: str) -> bool:
-    if req.marker is None:
-        return True
-    return req.marker.evaluate({**default_environment(), "extra": extra})
 
 
 def conflict(meta: DistMetadata, package: str, other: str, version: str) -> Optional[str]:
@@ -41,11 +33,11 @@ def conflict(meta: DistMetadata, package: str, other: str, version: str) -> Opti
     named = [r for r in meta.requirements() if canonicalize_name(r.name) == canonicalize_name(other)]
     extras = set(meta.provides_extra) | {e for r in named if r.marker for e in _EXTRA.findall(str(r.marker))}
     for req in named:
-        if _applies(req, ""):
+        if applies(req):
             unconditional.append(req)
             continue
         for extra in sorted(extras):
-            if _applies(req, extra):
+            if applies(req, extra):
                 by_extra.setdefault(extra, []).append(req)
     for req in unconditional:
         if not req.specifier.contains(wanted, prereleases=True):

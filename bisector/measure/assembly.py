@@ -22,7 +22,7 @@ from bisector.errors import UsageError
 from bisector.sources.install_route import next_to_bisector
 from bisector.job.config import ExecutorKind
 from bisector.measure.executors import Executor, LocalExecutor
-from bisector.measure.gpus import GpuPool, detect_gpus, probe_cpus
+from bisector.measure.gpus import Gpu, GpuPool, detect_gpus, probe_cpus
 from bisector.measure.measurer import Measurer
 from bisector.measure.measurers import Measurers
 from bisector.job.probe import Probe
@@ -94,10 +94,11 @@ def _auto_address() -> Optional[str]:
     return found if isinstance(found, str) and RAY_HOST_PORT.fullmatch(found) else None
 
 
-def probe_device(kind: ExecutorKind) -> str:
-    """The device a built-in probe's preflight checks its arguments for: this machine's (a cluster's nodes
-    are not this machine, so there it checks the arguments, not the memory)."""
-    return "cuda" if kind is ExecutorKind.RAY else GpuPool(detect_gpus()).device
+def probe_device(kind: ExecutorKind, gpus: list[Gpu]) -> str:
+    """The device a built-in probe's preflight checks its arguments for: this machine's (``gpus``, as
+    :func:`bisector.measure.gpus.detect_gpus` found them; a cluster's nodes are not this machine, so there it
+    checks the arguments, not the memory)."""
+    return "cuda" if kind is ExecutorKind.RAY else GpuPool(gpus).device
 
 
 def make_executor(kind: ExecutorKind, envs: EnvManager, gpus: GpuPool,
@@ -144,14 +145,16 @@ class Engine:
         return self.measurers(spec, probe, index_url)(run_id, repo_path)
 
 
-def build_engine(run: EngineSettings, store: Store, max_gpus: Optional[int] = None) -> Engine:
-    """The engine of a run: its cache dir's environments, this machine's GPUs (``max_gpus`` of them:
-    ``bisector probe`` runs one probe on exactly one), and the run's executor."""
+def build_engine(run: EngineSettings, store: Store, max_gpus: Optional[int] = None,
+                 gpus: Optional[list[Gpu]] = None) -> Engine:
+    """The engine of a run: its cache dir's environments, this machine's GPUs (``gpus``, as the command's
+    preflight found them, else found now; ``max_gpus`` of them: ``bisector probe`` runs one probe on exactly
+    one), and the run's executor."""
     check_executor(run.executor)
     # torch bases are built ahead only with an explicit --prefetch (each is gigabytes)
     envs = EnvManager(run.cache_dir or default_cache_dir(), backend=run.env_backend, defer_health=True,
                       prefetch_bases=run.prefetch is True)
-    gpus = detect_gpus()
+    gpus = detect_gpus() if gpus is None else gpus
     pool = GpuPool(gpus[:max_gpus] if max_gpus is not None else gpus)
     executor = make_executor(run.executor, envs, pool, run.ray_address, run.cache_dir, warm=run.warm)
     return Engine(store=store, envs=envs, pool=pool, executor=executor, jobs=max(1, run.jobs))

@@ -9,15 +9,13 @@ interpreter, the nightly's version and label), not of its built environment: a n
 deleted since keeps its stored measurement, which is reused without its base being rebuilt."""
 from __future__ import annotations
 
-import email.parser
 import hashlib
 import json
 import threading
 import urllib.parse
 from typing import Optional
 
-from packaging.markers import default_environment
-from packaging.requirements import InvalidRequirement, Requirement
+from packaging.requirements import Requirement
 from packaging.tags import Tag
 from packaging.utils import canonicalize_name, parse_wheel_filename
 from packaging.version import Version
@@ -26,6 +24,7 @@ from bisector.core.candidate import Candidate
 from bisector.envs import EnvSpec, interpreter_tags, resolve_interpreter
 from bisector.errors import BisectorError, UsageError
 from bisector.redact import redact_url
+from bisector.sources.dist_metadata import applies, parse_metadata
 from bisector.sources.index import fetch_project, project_url, read_small
 from bisector.sources.nightly import nightly_day
 
@@ -133,17 +132,11 @@ class NightlyIndex:
         data = read_small(urllib.parse.urljoin(project_url(self.url, package), wheel.get("url", "")) + ".metadata")
         if data is None:
             return []
-        text = data.decode("utf-8", "replace")
-        markers = {**default_environment(), "extra": ""}
         out = []
-        for line in email.parser.Parser().parsestr(text).get_all("Requires-Dist") or []:
-            try:
-                req = Requirement(line)
-            except InvalidRequirement:
-                continue
+        for req in parse_metadata(data, "index metadata file").requirements():
             specs = list(req.specifier)
             exact = len(specs) == 1 and specs[0].operator in ("==", "===") and "*" not in specs[0].version
-            if exact and (req.marker is None or req.marker.evaluate(markers)):
+            if exact and applies(req):
                 out.append(req)
         return out
 

@@ -16,7 +16,8 @@ from bisector.report.common import explainer, explanation, md_code, md_escape, r
 from bisector.report.culprit_lines import proof_trials, trial_line
 from bisector.report.md_inline import Block, indented, ref, table
 from bisector.report.md_visible import verdict_line
-from bisector.report.sides import ENV_LABELS, shown
+from bisector.report.env_labels import LABELS, flat
+from bisector.report.sides import shown
 from bisector.report.samples import evidence_markdown
 
 _NOTE_MAX = 160
@@ -137,8 +138,8 @@ def probe(r: BisectResult) -> list[Block]:
 
 def environment(r: BisectResult) -> list[Block]:
     """OS, env spec and base, the merged facts, and each side's packages."""
-    env = {k: v for k, v in r.environment.items() if v not in (None, "", {})}
-    lines = [" · ".join(f"{md_escape(ENV_LABELS.get(k, k))} {md_code(v)}" for k, v in env.items()), ""] if env else []
+    env = flat(r.environment)
+    lines = [" · ".join(f"{md_escape(LABELS.get(k, k))} {md_code(v)}" for k, v in env.items()), ""] if env else []
     s = shown(r)
     sides = [(n, p) for n, p in (("last good", s.last_good), ("first bad", s.first_bad)) if p and p.pins]
     if len(sides) == 2:

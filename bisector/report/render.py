@@ -37,13 +37,13 @@ from bisector.errors import UsageError
 from bisector.redact import write_redacted
 from bisector.report.culprit_lines import full_headline
 from bisector.report.common import explainer, explanation, result_metric, story
+from bisector.report.env_labels import POINTS, flat_environments
 from bisector.report.markdown import markdown
 from bisector.safety.safe_text import json_visible
 from bisector.report.text import render_text
 from bisector.store.storage import RunKind, Store
 
 REPORT_SCHEMA = "bisector.report/2"
-POINTS = ("first_bad", "last_good", "good_end", "bad_end")
 KEPT_METRICS = 32   # more metrics than this (from a probe no explainer knows): only the criterion's is kept
 
 
@@ -73,7 +73,7 @@ def _compact(data: dict, result: BisectResult) -> dict:
 def render_json(result: BisectResult, full: bool = False) -> str:
     """The versioned JSON report (``bisector.report/2``, see the module); ``full``: every detail."""
     told = story(result)
-    body = result.model_dump(mode="json")
+    body = flat_environments(result.model_dump(mode="json"), result)
     probe = result.probe
     data = {"schema": REPORT_SCHEMA, "bisector": {"made_by": result.bisector_version, "rendered_by": made_by()},
             "probe_name": probe.name or probe.probe, "probe_version": probe.version,

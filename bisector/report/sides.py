@@ -16,10 +16,10 @@ from bisector.core.verdict import Verdict
 from bisector.explain.generic import rel, unchanged
 from bisector.report.common import explainer, md_code, md_escape
 from bisector.report.culprit_lines import through_companion
+from bisector.report.env_labels import LABELS, WHERE, flat
 
 MOVED_SHOWN = 3    # metrics beside the headline one in the table
 DEVICE = ("cpu", "gpu", "cuda", "driver")
-ENV_LABELS = {"os": "OS", "python": "Python", "cuda": "CUDA", "gpu": "GPU", "cpu": "CPU"}
 
 
 def shown(r: BisectResult) -> BisectResult:
@@ -82,7 +82,7 @@ def _env_items(s: BisectResult, p: Point, differ: set[str], code: Callable[[str]
     items = [f"Python {code(env.python)}"] if env.python else []
     items += [f"torch {code(env.torch)}"] if env.torch and s.package != "torch" else []
     items.append(f"{esc(s.package)} {code(p.ref[:10] if p.kind is CandidateKind.COMMIT else p.ref)}")
-    items += [f"{esc(k)} {code(v)}" for k, v in env.flat().items() if k in differ]
+    items += [f"{esc(k)} {code(v)}" for k, v in flat(env).items() if k in differ]
     device = [f"{word}{value}" for word, value in (("", env.cpu), ("", env.gpu), ("CUDA ", env.cuda),
                                                    ("driver ", env.driver)) if value]
     if device:
@@ -98,11 +98,11 @@ def side_environments(r: BisectResult, code: Callable[[str], str] = md_code,
     differs between the sides, device, meter); ("", the merged facts) for results without sides."""
     s, sides = shown(r), _sides(r)
     if not sides:
-        env = {k: v for k, v in r.environment.items() if v not in (None, "", {}) and k not in ("os", "env spec", "env base")}
-        return [("", " · ".join(f"{esc(ENV_LABELS.get(k, k))} {code(v)}" for k, v in env.items()))] if env else []
+        env = {k: v for k, v in flat(r.environment).items() if k not in WHERE}
+        return [("", " · ".join(f"{esc(LABELS.get(k, k))} {code(v)}" for k, v in env.items()))] if env else []
     fixed = {"python", "torch", s.package, "meter", *DEVICE}
-    keys = {k for _, p in sides for k in p.env.flat() if k not in fixed}
-    differ = {k for k in keys if len({p.env.flat().get(k) for _, p in sides}) > 1}
+    keys = {k for _, p in sides for k in flat(p.env) if k not in fixed}
+    differ = {k for k in keys if len({flat(p.env).get(k) for _, p in sides}) > 1}
     return [(name, _env_items(s, p, differ, code, esc)) for name, p in sides]
 
 

@@ -32,11 +32,11 @@ from bisector.envs import HEAVY
 from bisector.errors import UsageError
 from bisector.job.commandline import portable_words
 from bisector.report.culprit_lines import full_headline
+from bisector.report.env_labels import held
 from bisector.report.sides import shown
 from bisector.safety.safe_text import one_line
 from bisector.sources import git
 
-NOT_PACKAGES = ("torch from", "torch git")   # facts of the environment beside its packages, never pins
 NOT_PINNED = ("pip",)   # the installer itself: a fresh venv has its own
 PACKAGE_NAME = re.compile(r"^[A-Za-z0-9]([A-Za-z0-9._-]*[A-Za-z0-9])?$")   # PEP 508
 CLONE = "${REPO_URL}"   # a local clone in the header: the maintainer's URL of it, never this machine's path
@@ -123,14 +123,13 @@ def installable(name: str, version: str) -> Optional[str]:
 
 
 def _held(p: Point) -> dict[str, str]:
-    """Every package of the side's environment, name -> version: its pins, then its facts."""
-    held = {}
+    """Every package of the side's environment, name -> version: its pins, then the packages its facts name."""
+    out = {}
     for name, version in p.pins:
-        held[canonicalize_name(name)] = version
-    for name, version in p.env.held().items():
-        if name not in NOT_PACKAGES:
-            held.setdefault(canonicalize_name(name), str(version))
-    return held
+        out[canonicalize_name(name)] = version
+    for name, version in p.env.installed().items():
+        out.setdefault(canonicalize_name(name), str(version))
+    return out
 
 
 def installs(s: BisectResult, p: Point, repo: Optional[str]) -> list[str]:
@@ -164,11 +163,11 @@ def _facts(s: BisectResult, p: Point) -> list[str]:
     """What the environment held that is no requirement (where torch came from, a local build tag), without
     a path."""
     out = []
-    for name, value in p.env.held().items():
+    for name, value in held(p.env).items():
         if name == s.package:
             continue
         text = one_line(str(value))
-        if name == "torch from" or not installable(name, text):
+        if not installable(name, text):   # where torch came from, its commit: no package name
             out.append(f"{one_line(name)}: " + re.sub(r"\s*\([^()]*[/\\][^()]*\)", "", text))   # "(/usr/bin/x)": no path
         elif "+" in text:
             out.append(f"{one_line(name)} {text}, pinned as its release")

@@ -1,5 +1,7 @@
 """A release's core metadata (``Requires-Dist``, ``Provides-Extra``) read from the package index,
-without installing it.
+without installing it, and the one reader of requirement lines (:func:`requirements`, :func:`applies`) that
+every other reader of ``Requires-Dist`` uses (a nightly's pins, a torch base's closure, a matrix cell's
+validity).
 
 In order: the PEP 658/714 metadata file the index advertises next to a wheel; else the wheel's
 ``*.dist-info/METADATA`` read with HTTP range requests (the zip's central directory and that one
@@ -18,8 +20,9 @@ import urllib.parse
 import urllib.request
 import zipfile
 from pathlib import Path
-from typing import Optional
+from typing import Iterable, Optional, Union
 
+from packaging.markers import default_environment
 from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import canonicalize_name, parse_wheel_filename
 from packaging.version import InvalidVersion, Version
@@ -44,14 +47,28 @@ class DistMetadata(BaseModel):
     source: str   # where it was read: "index metadata file", "wheel (range requests)", "wheel", "cache"
 
     def requirements(self) -> list[Requirement]:
-        """``Requires-Dist`` parsed (an unparsable line, which installers would reject too, is left out)."""
-        out = []
-        for line in self.requires_dist:
-            try:
-                out.append(Requirement(line))
-            except InvalidRequirement:
-                continue
-        return out
+        """``Requires-Dist`` parsed (see :func:`requirements`)."""
+        return requirements(self.requires_dist)
+
+
+def requirements(lines: Iterable[str]) -> list[Requirement]:
+    """Requirement lines (``Requires-Dist``) parsed; an unparsable line, which installers would reject too,
+    is left out."""
+    out = []
+    for line in lines:
+        try:
+            out.append(Requirement(line))
+        except InvalidRequirement:
+            continue
+    return out
+
+
+def applies(req: Requirement, extra: str = "", markers: Optional[dict[str, str]] = None) -> bool:
+    """Whether ``req`` applies with ``extra`` asked for ("": none), its markers evaluated for ``markers`` (an
+    interpreter's environment markers; default: this interpreter's)."""
+    if req.marker is None:
+        return True
+    return req.marker.evaluate({**default_environment(), **(markers or {}), "extra": extra})
 
 
 def _get(url: str, headers: Optional[dict] = None) -> tuple[int, dict, bytes]:
@@ -140,8 +157,10 @@ def _wheel_entry(page: dict, package: str, version: str) -> Optional[dict]:
     return found[0] if found else None
 
 
-def _parse(raw: bytes, source: str) -> DistMetadata:
-    message = email.parser.BytesParser().parsebytes(raw, headersonly=True)
+def parse_metadata(raw: Union[bytes, str], source: str) -> DistMetadata:
+    """A METADATA file's headers (``raw``: its bytes, or its text); ``source``: where it was read."""
+    text = raw.decode("utf-8", "replace") if isinstance(raw, bytes) else raw
+    message = email.parser.Parser().parsestr(text, headersonly=True)
     return DistMetadata(name=str(message.get("Name", "")), version=str(message.get("Version", "")),
                         requires_dist=[str(x) for x in message.get_all("Requires-Dist") or []],
                         provides_extra=[str(x) for x in message.get_all("Provides-Extra") or []], source=source)
@@ -159,7 +178,7 @@ def read_metadata(index_url: str, package: str, version: str, cache_dir: Path,
     digest = (entry.get("hashes") or {}).get("sha256") or hashlib.sha256(url.encode()).hexdigest()
     cached = cache_dir / "metadata" / f"{digest}.METADATA"
     if cached.is_file():
-        return _parse(cached.read_bytes(), "cache")
+        return parse_metadata(cached.read_bytes(), "cache")
     advertised = entry.get("core-metadata") or entry.get("data-dist-info-metadata")
     if advertised:
         raw, source = _get(url.split("#", 1)[0] + ".metadata")[2], "index metadata file"
@@ -169,4 +188,4 @@ def read_metadata(index_url: str, package: str, version: str, cache_dir: Path,
     partial = cached.with_suffix(f".{hashlib.sha256(raw).hexdigest()[:8]}.part")
     partial.write_bytes(raw)
     partial.replace(cached)   # atomic: a concurrent run reads a whole file or none
-    return _parse(raw, source)
+    return parse_metadata(raw, source)

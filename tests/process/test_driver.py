@@ -6,11 +6,13 @@ from __future__ import annotations
 import shlex
 import datetime as dt
 import json
+import os
 from pathlib import Path
 
 import pytest
 
 from bisector.bisection.driver import Bisector
+from bisector.bisection.wiring import bisector_for, preflight
 from bisector.bisection.recorder import config_hash
 from bisector.job.config import JobConfig
 from bisector.core.measurement import Status
@@ -115,7 +117,7 @@ def test_releases_found_assembles_the_result_and_stores_the_run(tmp_path, index_
     assert result.threshold == 1.5 and result.bisector_version == made_by() != "unknown"
     assert result.first_bad.metrics == {"m": 2.0, "other": 7.0} and result.first_bad.details == {"peak_phase": "backward"}
     assert result.probe.schema_version == "fake/1" and result.probe.name == "fake"
-    assert result.environment["env spec"] == "fake" and result.environment["env base"] == "current"
+    assert result.environment.env_spec == "fake" and result.environment.env_base == "current"
     report = json.loads(render_json(result))
     assert report["metric"] == "m" and report["explanation"] == [
         "other did not change.", "The peak moved from phase forward (last good) to phase backward (first bad)."]
@@ -322,6 +324,25 @@ def test_exit_code_probes_have_no_metric(tmp_path, index_url, store):
     assert result.criterion == "probe exit code (0 good, 125 skip, 1-127 bad)"
     assert result.decision_rule.startswith("probe exit code: 0 GOOD, 125 SKIP")
     assert "metric" not in json.loads(render_json(result))   # as results were before the field existed
+
+
+def test_the_gpus_a_run_checks_its_probe_for_are_found_once_and_measured_on(tmp_path, index_url, store, monkeypatch):
+    """The preflight finds this machine's GPUs (an nvidia-smi on PATH that logs each call) and checks the probe
+    for them; the run's engine measures on those: the driver's tool is asked once per command, not twice."""
+    bin_dir, log = tmp_path / "bin", tmp_path / "smi.log"
+    bin_dir.mkdir()
+    (bin_dir / "nvidia-smi").write_text(
+        f'#!/bin/sh\necho "$1" >> {log}\nif [ "$1" = "-L" ]; then echo "GPU 0: NVIDIA H200 (UUID: GPU-1111)"; '
+        'else echo "GPU-1111, 143771, 570.86.15"; fi\n')
+    (bin_dir / "nvidia-smi").chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bin_dir}:{os.environ['PATH']}")
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+    config = job(tmp_path, index_url)
+    resolved = preflight(config)
+    measuring = bisector_for(config, store, resolved=resolved)
+    assert [g.id for g in resolved.gpus] == ["GPU-1111"] and measuring.measurers.slots == 1
+    assert measuring.measurers.executor.kind == "cuda:NVIDIA H200, 143771 MiB, driver 570.86.15"
+    assert log.read_text().split() == ["-L", "--query-gpu=uuid,memory.total,driver_version"]
 
 
 def test_usage_errors_before_any_measurement(tmp_path, index_url, store):

@@ -27,7 +27,7 @@ def test_lock_files_differing_in_six_packages_name_the_one_that_matters(index_ur
     assert len(out["changes"]) == 6 and (out["a_value"], out["b_value"]) == (6.0, 305.0)
     searched = len(out["trials"]) - 2                                     # beyond the two ends
     assert searched <= single_bound(6) == 6 and out["bound"] == 2 + single_bound(6)
-    assert out["criterion"] == "kib > 155.5" and out["headline"].startswith(
+    assert out["criterion"] == "kib > 155.5 KiB" and out["headline"].startswith(
         "The difference that matters at tinypkg 1.0: p4 (A: 1.0, B: 2.0)")
     assert {out["trials"][i]["label"] for i in out["proof"]} >= {"A", "B", "A + p4==2.0"}
     assert "--package p4 --good 1.0 --bad 2.0" in out["follow_command"]

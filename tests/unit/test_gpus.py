@@ -210,8 +210,8 @@ def test_cuda_runtime_of_an_environment():
 def test_the_report_shows_the_gpu_its_memory_driver_and_cuda():
     device = {"type": "cuda", "name": "NVIDIA H200", "total_bytes": 150754820096, "driver": "570.86.15",
               "cuda": "13.0"}
-    facts = environment_facts(ProbeResult(device=device, meter="cuda"), {}, "accelerate")
-    assert (facts["gpu"], facts["driver"], facts["cuda"]) == ("NVIDIA H200, 140.4 GiB", "570.86.15", "13.0")
+    facts = environment_facts(ProbeResult(device=device, meter="cuda"), None, "accelerate")
+    assert (facts.gpu, facts.driver, facts.cuda) == ("NVIDIA H200, 140.4 GiB", "570.86.15", "13.0")
     assert Device(name="NVIDIA H200").gpu_label == "NVIDIA H200" and Device().gpu_label is None
 
 

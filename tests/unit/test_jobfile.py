@@ -77,3 +77,20 @@ def test_a_rule_replaces_the_rule_below_and_keeps_its_metric(tmp_path):
         "20%", None, "ga_excess_bytes_per_param")
     cfg = _job(file_text="[criterion]\nthreshold = 1.0\n", tmp_path=tmp_path)
     assert (cfg.criterion.threshold, cfg.criterion.metric) == (1.0, "ga_excess_bytes_per_param")
+
+
+@pytest.mark.parametrize("job, said", [
+    ({"package": "accelerate", "mode": "commits"}, "--mode commits needs --repo (a local path or a git URL)"),
+    ({"package": "torch", "mode": "commits", "repo": "/src/pytorch"}, "torch is bisected by release, then by nightly"),
+    ({"package": "torch", "mode": "commits"}, "torch is bisected by release, then by nightly"),
+    ({"package": "accelerate", "mode": "nightlies"}, "--mode nightlies is torch's (nightly wheels from --nightly-index), "
+                                                     "not accelerate's"),
+    ({"package": "accelerate", "mode": "commits", "repo": "/src/accelerate"}, None),
+    ({"package": "torch", "mode": "nightlies"}, None),
+    ({"package": "torch", "mode": "auto", "repo": "/src/pytorch"}, None),
+])
+def test_the_mode_rules_are_stated_once_by_the_job(job, said):
+    """What preflight and the driver both refuse (one line, exit 2), said by the job section itself."""
+    from bisector.job.config import JobSection
+    problem = JobSection(good="1", bad="2", **job).mode_problem()
+    assert problem is None if said is None else problem.startswith(said)

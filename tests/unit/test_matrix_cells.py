@@ -15,7 +15,7 @@ from bisector.matrix.failure_line import failure_line, missing_metric_line, oom_
 from bisector.matrix.grid_result import CELLS_LOST, BaselineCell, CellResult, MatrixResult
 from bisector.matrix.report_cells import counts, text_lines
 from bisector.matrix.validity import Checker, conflict
-from bisector.sources.dist_metadata import DistMetadata, read_metadata
+from bisector.sources.dist_metadata import DistMetadata, applies, parse_metadata, read_metadata
 from tests.support.pkgindex import LocalIndex, build_wheel
 
 T0 = dt.datetime(2024, 3, 1, tzinfo=dt.timezone.utc)
@@ -91,6 +91,19 @@ def test_declared_requirements_make_a_pair_invalid():
     mixed = TRANSFORMERS_4_32_1.model_copy(update={"requires_dist": [*TRANSFORMERS_4_32_1.requires_dist,
                                                                     "accelerate ; extra == 'dev'"]})
     assert conflict(mixed, "transformers", "accelerate", "0.20.0") is None   # one extra takes any accelerate
+
+
+def test_one_reader_of_requirement_lines():
+    """Requires-Dist as every reader takes it (a cell's validity, a nightly's pins, a torch base's closure): a
+    line installers would refuse left out, markers evaluated for this interpreter or the markers given, an
+    extra only when asked for; the body of the file is not read."""
+    raw = (b"Metadata-Version: 2.1\nName: x\nVersion: 1.0\nRequires-Dist: a (==1.0)\nRequires-Dist: not one ((\n"
+           b"Requires-Dist: b ; extra == 'dev'\nRequires-Dist: c ; python_version < '3'\n\nRequires-Dist: body\n")
+    meta = parse_metadata(raw, "test")
+    reqs = meta.requirements()
+    assert (meta.name, meta.version, [r.name for r in reqs]) == ("x", "1.0", ["a", "b", "c"])
+    assert [applies(r) for r in reqs] == [True, False, False]
+    assert applies(reqs[1], "dev") and applies(reqs[2], markers={"python_version": "2.7"})
 
 
 @pytest.mark.parametrize("core_metadata", [True, False], ids=["metadata file", "range requests"])

@@ -19,12 +19,13 @@ from bisector.cli.main import main
 from bisector.job.commandline import shown_command
 from bisector.core.changes import Confirmation
 from bisector.core.result import BisectResult, Repro, ReproSide
-from bisector.core.points import Point, PointEnv, Step
+from bisector.core.points import Point, PointEnv, RunEnvironment, Step
 from bisector.explain.registry import compact_details, explain, metric_label
 from bisector.explain.sites import by_site, site_sentence
 from bisector.core.result import made_by
 from bisector.core.verdict import Verdict
 from bisector.report.markdown import GITHUB_LIMIT, markdown
+from bisector.report.env_labels import flat
 from bisector.report.render import REPORT_SCHEMA, render_json, render_markdown
 from bisector.report.text import render_text
 from bisector.store.storage import RunRow, StepRow, Store, now
@@ -218,6 +219,43 @@ def test_golden(name, fmt, render):
     if os.environ.get("UPDATE_GOLDEN") or os.environ.get("BISECTOR_UPDATE_GOLDEN"):
         path.write_text(text)
     assert text == path.read_text(), f"{path.name} differs (UPDATE_GOLDEN=1 rewrites it)"
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_a_result_stored_flat_reads_back_typed_and_renders_the_same(name):
+    """A result stored before the facts were typed held each environment as the flat mapping its golden JSON
+    shows (keyed as reports name the facts) and its command as one string: it reads back as the typed
+    result and renders byte for byte as it did."""
+    text = (GOLDEN / f"report_{name}.json").read_text()
+    shown, made = json.loads(text), CASES[name]()
+    old = {**made.model_dump(mode="json"), "environment": shown["environment"], "command": shown["command"]}
+    for key in ("first_bad", "last_good", "good_end", "bad_end"):
+        if old.get(key):
+            old[key]["env"] = shown[key]["env"]
+    stored = BisectResult.model_validate(old)
+    assert stored.environment == made.environment and stored.command == made.command
+    for key in ("first_bad", "last_good", "good_end", "bad_end"):
+        assert getattr(stored, key) is None or getattr(stored, key).env == getattr(made, key).env
+    assert render_json(stored) == text and render_markdown(stored) == render_markdown(made)
+
+
+def test_an_environment_is_typed_in_the_store_and_flat_in_the_report():
+    flat_shape = {"python": "3.11.7", "torch": "2.14.0.dev20261004+cpu", "torch from": "a nightly index",
+                  "torch git": "b" * 40, "meter": "cpu-dispatch", "numpy": "1.26.4"}
+    env = PointEnv.model_validate(flat_shape)
+    assert (env.torch_from, env.torch_git, env.meter, env.packages) == ("a nightly index", "b" * 40, "cpu-dispatch",
+                                                                        {"numpy": "1.26.4"})
+    stored = env.model_dump(mode="json")
+    assert "torch from" not in stored and stored["torch_from"] == "a nightly index"
+    assert PointEnv.model_validate(stored) == env and flat(env) == flat_shape
+    section = RunEnvironment.model_validate({"os": "Linux", **flat_shape, "env spec": "default", "env base": "current"})
+    assert (section.os, section.env_spec, section.env_base, section.packages) == ("Linux", "default", "current",
+                                                                                 {"numpy": "1.26.4"})
+    assert flat(section) == {"os": "Linux", **flat_shape, "env spec": "default", "env base": "current"}
+    result = BisectResult(run_id="r", package="torch", mode="nightly", status="undecided", reason="r", criterion="c",
+                          environment=section, last_good=Point(ref="1", kind="release", env=env))
+    shown = json.loads(render_json(result))
+    assert shown["environment"] == flat(section) and shown["last_good"]["env"] == flat_shape
 
 
 class _Html(HTMLParser):
@@ -442,8 +480,10 @@ def test_explanation_generic_ranks_by_relative_change():
 
 
 def test_environment_sides_merge_and_differences_show():
-    assert merge_sides({"torch": "2.3", "transformers": "4.30.2"}, {"torch": "2.3", "transformers": "4.31.0"}) == \
-        {"torch": "2.3", "transformers": "4.30.2 (last good) / 4.31.0 (first bad)"}
+    good = PointEnv(torch="2.3", packages={"transformers": "4.30.2"})
+    bad = PointEnv(torch="2.3", packages={"transformers": "4.31.0"})
+    assert merge_sides(good, bad) == \
+        PointEnv(torch="2.3", packages={"transformers": "4.30.2 (last good) / 4.31.0 (first bad)"})
 
 
 def test_reproduce_command_drops_local_flags_and_credentials():

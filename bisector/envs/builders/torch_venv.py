@@ -21,11 +21,12 @@ from bisector.envs.builders.backends import pip_index_args
 from bisector.envs.builders.base_share import share_libraries
 from bisector.envs.builders.torch_size import describe_or_unknown
 from bisector.envs.tooling.fsops import discard
-from bisector.envs.model.info import utcnow, write_atomic
+from bisector.envs.model.info import utcnow
 from bisector.envs.model.layout import CacheLayout
 from bisector.envs.builders.once import build_once
 from bisector.envs.tooling.tool_runs import clean_env, log, run
 from bisector.errors import UsageError
+from bisector.safety.safe_write import write_atomic
 
 MARKER = "bisector-base.json"
 

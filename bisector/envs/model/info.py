@@ -1,10 +1,8 @@
 """The info file of a built environment (``bisector-env.json``) and how it is stored."""
 from __future__ import annotations
 
-import contextlib
 import datetime as dt
 import os
-import tempfile
 from pathlib import Path
 from typing import Optional
 
@@ -13,6 +11,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 from bisector.core.requirements import TORCH
 from bisector.envs.model.env_spec import InstallTarget
 from bisector.redact import redact_text
+from bisector.safety.safe_write import write_atomic
 
 INFO_NAME = "bisector-env.json"
 SCHEMA = 1
@@ -78,19 +77,6 @@ class EnvInfo(BaseModel):
     import_names: list[str] = []        # the candidate's top-level modules (what a proof must name)
     size_bytes: int = 0                 # extra disk: blocks of inodes held only by this env
     apparent_bytes: int = 0             # plain sum of file sizes
-
-
-def write_atomic(path: Path, text: str) -> None:
-    """Write ``text`` to ``path`` through a temp file in the same dir and os.replace."""
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w") as fh:
-            fh.write(text)
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        raise
 
 
 def read_info(env_dir: Path) -> Optional[EnvInfo]:

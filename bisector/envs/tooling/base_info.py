@@ -18,17 +18,19 @@ from importlib.metadata import PathDistribution
 from pathlib import Path
 from typing import Optional
 
-from packaging.requirements import InvalidRequirement, Requirement
+from packaging.requirements import Requirement
 from packaging.specifiers import SpecifierSet
 from packaging.utils import canonicalize_name
 from pydantic import ValidationError
 
 from bisector.envs.tooling import _pyinfo
-from bisector.envs.model.info import BaseDist, BaseInfo, InterpreterStamp, write_atomic
+from bisector.envs.model.info import BaseDist, BaseInfo, InterpreterStamp
 from bisector.envs.model.layout import CacheLayout
 from bisector.envs.tooling.tool_runs import clean_env, run
 from bisector.envs.model.env_spec import CURRENT, NO_BASE, TORCH, EnvSpec
 from bisector.errors import UsageError
+from bisector.safety.safe_write import write_atomic
+from bisector.sources.dist_metadata import applies, requirements
 
 ROOT = TORCH
 HEAVY = re.compile(r"^(torch|triton|pytorch-triton(-.+)?|nvidia-.+|cuda-.+|intel-.+)$")
@@ -51,15 +53,7 @@ def installed_dists(site_dirs: list[str]) -> dict[str, tuple[PathDistribution, s
 
 def requirements_of(dist: PathDistribution, markers: dict[str, str]) -> list[Requirement]:
     """The distribution's requirements that apply under ``markers`` (extras off)."""
-    out = []
-    for line in dist.requires or []:
-        try:
-            req = Requirement(line)
-        except InvalidRequirement:
-            continue
-        if req.marker is None or req.marker.evaluate({**markers, "extra": ""}):
-            out.append(req)
-    return out
+    return [req for req in requirements(dist.requires or []) if applies(req, markers=markers)]
 
 
 def closure(site_dirs: list[str], markers: dict[str, str]) -> tuple[list[BaseDist], dict[str, str]]:

@@ -210,7 +210,7 @@ def setting(result: BisectResult) -> str:
         return result.probe.probe or "the job's probe"
     sizes = cfg.get("sizes") or []
     width = f"widths {sizes[0]}..{sizes[-1]}" if len(sizes) > 1 else f"width {sizes[0]}" if sizes else ""
-    meter = (result.environment or {}).get("meter") or ""
+    meter = result.environment.meter or ""
     meter = METERS.get(meter, meter)
     tokens = ",".join(str(t) for t in cfg.get("seq_lens") or [cfg.get("seq_len")] if t)
     return (f"{cfg.get('loop')} loop, {' vs '.join(cfg.get('precisions') or [])}, GA "
