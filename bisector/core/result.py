@@ -6,6 +6,7 @@ from typing import Any, Optional
 
 from pydantic import BaseModel, field_serializer, field_validator, model_serializer, model_validator
 
+from bisector.redact import mask_words
 from bisector.core.changes import Attribution, Confirmation
 from bisector.data import VERSION
 from bisector.core.candidate import CandidateKind
@@ -146,7 +147,8 @@ class BisectResult(BaseModel):
 
     @field_serializer("refine_command", "widen_command", "command")
     def _joined(self, value: Optional[list[str]]) -> Optional[str]:
-        return shlex.join(value) if value is not None else None
+        """A command as stored and in JSON: shell words (``shlex.split`` gives them back), its secrets masked."""
+        return shlex.join(mask_words(value)) if value is not None else None
 
     @model_validator(mode="after")
     def _units_known(self) -> "BisectResult":

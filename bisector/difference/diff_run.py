@@ -2,7 +2,6 @@
 bisect of a package that is the whole difference, and the stored run with its final result."""
 from __future__ import annotations
 
-import shlex
 import sys
 from typing import Optional
 
@@ -13,6 +12,7 @@ from bisector.difference.diff_job import CheckedDiff
 from bisector.difference.diff_model import DiffResult
 from bisector.job.config import RunSection
 from bisector.job.argv import run_argv
+from bisector.job.commandline import joined
 from bisector.measure.assembly import build_engine
 from bisector.store.run_record import shown_status, stopped_run
 from bisector.store.storage import RunKind, Store
@@ -33,11 +33,11 @@ def run_diff(checked: CheckedDiff, store: Store, run: Optional[RunSection] = Non
     for text in checked.notes:
         differ.note(text)
     result = differ.run()
-    result.command = shlex.join(command)
+    result.command = joined(command)
     followed = follow_config(checked.job, result, run.cache_dir, run.env_backend)
     if followed is not None:
         words = run_argv(followed)
-        result.follow_command = shlex.join(words)
+        result.follow_command = joined(words)
         if checked.job.follow:
             differ.note(f"following {result.minimal[0].describe()}: {result.follow_command}")
             result.followed = bisector_for(followed, store, handler=handler, command=words, engine=engine).run()

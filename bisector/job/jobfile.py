@@ -26,6 +26,8 @@ from packaging.version import Version
 
 from pydantic import ValidationError
 
+from bisector.redact import mask_words
+from bisector.safety.safe_text import command_as
 from bisector.job.config import JobConfig
 from bisector.job.layering import merge, read_toml, validated, validation_message
 from bisector.core.probe_args import effective_args
@@ -70,9 +72,7 @@ def _probe_label(probe: dict) -> Optional[str]:
     if probe.get("cmd"):
         return f"cmd: {probe['cmd']}"
     if probe.get("command"):
-        import shlex
-
-        return f"command: {shlex.join(str(w) for w in probe['command'])}"
+        return f"command: {command_as(mask_words(str(w) for w in probe['command']))}"
     return probe.get("name") or (str(probe["path"]) if probe.get("path") else None)
 
 

@@ -18,6 +18,8 @@ from bisector.job.probe_code import builtin_files
 from bisector.core.strict_numbers import numbers
 from bisector.errors import UsageError
 from bisector.process.procs import run_bounded
+from bisector.redact import mask_words
+from bisector.safety.safe_text import command_as
 
 PREFLIGHT = "_preflight.py"        # a built-in probe package's own check of its arguments (stdlib only)
 PREFLIGHT_TIMEOUT_S = 60
@@ -242,5 +244,5 @@ class ProbeSpec(BaseModel):
         if self.cmd is not None:
             return f"cmd: {self.cmd}"
         if self.command:
-            return f"command: {shlex.join(self.command)}"
+            return f"command: {command_as(mask_words(self.command))}"   # one line, secrets masked
         return self.name or str(self.path)

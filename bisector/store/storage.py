@@ -11,11 +11,11 @@ import sqlite3
 import threading
 import weakref
 from pathlib import Path
-from typing import Optional
+from typing import Any, Optional
 
 from bisector.core.measurement import Measurement
 from bisector.errors import BisectorError, UsageError
-from bisector.redact import redact_text
+from bisector.redact import redact_data, redact_text
 from bisector.store.blobs import externalized
 from bisector.store.integrity import (OpenMark, Transaction, check_store_path, damaged, integrity_problems,
                                       settled_version, translated)
@@ -190,12 +190,12 @@ class Store:
     def put_measurement(self, m: Measurement) -> None:
         m = m.model_copy(update={"created": m.created or now()})
         with self._tx() as db:
-            details = externalized(db, m.stored_details(), _clean)   # a result's bulky fields kept once, by hash
+            details = externalized(db, m.stored_details(), _clean_json)   # a result's bulky fields kept once, by hash
             db.execute(
                 "INSERT OR REPLACE INTO measurements VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
                 (m.key, m.package, m.candidate, m.env_fingerprint, m.probe_fingerprint, m.repeat,
                  m.status, json.dumps(m.metrics), m.exit_code, _clean(m.reason), m.seconds, m.created,
-                 _clean(json.dumps(details)), m.run_id))
+                 _clean_json(details), m.run_id))
 
     def measurements_for(self, package: str, probe_fingerprint: Optional[str] = None) -> list[Measurement]:
         sql, args = "SELECT * FROM measurements WHERE package=?", [package]
@@ -222,9 +222,9 @@ class Store:
     def put_run(self, run: RunRow) -> None:
         with self._tx() as db:
             db.execute(f"INSERT OR REPLACE INTO runs ({RUN_COLUMNS}) VALUES (?,?,?,?,?,?,?,?,?,?)",
-                       (run.id, run.created, run.updated, run.kind, _clean(json.dumps(run.command)),
-                        _clean(json.dumps(run.config)), run.status,
-                        _clean(json.dumps(run.result)) if run.result is not None else None, run.config_hash,
+                       (run.id, run.created, run.updated, run.kind, _clean_json(run.command),
+                        _clean_json(run.config), run.status,
+                        _clean_json(run.result) if run.result is not None else None, run.config_hash,
                         run.owner))
 
     def get_run(self, run_id: Optional[str] = None) -> Optional[RunRow]:
@@ -296,3 +296,9 @@ def _clean(text: Optional[str]) -> Optional[str]:
     """What is stored: every column that can hold free text goes through the redaction pass; a lone
     surrogate (an undecodable byte of a path or an argument) is kept as its escape, which SQLite can hold."""
     return None if text is None else redact_text(text).encode("utf-8", "backslashreplace").decode("utf-8")
+
+
+def _clean_json(value: Any) -> str:
+    """A JSON column as stored: the data through the redaction pass (a command's words masked one by one, JSON
+    kept JSON whatever its strings hold), lone surrogates as JSON escapes."""
+    return json.dumps(redact_data(value))
