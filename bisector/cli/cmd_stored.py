@@ -17,11 +17,12 @@ from bisector.console.live import progress_for, showing
 from bisector.console.progress import console_width, wrapped
 from bisector.errors import UsageError
 from bisector.job.config import JobConfig
-from bisector.paths import default_store_path
+from bisector.paths import default_cache_dir, default_store_path
 from bisector.redact import redact_text
 from bisector.report.culprit_lines import through_companion
 from bisector.report.render import load_result, render, write_reports
 from bisector.safety.safe_text import one_line
+from bisector.safety.destinations import Protected, refuse_destroying
 from bisector.safety.safe_write import check_output_file, write_atomic
 from bisector.sources.index import pages_read_once
 from bisector.store.run_record import shown_status
@@ -103,8 +104,9 @@ def cmd_runs(args) -> int:
 def cmd_report(args) -> int:
     """A stored run's report in --format (any kind; default: the latest finished run, of --kind); with
     --repro, a bisect's repro script written and verified."""
-    if args.repro is not None:   # a link, a directory, an unwritable place: refused before anything is read
-        args.repro = check_output_file(args.repro, "--repro")
+    if args.repro is not None:   # the store, the cache, a user's file, a link, a directory: refused before any work
+        args.repro = check_output_file(args.repro, "--repro", Protected(args.store or default_store_path(),
+                                                                        args.cache_dir or default_cache_dir()))
     store = reading_store(args.store)
     if store is None:
         raise UsageError(f"no finished runs in {default_store_path()}")
@@ -128,6 +130,7 @@ def _repro(args, store: Store) -> int:
     followed = through_companion(result)
     config = JobConfig.model_validate((store.get_run(followed.run_id) if followed else run).config)
     path: Path = args.repro
+    refuse_destroying(path, "--repro", Protected(store.path, config.run.cache_dir or default_cache_dir()))
     script = repro_script(result, config, path.name)
     # attached to a public issue: no secret in it; a new file renamed into place, executable
     write_atomic(path, redact_text(script.text, home=False), mode=0o755)

@@ -80,6 +80,14 @@ def check_store_path(path: Path) -> None:
     check_directory(path.parent, "store directory")
 
 
+def empty_file(path: Path) -> bool:
+    """A 0-byte file (``touch``, the ``sqlite3`` shell): an empty store, not a foreign file."""
+    try:
+        return path.is_file() and path.stat().st_size == 0
+    except OSError:
+        return False
+
+
 def _check_is_a_store(path: Path) -> None:
     """An existing file is an SQLite database with bisector's tables (read only: nothing is written)."""
     try:

@@ -17,8 +17,8 @@ from bisector.core.measurement import Measurement
 from bisector.errors import BisectorError, UsageError
 from bisector.redact import redact_data, redact_text
 from bisector.store.blobs import externalized
-from bisector.store.integrity import (OpenMark, Transaction, check_store_path, damaged, integrity_problems,
-                                      settled_version, translated)
+from bisector.store.integrity import (OpenMark, Transaction, check_store_path, damaged, empty_file,
+                                      integrity_problems, settled_version, translated)
 from bisector.store.records import (RUN_COLUMNS, RunKind, RunRow, RunState, StepRow, damaged_rows, measurement_from,  # noqa: F401
                                     run_columns, run_from, step_from, tell)
 
@@ -117,9 +117,21 @@ class Store:
         try:
             row = settled_version(self.path, self._read_version)
         except sqlite3.DatabaseError as exc:
-            raise self._unusable(exc) from None
+            if not empty_file(self.path):
+                raise self._unusable(exc) from None
+            row = self._read_empty()
         if row is None or row[0] != STORE_VERSION:
             raise self._unusable(f"store version {row[0] if row else 'missing'}, expected {STORE_VERSION}")
+
+    def _read_empty(self) -> tuple:
+        """A 0-byte file (as ``touch`` or the ``sqlite3`` shell leaves it) is an empty store: read as one, with
+        nothing in it (a store that writes sets it up in place)."""
+        if self._db is not None:
+            self._db.close()
+        self._db = sqlite3.connect(":memory:", isolation_level=None, check_same_thread=False)
+        self._db.executescript(SCHEMA)
+        self._db.execute("INSERT INTO meta VALUES ('version', ?)", (STORE_VERSION,))
+        return (STORE_VERSION,)
 
     def _read_version(self) -> Optional[tuple]:
         try:

@@ -186,4 +186,4 @@ def test_the_store_keeps_only_masked_words(tmp_path):
 def test_a_json_document_stays_json_through_the_redaction_pass(value):
     text = json.dumps(value, indent=2)
     out = redact_output(text)
-    assert json.loads(out) == redact_data(value) and redact_output(out) == out
+    assert json.loads(out) == json.loads(json.dumps(redact_data(value))) and redact_output(out) == out
