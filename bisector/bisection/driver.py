@@ -52,6 +52,7 @@ class Bisector:
         assembled once, from the answer, the story around it and the run's record."""
         rec = self.recorder
         rec.begin()
+        self.run_id = rec.run_id
         try:
             answer = self._run_mode()
             contrast = contrast_of(self.config, rec, answer.measurers, answer.plan, answer.phase)

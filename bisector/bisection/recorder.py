@@ -79,6 +79,7 @@ class RunRecorder:
         """A new attempt of the run: its earlier step log goes (the measurements stay stored)."""
         self.steps, self.notes, self._measurers, self._metric_seen = [], [], [], False
         self.record.begin()
+        self.run_id = self.record.run_id   # (a stopped run another process took up first: a run of its own)
 
     def save(self, status: str, result: Optional[dict] = None) -> None:
         self.record.save(status, result)

@@ -13,6 +13,7 @@ from bisector.bisection.plan import TORCH_COMMITS, JobPlan, commit_plan, release
 from bisector.job.config import JobConfig, JobSection, Mode
 from bisector.data import specs_dir
 from bisector.envs import TORCH, EnvSpec, load_env_spec
+from bisector.core.criterion import Compare
 from bisector.core.requirements import same_version
 from bisector.envs import local_torches
 from bisector.core.requirements import CURRENT, PER_CANDIDATE
@@ -44,6 +45,7 @@ def preflight(config: JobConfig) -> JobPlan:
     check_executor(run.executor, run.ray_address)
     check_run_paths(run.store, run.cache_dir)
     config.probe.check(probe_device(run.executor))
+    check_rule(config)
     spec = job_spec(config)
     check_pins(job, spec)
     check_torch(config.env.torch, spec)
@@ -57,6 +59,17 @@ def preflight(config: JobConfig) -> JobPlan:
         nightly_plan(job, [])   # the days exist, of one build
         return JobPlan(spec=spec)
     return JobPlan(spec=spec, releases=release_plan(job))
+
+
+def check_rule(config: JobConfig) -> None:
+    """A metric bisected by threshold has a rule that says which values are BAD (a command run reads
+    step_peak_bytes by default, and no rule: it was an internal error at the first measured candidate)."""
+    c = config.criterion
+    if (c.metric and not config.probe.exit_code_mode and c.compare is Compare.THRESHOLD and c.threshold is None
+            and c.max_increase is None and not c.auto):
+        raise UsageError(f"the bisect of {c.metric} needs a rule that says which values are bad: --max-increase 10% "
+                         f"(beyond the good end's value by more than that), --threshold VALUE, or --auto (midway "
+                         f"between the endpoints)")
 
 
 def check_pins(job: JobSection, spec: EnvSpec) -> None:

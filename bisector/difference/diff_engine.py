@@ -105,6 +105,7 @@ class Differ:
     def run(self) -> DiffResult:
         """Run the diff to its answer; the run row and every step are stored as they happen."""
         self.record.begin()
+        self.run_id = self.record.run_id   # (a stopped diff another process took up first: a run of its own)
         try:
             result = _Search(self).run()
         except BaseException:

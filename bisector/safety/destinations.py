@@ -95,11 +95,32 @@ def mark_written(path: Union[str, Path]) -> None:
         pass
 
 
+def check_name_lengths(path: Union[str, Path], what: str) -> None:
+    """Each part of ``path`` fits the filesystem's longest name (255 bytes on most) and the whole its longest
+    path: a UsageError in one line (it was the OS's ``File name too long`` after the work, exit 1)."""
+    text = os.fspath(path)
+    parent = Path(text).expanduser().absolute()
+    while not os.path.isdir(parent) and parent != parent.parent:   # (os.path: a name too long is just absent)
+        parent = parent.parent
+    try:
+        longest, whole = os.pathconf(parent, "PC_NAME_MAX"), os.pathconf(parent, "PC_PATH_MAX")
+    except (OSError, ValueError):
+        longest, whole = 255, 4096
+    for part in Path(text).parts:
+        size = len(os.fsencode(part))
+        if size > longest:
+            raise UsageError(f"{what} {text}: a name of {size} bytes, longer than the {longest} this filesystem "
+                             "allows: name a shorter one")
+    if len(os.fsencode(str(Path(text).expanduser().absolute()))) >= whole:
+        raise UsageError(f"{what} {text}: a path longer than the {whole} bytes this system allows")
+
+
 def refuse_destroying(path: Union[str, Path], what: str, protected: Protected = Protected(),
                       directory: bool = False) -> Path:
     """``path`` (a file, or a ``directory`` bisector writes into) checked against what it must not destroy
     (see the module); a UsageError in one line; the path, a trailing slash read. Nothing is created."""
     raw = os.fspath(path)
+    check_name_lengths(raw, what)
     target = Path(raw).expanduser()
     if not directory and raw.endswith(("/", os.sep)):
         if not target.is_dir():

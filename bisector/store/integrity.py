@@ -19,6 +19,7 @@ import time
 from pathlib import Path
 from typing import Callable, Optional
 
+from bisector.safety.destinations import check_name_lengths
 from bisector.errors import BisectorError, UsageError
 from bisector.paths import default_cache_dir, default_store_path
 
@@ -53,6 +54,7 @@ def _nearest_existing(path: Path) -> Path:
 
 def check_directory(path: Path, what: str) -> None:
     """``path`` is, or can be created as, a directory this process can write in (nothing is created)."""
+    check_name_lengths(path, what)
     path = Path(path).expanduser()
     if path.exists() and not path.is_dir():
         raise UsageError(f"{what} {path} is not a directory")
@@ -66,6 +68,7 @@ def check_directory(path: Path, what: str) -> None:
 
 def check_store_path(path: Path) -> None:
     """A store can be opened for writing at ``path`` (checked before anything is created)."""
+    check_name_lengths(path, "store")
     path = Path(path).expanduser()
     if path.is_dir():
         raise UsageError(f"store {path} is a directory (--store names the SQLite file)")
@@ -187,6 +190,18 @@ class OpenMark:
         elif last and self.created:
             self.path.unlink(missing_ok=True)
         os.close(self.fd)
+
+
+def changed_since_closed(store: Path) -> bool:
+    """For a reader (nothing is locked or written): whether the store is not as the last writer out left it:
+    its clean-close mark names another size or time (the file was changed behind bisector's back), or there is
+    no mark at all. A mark of ``open`` (a writer has it now, or was killed) says nothing to a reader."""
+    try:
+        mark = Path(str(store) + LOCK_SUFFIX).read_text("ascii", "replace")
+        st = os.stat(store)
+    except OSError:
+        return True
+    return mark.startswith("closed ") and mark != f"closed {st.st_size} {st.st_mtime_ns}"
 
 
 class Transaction:

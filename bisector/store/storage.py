@@ -11,14 +11,14 @@ import sqlite3
 import threading
 import weakref
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any, Callable, Optional
 
 from bisector.core.measurement import Measurement
 from bisector.errors import BisectorError, UsageError
 from bisector.redact import redact_data, redact_text
 from bisector.store.blobs import externalized
-from bisector.store.integrity import (OpenMark, Transaction, check_store_path, damaged, empty_file,
-                                      integrity_problems, settled_version, translated)
+from bisector.store.integrity import (OpenMark, Transaction, changed_since_closed, check_store_path, damaged,
+                                      empty_file, integrity_problems, settled_version, translated)
 from bisector.store.records import (RUN_COLUMNS, RunKind, RunRow, RunState, StepRow, damaged_rows, measurement_from,  # noqa: F401
                                     run_columns, run_from, step_from, tell)
 
@@ -110,7 +110,7 @@ class Store:
     def _open_read_only(self) -> None:
         """For commands that only read (runs, log, report): a missing store is an error, and
         nothing is created (no file, no directory, no WAL switch)."""
-        if not self.path.is_file():
+        if not os.path.isfile(self.path):   # (os.path: a name too long is no store either)
             raise UsageError(f"no store at {self.path} (nothing has been measured with it yet; --store names another)")
         if not os.access(self.path, os.R_OK):
             raise UsageError(f"store {self.path} is not readable by this user")
@@ -122,6 +122,13 @@ class Store:
             row = self._read_empty()
         if row is None or row[0] != STORE_VERSION:
             raise self._unusable(f"store version {row[0] if row else 'missing'}, expected {STORE_VERSION}")
+        if self.path.stat().st_size and changed_since_closed(self.path):   # (a writer checks it the same way)
+            try:
+                problems = integrity_problems(self._db)
+            except sqlite3.DatabaseError as exc:
+                problems = [str(exc)]
+            if problems:
+                raise damaged(self.path, problems[0])
 
     def _read_empty(self) -> tuple:
         """A 0-byte file (as ``touch`` or the ``sqlite3`` shell leaves it) is an empty store: read as one, with
@@ -298,6 +305,18 @@ class Store:
             else:
                 out.append(step)
         return out
+
+    def claim_run(self, run_id: str, owner: str, free: Callable[[str, Optional[str]], bool]) -> bool:
+        """In one transaction: when the run's row is absent, or ``free(its status, its owner)``, mark it
+        running by ``owner`` and clear its step log (True); else leave it as it is (False). Two processes that
+        would continue one stopped run cannot both have it."""
+        with self._tx() as db:
+            row = db.execute("SELECT status, owner FROM runs WHERE id=?", (run_id,)).fetchone()
+            if row is not None and not free(row[0], row[1]):
+                return False
+            db.execute("UPDATE runs SET status=?, owner=? WHERE id=?", (RunState.RUNNING, owner, run_id))
+            db.execute("DELETE FROM steps WHERE run_id=?", (run_id,))
+        return True
 
     def clear_steps(self, run_id: str) -> None:
         with self._tx() as db:
