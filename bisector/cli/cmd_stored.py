@@ -90,6 +90,9 @@ def cmd_runs(args) -> int:
         print(f"no runs yet (no store at {default_store_path()})", file=sys.stderr)
         return 0
     runs = [r for r in store.list_runs() if not args.kind or r.kind == args.kind]
+    if not runs:   # (an empty store: a 0-byte file is one too)
+        print(f"no {args.kind + ' ' if args.kind else ''}runs in {store.path}", file=sys.stderr)
+        return 0
     rows = [("run", "config", "updated", "kind", "status", "what")]
     rows += [(r.id, r.config_hash or "-", _utc(r.updated), str(r.kind), shown_status(r), one_line(_what(r)))
              for r in runs]

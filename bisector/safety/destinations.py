@@ -129,7 +129,7 @@ def refuse_destroying(path: Union[str, Path], what: str, protected: Protected = 
         raise UsageError(f"{what} {raw} is a directory: name a file")
     why = protected.why(target, directory)
     if why:
-        raise UsageError(f"{what} {raw} {why}: bisector never writes over it; name another "
+        raise UsageError(f"{what} {raw} {why}: an output never replaces it; name another "
                          f"{'directory' if directory else 'file'}")
     if directory:
         return target
@@ -138,6 +138,6 @@ def refuse_destroying(path: Union[str, Path], what: str, protected: Protected = 
     except OSError:
         return target   # nothing there (or refused by the shape checks that follow)
     if stat.S_ISREG(st.st_mode) and st.st_size and not written_by_bisector(target):
-        raise UsageError(f"{what} {raw} is a file bisector did not write: move it away or name another file "
-                         "(bisector writes over only its own)")
+        raise UsageError(f"{what} {raw} is a file of yours, not one of bisector's outputs: move it away or name "
+                         "another file (an output replaces only one of bisector's own)")
     return target

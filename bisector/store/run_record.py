@@ -88,13 +88,14 @@ def stopped_run(store: Optional[Store], kind: RunKind, config_hash: Optional[str
 
 def claimed(store: Store, run_id: Optional[str]) -> Optional[str]:
     """``run_id`` once this process holds it (its row running, owned by this process, its step log cleared);
-    None when another live process runs it now (or none was named)."""
+    None when another live process runs it now (the same command started twice at once: the second is a run
+    of its own, never a second writer of one log), or none was named."""
     if run_id is None:
         return None
     me = this_owner()
 
-    def free(status: str, owner: Optional[str]) -> bool:
-        return not (status == RunState.RUNNING and owner and owner != me and owner_alive(owner))
+    def free(status: str, owner: Optional[str], updated: str) -> bool:
+        return status != RunState.RUNNING or owner == me or not owner_alive(owner)
 
     return run_id if store.claim_run(run_id, me, free) else None
 

@@ -306,13 +306,13 @@ class Store:
                 out.append(step)
         return out
 
-    def claim_run(self, run_id: str, owner: str, free: Callable[[str, Optional[str]], bool]) -> bool:
-        """In one transaction: when the run's row is absent, or ``free(its status, its owner)``, mark it
-        running by ``owner`` and clear its step log (True); else leave it as it is (False). Two processes that
-        would continue one stopped run cannot both have it."""
+    def claim_run(self, run_id: str, owner: str, free: Callable[[str, Optional[str], str], bool]) -> bool:
+        """In one transaction: when the run's row is absent, or ``free(its status, its owner, its update time)``,
+        mark it running by ``owner`` and clear its step log (True); else leave it as it is (False). Two processes
+        that would continue one stopped run cannot both have it."""
         with self._tx() as db:
-            row = db.execute("SELECT status, owner FROM runs WHERE id=?", (run_id,)).fetchone()
-            if row is not None and not free(row[0], row[1]):
+            row = db.execute("SELECT status, owner, updated FROM runs WHERE id=?", (run_id,)).fetchone()
+            if row is not None and not free(row[0], row[1], row[2]):
                 return False
             db.execute("UPDATE runs SET status=?, owner=? WHERE id=?", (RunState.RUNNING, owner, run_id))
             db.execute("DELETE FROM steps WHERE run_id=?", (run_id,))

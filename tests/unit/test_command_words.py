@@ -56,6 +56,14 @@ SECRETS = [(["--password", "hunter2"], "hunter2"), (["--PASSWORD", "1234567"], "
            (["AKIA" + "D" * 16], "D" * 16), (["https://bob:urlpw77@example.com/x"], "urlpw77"),
            (["--config=https://amy:cfgpw88@h.example/x"], "cfgpw88"), (["HF_TOKEN=envtok99"], "envtok99")]
 COMMAND = [w for words, _ in SECRETS for w in words]
+BATTERY = ([f"secrets: {' '.join(words)[:40]} in a command" for words, _ in SECRETS]   # counted by test_hostile.py
+           + ["command words: one encoder per output kind keeps every word data",
+              "command words: bash reads the terminal line back word for word",
+              "command words: no renderer lets a word start a line or act (text, markdown, JSON)",
+              "command words: the log writes the command on its one line",
+              "command words: an issue draft writes the command as data, its secrets masked",
+              "secrets: the store's SQL dump holds only masked words",
+              "secrets: a JSON document stays JSON through the redaction pass"])
 
 
 def _result(words: list[str]) -> BisectResult:
