@@ -120,6 +120,8 @@ KINDS = [
     Kind("destinations", "matrix --issues holding the user's notes", _matrix("--out", "{tmp}/o2", "--issues",
                                                                              "{tmp}/drafts"), 2,
          "notes.md is a file of yours, not one of bisector's outputs", files=M, setup=users_files),
+    Kind("destinations", "a file where the reports beside the store go", releases(), 2,
+         "the reports directory beside the store {tmp}/reports is not a directory", files={"reports": "my notes\n"}),
     Kind("stores", "a 0-byte store listed", ["runs", "--store", "{tmp}/s.db"], 0, "no runs in {tmp}/s.db",
          setup=empty_store),
     Kind("stores", "a 0-byte store checked", ["store", "check", "--store", "{tmp}/s.db"], 0,

@@ -24,7 +24,10 @@ import pytest
 from hypothesis import HealthCheck, example, given, settings, strategies as st
 from markdown_it import MarkdownIt
 
+from bisector.cli.run_kinds import log_text
 from bisector.core.result import BisectResult
+from bisector.difference.diff_model import DiffResult, Setup
+from bisector.difference.diff_report import render_diff_text
 from bisector.job.commandline import joined, shown_command
 from bisector.job.config import JobConfig
 from bisector.matrix.draft_text import text as draft_text
@@ -32,7 +35,7 @@ from bisector.matrix.grid_config import MatrixConfig
 from bisector.matrix.issue_drafts import track
 from bisector.redact import MASK, mask_words, redact_data, redact_output
 from bisector.report.render import render_json, render_markdown
-from bisector.report.text import render_log, render_text
+from bisector.report.text import render_text
 from bisector.safety.safe_text import command_as
 from bisector.store.storage import RunKind, RunRow, Store, now
 from tests.unit.test_matrix_drafts import CRIT, night, step
@@ -59,8 +62,8 @@ COMMAND = [w for words, _ in SECRETS for w in words]
 BATTERY = ([f"secrets: {' '.join(words)[:40]} in a command" for words, _ in SECRETS]   # counted by test_hostile.py
            + ["command words: one encoder per output kind keeps every word data",
               "command words: bash reads the terminal line back word for word",
-              "command words: no renderer lets a word start a line or act (text, markdown, JSON)",
-              "command words: the log writes the command on its one line",
+              "command words: no renderer lets a word start a line or act (text, markdown, JSON, diff)",
+              "command words: the log of a bisect, a matrix and a probe run writes the command on its one line",
               "command words: an issue draft writes the command as data, its secrets masked",
               "secrets: the store's SQL dump holds only masked words",
               "secrets: a JSON document stays JSON through the redaction pass"])
@@ -126,22 +129,27 @@ def test_no_renderer_lets_a_command_word_start_a_line_or_act(words):
     assert not re.search("[\x00-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e]", text.replace("\n", ""))
     assert data["command"].startswith("bisector run --")
     assert shown_command(["bisector", "run", "--", *words]).count("\n") == 0
-    assert joined(["bisector", "run", "--", *words]).count("\n") == 0
+    follow = joined(["bisector", "run", "--", *words])   # a diff's command and its offered bisect (diff_run)
+    diff = DiffResult(run_id="d1", status="found", reason="r", package="acc", version="1.0", criterion="m > 1",
+                      a=Setup(), b=Setup(), command=follow, follow_command=follow)
+    _no_forged_line(render_diff_text(diff), words)
 
 
 @SETTINGS
 @example(HOSTILE)
 @given(WORDS)
 def test_the_log_writes_the_command_on_its_one_line(tmp_path_factory, words):
+    """``bisector log`` of a bisect, a matrix run and a probe run: the command is its one ``# command:`` line."""
     store = Store(tmp_path_factory.mktemp("log") / "s.db")
-    run = RunRow(id="r1", created=now(), updated=now(), kind=RunKind.BISECT, command=["bisector", "run", "--", *words],
-                 config={"job": {"package": "acc", "good": "1", "bad": "2"}}, status="found")
-    store.put_run(run)
-    log = render_log(store, store.get_run("r1"))
+    for kind in (RunKind.BISECT, RunKind.MATRIX, RunKind.PROBE):
+        store.put_run(RunRow(id=f"r{kind}", created=now(), updated=now(), kind=kind,
+                             command=["bisector", str(kind), "--", *words],
+                             config={"job": {"package": "acc", "good": "1", "bad": "2"}}, status="running"))
+        log = log_text(store, store.get_run(f"r{kind}"))
+        _no_forged_line(log, words)
+        assert [line for line in log.splitlines() if line.startswith("# command: ")] == [log.splitlines()[1]], log
+        assert len(log.splitlines()) == (4 if kind is RunKind.PROBE else 3), log
     store.close()
-    _no_forged_line(log, words)
-    assert [line for line in log.splitlines() if line.startswith("# command: ")] == [log.splitlines()[1]]
-    assert len(log.splitlines()) == 3
 
 
 @SETTINGS
