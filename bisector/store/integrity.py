@@ -204,6 +204,19 @@ def changed_since_closed(store: Path) -> bool:
     return mark.startswith("closed ") and mark != f"closed {st.st_size} {st.st_mtime_ns}"
 
 
+def check_as_reader(db: sqlite3.Connection, store: Path) -> None:
+    """A reader's check of a store opened read-only: when it changed since its last writer closed it
+    (:func:`changed_since_closed`), ``PRAGMA integrity_check`` first, as a writer does; damage is one line."""
+    if not store.stat().st_size or not changed_since_closed(store):
+        return
+    try:
+        problems = integrity_problems(db)
+    except sqlite3.DatabaseError as exc:
+        problems = [str(exc)]
+    if problems:
+        raise damaged(store, problems[0])
+
+
 class Transaction:
     """BEGIN IMMEDIATE ... COMMIT, rolled back on any exception (a kill never leaves a half row); a damaged
     file or a full disk is one line (see :func:`translated`)."""

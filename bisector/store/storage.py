@@ -11,16 +11,15 @@ import sqlite3
 import threading
 import weakref
 from pathlib import Path
-from typing import Any, Callable, Optional
+from typing import Callable, Optional
 
 from bisector.core.measurement import Measurement
 from bisector.errors import BisectorError, UsageError
-from bisector.redact import redact_data, redact_text
 from bisector.store.blobs import externalized
-from bisector.store.integrity import (OpenMark, Transaction, changed_since_closed, check_store_path, damaged,
-                                      empty_file, integrity_problems, settled_version, translated)
-from bisector.store.records import (RUN_COLUMNS, RunKind, RunRow, RunState, StepRow, damaged_rows, measurement_from,  # noqa: F401
-                                    run_columns, run_from, step_from, tell)
+from bisector.store.integrity import (OpenMark, Transaction, check_as_reader, check_store_path, damaged, empty_file,
+                                      integrity_problems, settled_version, translated)
+from bisector.store.records import (RUN_COLUMNS, RunKind, RunRow, RunState, StepRow, clean, clean_json,  # noqa: F401
+                                    damaged_rows, measurement_from, run_columns, run_from, step_from, tell)
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -122,13 +121,7 @@ class Store:
             row = self._read_empty()
         if row is None or row[0] != STORE_VERSION:
             raise self._unusable(f"store version {row[0] if row else 'missing'}, expected {STORE_VERSION}")
-        if self.path.stat().st_size and changed_since_closed(self.path):   # (a writer checks it the same way)
-            try:
-                problems = integrity_problems(self._db)
-            except sqlite3.DatabaseError as exc:
-                problems = [str(exc)]
-            if problems:
-                raise damaged(self.path, problems[0])
+        check_as_reader(self._db, self.path)
 
     def _read_empty(self) -> tuple:
         """A 0-byte file (as ``touch`` or the ``sqlite3`` shell leaves it) is an empty store: read as one, with
@@ -209,12 +202,12 @@ class Store:
     def put_measurement(self, m: Measurement) -> None:
         m = m.model_copy(update={"created": m.created or now()})
         with self._tx() as db:
-            details = externalized(db, m.stored_details(), _clean_json)   # a result's bulky fields kept once, by hash
+            details = externalized(db, m.stored_details(), clean_json)   # a result's bulky fields kept once, by hash
             db.execute(
                 "INSERT OR REPLACE INTO measurements VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
                 (m.key, m.package, m.candidate, m.env_fingerprint, m.probe_fingerprint, m.repeat,
-                 m.status, json.dumps(m.metrics), m.exit_code, _clean(m.reason), m.seconds, m.created,
-                 _clean_json(details), m.run_id))
+                 m.status, json.dumps(m.metrics), m.exit_code, clean(m.reason), m.seconds, m.created,
+                 clean_json(details), m.run_id))
 
     def measurements_for(self, package: str, probe_fingerprint: Optional[str] = None) -> list[Measurement]:
         sql, args = "SELECT * FROM measurements WHERE package=?", [package]
@@ -241,9 +234,9 @@ class Store:
     def put_run(self, run: RunRow) -> None:
         with self._tx() as db:
             db.execute(f"INSERT OR REPLACE INTO runs ({RUN_COLUMNS}) VALUES (?,?,?,?,?,?,?,?,?,?)",
-                       (run.id, run.created, run.updated, run.kind, _clean_json(run.command),
-                        _clean_json(run.config), run.status,
-                        _clean_json(run.result) if run.result is not None else None, run.config_hash,
+                       (run.id, run.created, run.updated, run.kind, clean_json(run.command),
+                        clean_json(run.config), run.status,
+                        clean_json(run.result) if run.result is not None else None, run.config_hash,
                         run.owner))
 
     def get_run(self, run_id: Optional[str] = None) -> Optional[RunRow]:
@@ -292,8 +285,8 @@ class Store:
         step = step.model_copy(update={"created": step.created or now()})
         with self._tx() as db:
             db.execute("INSERT OR REPLACE INTO steps VALUES (?,?,?,?,?,?,?,?,?)",
-                       (step.run_id, step.seq, _clean(step.candidate), step.verdict, step.value,
-                        _clean(step.reason), step.seconds, json.dumps(step.measurements), step.created))
+                       (step.run_id, step.seq, clean(step.candidate), step.verdict, step.value,
+                        clean(step.reason), step.seconds, json.dumps(step.measurements), step.created))
 
     def steps(self, run_id: str) -> list[StepRow]:
         """The run's log, in order; a damaged step row named once (records.tell) and skipped."""
@@ -322,14 +315,3 @@ class Store:
         with self._tx() as db:
             db.execute("DELETE FROM steps WHERE run_id=?", (run_id,))
 
-
-def _clean(text: Optional[str]) -> Optional[str]:
-    """What is stored: every column that can hold free text goes through the redaction pass; a lone
-    surrogate (an undecodable byte of a path or an argument) is kept as its escape, which SQLite can hold."""
-    return None if text is None else redact_text(text).encode("utf-8", "backslashreplace").decode("utf-8")
-
-
-def _clean_json(value: Any) -> str:
-    """A JSON column as stored: the data through the redaction pass (a command's words masked one by one, JSON
-    kept JSON whatever its strings hold), lone surrogates as JSON escapes."""
-    return json.dumps(redact_data(value))
