@@ -30,6 +30,7 @@ the dry run: CUDA-only checks SKIP).
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -52,6 +53,7 @@ MIN_LEFT_S = 5        # a step is not started with less than this left of the bu
 KILL_GRACE_S = 5      # SIGTERM, then this long, then SIGKILL (the runner ending a step)
 STEP_RESERVE_S = 10   # of a step's timeout, kept for the step to record what it found after an inner kill
 RESERVE_SHARE = 0.2   # ... at most this share of a short timeout
+STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)   # the runner sweeps its step's session on these
 
 
 class Step:
@@ -157,8 +159,28 @@ def _finish_record(name: str, planned: float, status: str, outcome: str, detail:
     return data
 
 
+class Stopped(Exception):
+    """The runner was signalled (SIGTERM, SIGINT, SIGHUP) while its step ran."""
+
+    def __init__(self, signum: int):
+        super().__init__(signum)
+        self.signum = signum
+
+
+def _stopped(signum, frame):
+    raise Stopped(signum)
+
+
+def _on_signals(handler) -> None:
+    for sig in STOP_SIGNALS:
+        signal.signal(sig, handler)
+
+
 def run_step(name: str, planned: float, cap: float) -> int:
-    """The runner's verb for one step (see the module docstring)."""
+    """The runner's verb for one step (see the module docstring). A SIGTERM, SIGINT or SIGHUP to the runner
+    (from run.sh, from the ``timeout`` it runs under, or sent to it) ends the step's session and whatever came
+    back to it before the runner exits (128 + the signal): the step is recorded as interrupted, check.md and
+    the bundle are written, and no process of the step goes on with parent 1."""
     os.makedirs(out_dir(), exist_ok=True)
     path = os.path.join(out_dir(), f"{name}.json")
     left = left_s()
@@ -174,19 +196,29 @@ def run_step(name: str, planned: float, cap: float) -> int:
     print(f"[step] {name}: planned {planned:g} s on a GPU, timeout {timeout:.0f} s", flush=True)
     start = time.time()
     env = {**os.environ, "GF_STEP_DEADLINE": f"{start + timeout - reserve_s(timeout):.3f}"}
+    proc, stopped = None, None
     with open(log, "w") as fh:
-        proc = subprocess.Popen([sys.executable, os.path.join(HERE, f"{name}.py")], stdout=fh, stderr=subprocess.STDOUT,
-                                env=env, start_new_session=True)
         try:
+            _on_signals(_stopped)
+            proc = subprocess.Popen([sys.executable, os.path.join(HERE, f"{name}.py")], stdout=fh,
+                                    stderr=subprocess.STDOUT, env=env, start_new_session=True)
             code = proc.wait(timeout=timeout)
         except subprocess.TimeoutExpired:
             code = None
+        except Stopped as exc:
+            code, stopped = None, exc.signum
+        _on_signals(signal.SIG_IGN)   # (a second signal, run.sh passing the first on, does not cut the sweep short)
         # however it ended: its session (the step, its probes' groups) and whatever came to us
-        leftovers = end_all(lambda: members(sid=proc.pid, root=os.getpid()), KILL_GRACE_S)
-        proc.wait()
+        leftovers = end_all(lambda: members(sid=proc.pid if proc else None, root=os.getpid()), KILL_GRACE_S)
+        if proc is not None:
+            proc.wait()
     seconds = time.time() - start
     data = load(name)
-    if code is None:
+    if stopped is not None:
+        data = _finish_record(name, planned, "interrupted", "INCOMPLETE",
+                              f"stopped by {signal.Signals(stopped).name} after {seconds:.0f} s: its session "
+                              f"ended with {leftovers} process(es)", seconds, leftovers)
+    elif code is None:
         data = _finish_record(name, planned, "timeout", "INCOMPLETE", f"ran out of time: killed after {timeout:.0f} s "
                               f"(its timeout), with {leftovers} process(es) of its session", seconds, leftovers)
     elif code != 0 or not data or data.get("status") != "done":
@@ -202,7 +234,7 @@ def run_step(name: str, planned: float, cap: float) -> int:
     with open(log) as fh:
         sys.stdout.write("".join(line for line in fh if line.startswith("[")))
     report.bundle()
-    return 0
+    return 128 + stopped if stopped is not None else 0
 
 
 def main(argv: list) -> int:

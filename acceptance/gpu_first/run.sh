@@ -23,7 +23,19 @@ export GF_OUT=${WORK:-$(mktemp -d "${TMPDIR:-/tmp}/gpu-first.XXXXXX")}
 PY=${PYTHON:-python3}
 mkdir -p "$GF_OUT" "$GF_RETURN"
 echo "[run] work directory $GF_OUT; bundle and check.md in $GF_RETURN"
-step() { "$PY" "$HERE/gf.py" step "$@"; }
+# A SIGTERM, SIGINT or SIGHUP (to this script, or to the `timeout` it runs under) is passed on to the step
+# runner, which ends its step's session before it exits (gf.py); then this script ends with the signal's code.
+RUNNER=
+stop() {
+  trap '' TERM INT HUP
+  if [ -n "$RUNNER" ]; then kill -s "$1" "$RUNNER" 2>/dev/null; wait "$RUNNER" 2>/dev/null; fi
+  echo "[run] stopped by SIG$1: the running step's processes ended; check.md and the bundle say what was found" >&2
+  exit "$2"
+}
+trap 'stop TERM 143' TERM
+trap 'stop INT 130' INT
+trap 'stop HUP 129' HUP
+step() { "$PY" "$HERE/gf.py" step "$@" & RUNNER=$!; wait "$RUNNER"; RUNNER=; }   # (in the background: a trap runs at once)
 
 #    name        planned GPU s   cap s     (docs/gpu.md: each plan from the step's structure, with its margin)
 step facts       20              120

@@ -5,11 +5,11 @@ its confirmation by revert (bisection.revert). Every trial is a step of the run,
 is measured, so an interrupted run resumes with the missing ones only."""
 from __future__ import annotations
 
-import shlex
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional
 
+from bisector.job.commandline import joined
 from bisector.bisection.companion_trials import attribute
 from bisector.bisection.follow_up import FollowUp, follow_command, follow_config, should_follow
 from bisector.decide.judge import Judgement
@@ -99,7 +99,7 @@ class Aftermath:
         added = [p for p in followed.job.pins if p not in self.config.job.pins]
         command = follow_command(self.recorder.command, followed, added)
         if not should_follow(self.config, a):
-            note(f"the step comes with {a.minimal[0].describe()}; bisect it with: {shlex.join(command)}")
+            note(f"the step comes with {a.minimal[0].describe()}; bisect it with: {joined(command)}")
             return None, command, False
         note(f"following {a.minimal[0].describe()} (with {', '.join(map(str, added))})")
         pins = dict(added)

@@ -2,7 +2,6 @@
 links, hints, the probe and environment facts, and what else moved between the two sides."""
 from __future__ import annotations
 
-import shlex
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional
@@ -19,7 +18,7 @@ from bisector.decide.paired import boundary_evidence
 from bisector.decide.seam import MeasurerFactory
 from bisector.bisection.phase import PhaseResult
 from bisector.bisection.plan import Plan
-from bisector.job.commandline import with_words
+from bisector.job.commandline import joined, with_words
 from bisector.job.config import JobConfig, Mode
 from bisector.core.candidate import CandidateKind
 from bisector.core.criterion import Criterion, calibrate, needs_endpoints
@@ -202,7 +201,7 @@ def _outcome(run: RunFacts, answer: Answer) -> tuple[Outcome, str, Optional[list
     elif s.outcome is Outcome.PREDATES_RANGE:
         releases = plan.candidates[0].kind is CandidateKind.RELEASE
         widen = with_words(run.command, {"--widen": None} if releases else {"--good": "<OLDER-GOOD>"})
-        reason += f"; try an older good, e.g.: {shlex.join(widen)}"
+        reason += f"; try an older good, e.g.: {joined(widen)}"
     return status, reason, widen
 
 
@@ -239,7 +238,7 @@ def _probe_facts(config: JobConfig, phase: PhaseResult) -> ProbeFacts:
     """Which probe ran: name or path or command, its version, config (hash and values), arguments,
     and the schema of its results (which tells the reports how to explain them)."""
     probe = config.probe
-    facts = {"probe": probe.label(), "kind": probe.kind_label, "args": shlex.join(effective_args(probe.args)) or None,
+    facts = {"probe": probe.label(), "kind": probe.kind_label, "args": joined(effective_args(probe.args)) or None,
              "timeout": probe.timeout, "fingerprint": probe.fingerprint()}
     result = _first_result(phase)
     facts.update({k: result.probe.get(k) for k in ("name", "version", "config_hash", "config")

@@ -56,6 +56,7 @@ class Bisector:
         said = chosen_rule(self.config.criterion)
         if said:
             rec.note(said)
+        self.run_id = rec.run_id
         try:
             answer = self._run_mode()
             contrast = contrast_of(self.config, rec, answer.measurers, answer.plan, answer.phase)

@@ -102,7 +102,8 @@ def nightly_plan(job: JobSection, stored: list[str]) -> Plan:
     inside = [n for n in found if first <= n.day <= last]
     label = _label(good_label, bad_label, inside, job)
     days = between_days(found, first, last, label)
-    real = [n for n in days if any(f.parsed == n.parsed for f in found)]
+    listed = {f.parsed for f in found}   # (a set: 10,000 days against 10,000 nightlies was 10^8 comparisons)
+    real = [n for n in days if n.parsed in listed]
     _endpoint(real, first, "--bad" if job.find_fix else "--good", job.bad if job.find_fix else job.good)
     _endpoint(real, last, "--good" if job.find_fix else "--bad", job.good if job.find_fix else job.bad)
     return Plan([candidate(job.package, n) for n in days])

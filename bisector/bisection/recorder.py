@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Optional, Protocol
 
+from bisector.redact import mask_words
 from bisector.decide.judge import Judgement, judge, refuse_bad_input
 from bisector.bisection.phase import flipped
 from bisector.decide.seam import MeasurerFactory, Measures
@@ -69,7 +70,8 @@ class RunRecorder:
 
     def __init__(self, config: JobConfig, store: Store, run_id: Optional[str], command: list[str],
                  handler: Optional[Handler] = None):
-        self.config, self.store, self.command = config, store, command
+        self.config, self.store = config, store
+        self.command = mask_words(command)   # what is stored and offered never holds a secret (the config runs)
         self.record = RunRecord(store, RunKind.BISECT, command, config.model_dump(mode="json"), config_hash(config),
                                 run_id)
         self.run_id = self.record.run_id
@@ -84,6 +86,7 @@ class RunRecorder:
         """A new attempt of the run: its earlier step log goes (the measurements stay stored)."""
         self.steps, self.notes, self._measurers, self._metric_seen = [], [], [], False
         self.record.begin()
+        self.run_id = self.record.run_id   # (a stopped run another process took up first: a run of its own)
 
     def save(self, status: str, result: Optional[dict] = None) -> None:
         self.record.save(status, result)

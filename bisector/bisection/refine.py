@@ -2,7 +2,6 @@
 ``--repo``, or from the repository the first bad release's metadata names (with ``--clone``)."""
 from __future__ import annotations
 
-import shlex
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional
@@ -11,7 +10,7 @@ from bisector.bisection.assemble import metadata_url
 from bisector.bisection.phase import PhaseResult
 from bisector.bisection.plan import Plan, commit_plan
 from bisector.bisection.recorder import RunRecorder
-from bisector.job.commandline import with_words
+from bisector.job.commandline import joined, with_words
 from bisector.errors import BisectorError
 from bisector.sources import git
 
@@ -39,7 +38,7 @@ def refinement(recorder: RunRecorder, plan: Plan, res: PhaseResult, cache_dir: P
         command = refine(named or "<REPO>")
         where = (f"; {job.package}'s metadata names {named} (the command below clones it; --repo a clone of "
                  "your own, or --clone, does the same)" if named else "")
-        recorder.note(f"no --repo given: the answer stops at releases{where}; refine with: {shlex.join(command)}")
+        recorder.note(f"no --repo given: the answer stops at releases{where}; refine with: {joined(command)}")
         return Refinement(command=command)
     try:
         path = git.open_repo(repo, cache_dir)

@@ -2,6 +2,7 @@
 and the Bisector measuring through the engine (bisector.measure.assembly) every command shares."""
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Optional
 
 from packaging.utils import canonicalize_name
@@ -19,13 +20,13 @@ from bisector.core.requirements import CURRENT, PER_CANDIDATE
 from bisector.errors import UsageError
 from bisector.measure.assembly import Engine, build_engine, check_executor, probe_device
 from bisector.measure.gpus import detect_gpus
-from bisector.paths import default_cache_dir
+from bisector.paths import default_cache_dir, default_store_path
 from bisector.sources import git
 from bisector.sources.index import find_release, list_releases
 from bisector.sources.installer_config import resolve_index_url
 from bisector.sources.repo_checks import check_builds_package, check_git_environment, local_repository
 from bisector.store.storage import Store
-from bisector.store.integrity import check_run_paths
+from bisector.store.integrity import check_directory, check_run_paths
 
 
 def job_spec(config: JobConfig) -> EnvSpec:
@@ -47,6 +48,8 @@ def preflight(config: JobConfig) -> JobPlan:
         raise UsageError(problem)
     check_executor(run.executor, run.ray_address)
     check_run_paths(run.store, run.cache_dir)
+    check_directory(Path(run.store or default_store_path()).expanduser().parent / "reports",
+                    "the reports directory beside the store")   # (written after the run: a file there, refused now)
     gpus = detect_gpus()
     config.probe.check(probe_device(run.executor, gpus))
     spec = job_spec(config)

@@ -33,6 +33,7 @@ from bisector.store.run_record import config_hash, shown_status, stopped_run
 from bisector.store.storage import RunKind, RunState, Store
 from bisector.store.integrity import check_directory, check_run_paths
 from bisector.safety.safe_text import json_visible
+from bisector.safety.destinations import Protected
 from bisector.safety.safe_write import check_destinations
 
 REPORT_FILES = ("plot-*.png", "*.md")   # the plots and the bisect reports (their names known after the run)
@@ -60,16 +61,18 @@ def _preflight(config: MatrixConfig, args, issues: Path) -> tuple[Plan, list[Gpu
     gpus = detect_gpus()
     config.probe.check(probe_device(config.run.executor, gpus))
     check_run_paths(config.run.store, config.run.cache_dir)
+    kept = Protected(Path(config.run.store or default_store_path()), Path(config.run.cache_dir or default_cache_dir()))
     check_directory(args.out, "--out")
     check_directory(issues, "--issues")
-    # the files written into them are regular files or absent (a directory, a link, a FIFO: refused now)
-    check_destinations(args.out, "--out", (MARKDOWN_FILE, JSON_FILE), REPORT_FILES)
-    check_destinations(issues, "--issues", (), DRAFT_FILES)
+    # the files written into them are regular files bisector wrote or absent (a directory, a link, a FIFO, the
+    # store, a user's file: refused now), and the directories are not the store's or the cache
+    check_destinations(args.out, "--out", (MARKDOWN_FILE, JSON_FILE), REPORT_FILES, kept)
+    check_destinations(issues, "--issues", (), DRAFT_FILES, kept)
     if args.html is not None:
         check_directory(args.html, "--html")
         check_directory(args.html / "issues", "--html")
-        check_destinations(args.html, "--html", (PAGE, MARKDOWN_FILE), REPORT_FILES)
-        check_destinations(args.html / "issues", "--html", (), DRAFT_FILES)
+        check_destinations(args.html, "--html", (PAGE, MARKDOWN_FILE), REPORT_FILES, kept)
+        check_destinations(args.html / "issues", "--html", (), DRAFT_FILES, kept)
     load_env_spec(config.matrix.env, specs_dir())
     return matrix_plan(config, config.run.cache_dir or default_cache_dir()), gpus
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import sqlite3
 
 from bisector.paths import default_store_path
-from bisector.store.integrity import recovery_hint
+from bisector.store.integrity import empty_file, recovery_hint
 from bisector.store.recovery import check, recover
 from bisector.safety.safe_text import one_line
 
@@ -31,6 +31,8 @@ def store_command(args) -> int:
 
 
 def _counts(path) -> str:
+    if empty_file(path):
+        return "an empty file: an empty store, 0 runs, 0 measurements, 0 steps"
     db = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True)
     try:
         return ", ".join(f"{db.execute(f'SELECT count(*) FROM {t}').fetchone()[0]} {t}"

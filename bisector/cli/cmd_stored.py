@@ -17,11 +17,13 @@ from bisector.console.live import progress_for, showing
 from bisector.console.progress import console_width, wrapped
 from bisector.errors import UsageError
 from bisector.job.config import JobConfig
-from bisector.paths import default_store_path
+from bisector.paths import default_cache_dir, default_store_path
+from bisector.redact import redact_text
 from bisector.report.culprit_lines import through_companion
 from bisector.report.render import load_result, render, write_reports
 from bisector.report.text import render_output
 from bisector.safety.safe_text import one_line
+from bisector.safety.destinations import Protected, refuse_destroying
 from bisector.safety.safe_write import check_output_file, write_atomic
 from bisector.sources.index import pages_read_once
 from bisector.store.run_record import shown_status
@@ -90,6 +92,9 @@ def cmd_runs(args) -> int:
         print(f"no runs yet (no store at {default_store_path()})", file=sys.stderr)
         return 0
     runs = [r for r in store.list_runs() if not args.kind or r.kind == args.kind]
+    if not runs:   # (an empty store: a 0-byte file is one too)
+        print(f"no {args.kind + ' ' if args.kind else ''}runs in {store.path}", file=sys.stderr)
+        return 0
     rows = [("run", "config", "updated", "kind", "status", "what")]
     rows += [(r.id, r.config_hash or "-", _utc(r.updated), str(r.kind), shown_status(r), one_line(_what(r)))
              for r in runs]
@@ -104,8 +109,9 @@ def cmd_runs(args) -> int:
 def cmd_report(args) -> int:
     """A stored run's report in --format (any kind; default: the latest finished run, of --kind); with
     --repro, a bisect's repro script written and verified."""
-    if args.repro is not None:   # a link, a directory, an unwritable place: refused before anything is read
-        args.repro = check_output_file(args.repro, "--repro")
+    if args.repro is not None:   # the store, the cache, a user's file, a link, a directory: refused before any work
+        args.repro = check_output_file(args.repro, "--repro", Protected(args.store or default_store_path(),
+                                                                        args.cache_dir or default_cache_dir()))
     store = reading_store(args.store)
     if store is None:
         raise UsageError(f"no finished runs in {default_store_path()}")
@@ -129,6 +135,7 @@ def _repro(args, store: Store) -> int:
     followed = through_companion(result)
     config = JobConfig.model_validate((store.get_run(followed.run_id) if followed else run).config)
     path: Path = args.repro
+    refuse_destroying(path, "--repro", Protected(store.path, config.run.cache_dir or default_cache_dir()))
     script = repro_script(result, config, path.name)
     # attached to a public issue: masked part by part as it was made (never as a whole: the files it embeds are
     # written back byte for byte); a new file renamed into place, executable

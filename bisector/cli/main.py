@@ -27,7 +27,8 @@ from bisector.cli.resumed import interrupted_run, resumed
 from bisector.job.probe import builtin_names, builtin_version
 from bisector.data import VERSION
 from bisector.measure.program_output import OUTPUT_LOGGER
-from bisector.errors import BisectorError
+
+from bisector.errors import BisectorError, UsageError
 from bisector.paths import default_store_path
 from bisector.process.procs import SHUTDOWN, Interrupted, request_shutdown, stop_all
 from bisector.redact import RedactingStream
@@ -69,7 +70,7 @@ def cmd_run(args) -> int:
     else:
         config = run_job(config_path, args)
         where = Path(config.run.store or default_store_path())
-        stopped = interrupted_run(Store(where, read_only=True) if where.is_file() else None, config)
+        stopped = interrupted_run(Store(where, read_only=True) if os.path.isfile(where) else None, config)
         if stopped is not None:   # the same command again continues it (same id), as the interrupt said
             run_id = stopped.id
             print(f"continuing {shown_status(stopped)} run {run_id} (the same job; every stored measurement is "
@@ -190,6 +191,20 @@ def main(argv: Optional[list[str]] = None) -> int:
         sys.stdout, sys.stderr = streams
 
 
+READERS = ("runs", "log", "report")   # commands that only read the store: a deleted working directory does not matter
+
+
+def _check_working_directory(args) -> None:
+    """A command that measures or writes runs in a working directory that exists: one that was deleted under
+    the shell is one line (it was ``No such file or directory`` from deep inside the run, exit 1)."""
+    try:
+        os.getcwd()
+    except FileNotFoundError:
+        if args.command not in READERS or getattr(args, "repro", None) is not None:
+            raise UsageError("the working directory no longer exists (it was deleted after the shell entered it): "
+                             "cd into a directory that exists and run the command again") from None
+
+
 def _main(argv: list[str]) -> int:
     args = _parse(argv)
     if isinstance(args, int):
@@ -198,6 +213,7 @@ def _main(argv: list[str]) -> int:
     signal.signal(signal.SIGTERM, _on_signal)
     signal.signal(signal.SIGINT, _on_signal)
     try:
+        _check_working_directory(args)
         return COMMANDS[args.command](args)
     except (KeyboardInterrupt, Interrupted):
         request_shutdown()

@@ -3,6 +3,7 @@ probe and criterion; a flag that would change them refused, never ignored)."""
 from __future__ import annotations
 
 import json
+import os
 import sys
 from pathlib import Path
 from typing import Optional
@@ -14,6 +15,7 @@ from bisector.cli.overrides import run_job, run_overrides
 from bisector.job.config import JobConfig
 from bisector.job.layering import validated
 from bisector.errors import UsageError
+from bisector.redact import MASK
 from bisector.store.storage import RunKind, RunRow, Store
 from bisector.safety.safe_text import shell_join
 
@@ -50,10 +52,57 @@ def resumed(args, config_path: Optional[Path], store: Optional[Store]):
     run = runs[0] if runs else None
     if run is None or run.kind is not RunKind.BISECT:
         raise UsageError(f"no bisect {what} to resume in {store.path}")
-    print(f"resuming run {run.id} (config {run.config_hash}): {shell_join(run.command)}", file=sys.stderr)
-    data = dict(run.config)
+    data = with_secrets(run)
     data["run"] = {**(data.get("run") or {}), **{k: v for k, v in run_overrides(args)["run"].items() if v is not None}}
-    return validated(JobConfig, data, f"run {run.id}"), run.command, run.id
+    config = validated(JobConfig, data, f"run {run.id}")
+    if run.config_hash and masked_values(run.config) and config_hash(config) != run.config_hash:
+        raise UsageError(f"the values in {SECRET_VARIABLE}1... do not give back run {run.id}'s job (its config hash "
+                         f"is {run.config_hash}, they make {config_hash(config)}): give each word as it was typed")
+    print(f"resuming run {run.id} (config {run.config_hash}): {shell_join(run.command)}", file=sys.stderr)
+    return config, run.command, run.id
+
+
+SECRET_VARIABLE = "BISECTOR_SECRET_"   # BISECTOR_SECRET_1, _2, ...: a stored run's masked words, given back
+
+
+def masked_values(data) -> list[tuple[str, str]]:
+    """(where, the stored value) of every value of a stored job that the redaction pass masked, in order."""
+    found: list[tuple[str, str]] = []
+
+    def walk(value, where: str) -> None:
+        if isinstance(value, dict):
+            for key, item in value.items():
+                walk(item, f"{where}.{key}" if where else str(key))
+        elif isinstance(value, list):
+            for i, item in enumerate(value):
+                walk(item, f"{where}[{i}]")
+        elif isinstance(value, str) and MASK in value:
+            found.append((where, value))
+
+    walk(data, "")
+    return found
+
+
+def with_secrets(run: RunRow) -> dict:
+    """A stored run's job with each masked value (a secret of its command, a URL's credentials: the store keeps
+    them masked, never the real words) given back from BISECTOR_SECRET_<n>; one line naming them if any is
+    not set."""
+    masked = masked_values(run.config)
+    missing = [f"{SECRET_VARIABLE}{i} ({where} = {value})" for i, (where, value) in enumerate(masked, 1)
+               if f"{SECRET_VARIABLE}{i}" not in os.environ]
+    if missing:
+        raise UsageError(f"run {run.id} was stored with {len(masked)} secret(s) masked: give each whole value as it "
+                         f"was typed in {', '.join(missing)} and resume again")
+    values = iter(os.environ[f"{SECRET_VARIABLE}{i}"] for i in range(1, len(masked) + 1))
+
+    def put(value):
+        if isinstance(value, dict):
+            return {key: put(item) for key, item in value.items()}
+        if isinstance(value, list):
+            return [put(item) for item in value]
+        return next(values) if isinstance(value, str) and MASK in value else value
+
+    return put(json.loads(json.dumps(run.config)))
 
 
 def interrupted_run(store: Optional[Store], config: JobConfig) -> Optional[RunRow]:

@@ -17,7 +17,7 @@ from bisector.errors import UsageError
 from bisector.matrix.grid_report import json_data, markdown, render_text as matrix_text
 from bisector.matrix.grid_result import MatrixResult
 from bisector.matrix.run_log import matrix_log
-from bisector.redact import redact_text
+from bisector.job.commandline import joined
 from bisector.report.common import md_escape
 from bisector.report.render import load_result, render
 from bisector.safety.safe_text import json_visible, visible
@@ -52,7 +52,7 @@ def _probe_log(store: Store, run: RunRow) -> str:
             + (" (stored)" if res.get("reused") else "") + (f" # {m.reason}" if m.reason else "")) if m else \
         f"- {res.get('package')}=={res.get('version')} # its measurement is not in the store"
     return "\n".join([f"# bisector probe {run.id}: {res.get('package')} {res.get('version')}",
-                      f"# command: {redact_text(' '.join(run.command))}", f"# status: {run.status}", line])
+                      f"# command: {joined(run.command)}", f"# status: {run.status}", line])
 
 
 def log_text(store: Store, run: RunRow) -> str:

@@ -135,7 +135,7 @@ def _other_parsers(sub) -> None:
                            help="markdown for an issue comment (default), json for tools, text for a terminal")
             q.add_argument("--full", action="store_true",
                            help="json: every point's probe details and every step's metrics")
-            q.add_argument("--repro", type=Path, metavar="FILE",
+            q.add_argument("--repro", metavar="FILE",   # (as given: a trailing slash names a directory)
                            help="write a standalone repro script (no bisector needed: both sides' install lines, "
                                 "the probe's loop in this run's setting), run it in the last good and first bad "
                                 "environments and record what it printed in the run (exit 3 if it does not "

@@ -6,6 +6,7 @@ from typing import Annotated, Any, Optional
 
 from pydantic import BaseModel, BeforeValidator, PlainSerializer, model_serializer, model_validator
 
+from bisector.redact import mask_words
 from bisector.core.changes import Attribution, Confirmation
 from bisector.data import VERSION
 from bisector.core.candidate import CandidateKind
@@ -27,7 +28,8 @@ def _words(value: Any) -> Any:
 
 
 def _joined(value: Optional[list[str]]) -> Optional[str]:
-    return shlex.join(value) if value is not None else None
+    """A command as stored and in JSON: shell words (``shlex.split`` gives them back), its secrets masked."""
+    return shlex.join(mask_words(value)) if value is not None else None
 
 
 # a command bisector ran or offers, as words from the moment it is recorded (``sys.argv``) to the moment it is

@@ -108,6 +108,7 @@ class Differ:
         difference, offered or run); the run row and every step are stored as they happen, the result
         once, built from all of it."""
         self.record.begin()
+        self.run_id = self.record.run_id   # (a stopped diff another process took up first: a run of its own)
         try:
             answer = _Search(self).run()
             followed = follow(answer)

@@ -2,7 +2,6 @@
 bisect of a package that is the whole difference, and the stored run with its final result."""
 from __future__ import annotations
 
-import shlex
 import sys
 from typing import Optional
 
@@ -13,6 +12,7 @@ from bisector.difference.diff_job import CheckedDiff
 from bisector.difference.diff_model import DiffAnswer, DiffResult, Followed
 from bisector.job.config import RunSection
 from bisector.job.argv import run_argv
+from bisector.job.commandline import joined
 from bisector.measure.assembly import build_engine
 from bisector.store.run_record import shown_status, stopped_run
 from bisector.store.storage import RunKind, Store
@@ -40,9 +40,9 @@ def run_diff(checked: CheckedDiff, store: Store, run: Optional[RunSection] = Non
             return Followed()
         words = run_argv(config)
         if not checked.job.follow:
-            differ.note(f"bisect {answer.minimal[0].name} between its two versions with: {shlex.join(words)}")
+            differ.note(f"bisect {answer.minimal[0].name} between its two versions with: {joined(words)}")
             return Followed(words)
-        differ.note(f"following {answer.minimal[0].describe()}: {shlex.join(words)}")
+        differ.note(f"following {answer.minimal[0].describe()}: {joined(words)}")
         return Followed(words, bisector_for(config, store, handler=handler, command=words, engine=engine).run())
 
     return differ.run(follow)

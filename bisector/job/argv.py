@@ -9,6 +9,7 @@ from bisector.job.config import JobConfig, JobSection, Mode
 from bisector.core.criterion import Criterion
 from bisector.job.jobfile import builtin_job
 from bisector.job.probe import BuiltinProbe, ProbeBase, probe_from
+from bisector.redact import mask_words
 
 _JOB_DEFAULTS = JobSection(package="x", good="0", bad="1")
 _PROBE_DEFAULTS = BuiltinProbe(name="x")
@@ -89,8 +90,9 @@ def _criterion_words(crit: Criterion) -> list[str]:
 
 
 def run_argv(config: JobConfig) -> list[str]:
-    """``config`` as a ``bisector run`` command line (a list of words; see the module)."""
+    """``config`` as a ``bisector run`` command line (a list of words; see the module), its secrets masked
+    (bisector.redact.mask_words): a written command never holds one (a run of it asks for them)."""
     program = config.probe.program_words()
     torch = ["--torch", config.env.torch] if config.env.torch else []
-    return ["bisector", "run", *_job_words(config.job), *torch, *_probe_words(config.probe),
-            *_criterion_words(config.criterion), *program]
+    return mask_words(["bisector", "run", *_job_words(config.job), *torch, *_probe_words(config.probe),
+                       *_criterion_words(config.criterion), *program])

@@ -1,13 +1,15 @@
 """Command lines as words: a recorded command rewritten for what bisector offers to run next (refine,
 widen, a followed bisect), and any command as a report shows it. A command is a list of words from the
-moment it is recorded (``sys.argv``) to the moment it is shown; it is joined once, where it is printed,
-and never split again."""
+moment it is recorded (``sys.argv``) to the moment it is shown; it is joined once, where it is written,
+by the encoder of that output (bisector.safety.safe_text.command_as: one line in a terminal, a log or a
+shell; a code span in markdown; escaped in HTML; a list in JSON), its secrets masked first
+(bisector.redact.mask_words), and never split again."""
 from __future__ import annotations
 
-import shlex
 from typing import Optional
 
-from bisector.redact import redact_text
+from bisector.redact import mask_words
+from bisector.safety.safe_text import command_as
 
 VALUE_FLAGS = {"--good", "--bad", "--mode", "--repo", "--package", "--config", "--store", "--cache-dir"}
 _LOCAL_FLAGS = {"--store": True, "--cache-dir": True, "--json": False}   # flag -> takes a value
@@ -49,7 +51,7 @@ def _split(command: list[str]) -> tuple[list[str], list[str]]:
 
 
 def portable_words(command: Optional[list[str]]) -> Optional[list[str]]:
-    """The command without machine-local flags (--store, --cache-dir, --json), credentials redacted: what
+    """The command without machine-local flags (--store, --cache-dir, --json), its secrets masked: what
     another machine runs."""
     if not command:
         return None
@@ -62,17 +64,18 @@ def portable_words(command: Optional[list[str]]) -> Optional[list[str]]:
         elif flag in _LOCAL_FLAGS:
             skip = _LOCAL_FLAGS[flag] and "=" not in word
         else:
-            out.append(redact_text(word))
-    return out + [redact_text(word) for word in program]   # the program's own --json is the program's
+            out.append(word)
+    return mask_words(out + program)   # the program's own --json is the program's; its secrets are masked too
 
 
-def shown_command(command: Optional[list[str]]) -> Optional[str]:
-    """The command as a report shows it: :func:`portable_words`, shell-quoted."""
+def shown_command(command: Optional[list[str]], kind: str = "terminal") -> Optional[str]:
+    """The command as a report shows it: :func:`portable_words`, encoded for ``kind`` (terminal, markdown,
+    html, json)."""
     words = portable_words(command)
-    return shlex.join(words) if words is not None else None
+    return command_as(words, kind) if words is not None else None
 
 
-def joined(command: Optional[list[str]]) -> Optional[str]:
-    """The command as this machine runs it again (every flag kept), shell-quoted."""
-    return shlex.join(command) if command is not None else None
+def joined(command: Optional[list[str]], kind: str = "terminal") -> Optional[str]:
+    """The command as this machine runs it again (every flag kept, secrets masked), encoded for ``kind``."""
+    return command_as(mask_words(command), kind) if command is not None else None
 

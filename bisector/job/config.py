@@ -247,9 +247,14 @@ class JobConfig(BaseModel):
     @model_validator(mode="before")
     @classmethod
     def _no_nul(cls, data):
-        """No setting holds a NUL byte (it cannot reach a process argument or a file name)."""
-        if _has_nul(data):
+        """No setting holds a NUL byte (it cannot reach a process argument or a file name), nor a byte that is
+        not UTF-8 (a lone surrogate: no store, report or JSON document can hold it as it is)."""
+        if _has(data, "\x00"):
             raise ValueError("a value holds a NUL byte (\\x00)")
+        undecodable = _has(data, None)
+        if undecodable:
+            raise ValueError(f"a value holds a byte that is not UTF-8 ({undecodable!r}...): bisector keeps every "
+                             "setting as text; name the file by a path of UTF-8 characters")
         return data
 
     @model_validator(mode="before")
@@ -281,11 +286,16 @@ class JobConfig(BaseModel):
         return self
 
 
-def _has_nul(data) -> bool:
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def _has(data, char: Optional[str]):
+    """Whether any string in ``data`` holds ``char`` (None: a lone surrogate; then the text up to it)."""
     if isinstance(data, str):
-        return "\x00" in data
-    if isinstance(data, dict):
-        return any(_has_nul(k) or _has_nul(v) for k, v in data.items())
-    if isinstance(data, (list, tuple)):
-        return any(_has_nul(v) for v in data)
-    return False
+        if char is not None:
+            return char in data
+        found = _SURROGATE.search(data)
+        return data[:found.end()][-20:].encode("utf-8", "backslashreplace").decode() if found else False
+    items = [x for kv in data.items() for x in kv] if isinstance(data, dict) else \
+        data if isinstance(data, (list, tuple)) else []
+    return next((hit for hit in (_has(v, char) for v in items) if hit), False)

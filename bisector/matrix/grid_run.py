@@ -28,7 +28,7 @@ from bisector.matrix.compare import compare, match_baseline, still_bad, summaris
 from bisector.matrix.failure_line import failure_line, oom_line
 from bisector.matrix.grid_config import MatrixConfig
 from bisector.matrix.history import grid_history, load_baseline, save_run, timestamp
-from bisector.store.run_record import new_run_id
+from bisector.store.run_record import claimed, new_run_id
 from bisector.matrix.grid_result import CellResult, CellVerdict, MatrixResult
 from bisector.matrix.report_cells import where
 from bisector.matrix.steps import confirm_steps, find_steps, mark_new
@@ -206,7 +206,7 @@ def run_matrix(config: MatrixConfig, store: Store, cache_dir: Path, baseline_id:
     baseline = load_baseline(store, grid_id(config), baseline_id)
     plan = plan or matrix_plan(config, cache_dir)
     cells = plan.cells
-    result = _start(config, store, plan, baseline, run_id)
+    result = _start(config, store, plan, baseline, claimed(store, run_id))   # (taken up by another: a run of its own)
     prefetch = config.run.prefetch if config.run.prefetch is not None else True
     engine = build_engine(config.run, store, gpus=gpus)
     runner = CellRunner(engine, spec, config.probe, config.matrix.packages, config.matrix.pins,

@@ -6,7 +6,7 @@ from bisector.core.units import human_value
 from bisector.matrix.grid_report import headline
 from bisector.matrix.grid_result import MatrixResult
 from bisector.matrix.report_cells import counts, where
-from bisector.redact import redact_text
+from bisector.job.commandline import joined
 from bisector.store.storage import RunRow, Store
 
 
@@ -17,7 +17,7 @@ def _grid(config: dict) -> str:
 
 def matrix_log(store: Store, run: RunRow) -> str:
     """The log of a matrix run (a run still going, or one that failed, has only its header)."""
-    lines = [f"# bisector matrix {run.id}: {_grid(run.config)}", f"# command: {redact_text(' '.join(run.command))}",
+    lines = [f"# bisector matrix {run.id}: {_grid(run.config)}", f"# command: {joined(run.command)}",
              f"# status: {run.status}"]
     if not run.result:
         return "\n".join(lines)

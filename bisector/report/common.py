@@ -7,6 +7,7 @@ import re
 from typing import Optional
 
 from bisector.job.commandline import shown_command
+from bisector.safety.safe_text import code_span
 from bisector.core.candidate import CandidateKind
 from bisector.core.result import BisectResult
 from bisector.core.points import Point, Step
@@ -38,13 +39,9 @@ def md_escape(text: Optional[str], line_start: bool = False) -> str:
 
 
 def md_code(text: Optional[str]) -> str:
-    """``text`` as an inline code span that no backtick in it can close (not for table cells)."""
-    flat = " ".join(str(text or "").split())
-    if not flat:   # "``" is no code span: it would pair with the next backtick pair and free what lies between
-        return "` `"
-    fence = "`" * (max((len(run) for run in re.findall(r"`+", flat)), default=0) + 1)
-    pad = " " if flat.startswith("`") or flat.endswith("`") else ""
-    return f"{fence}{pad}{flat}{pad}{fence}"
+    """``text`` as an inline code span that no backtick in it can close (not for table cells); its whitespace
+    runs as one space (bisector.safety.safe_text.code_span)."""
+    return code_span(" ".join(str(text or "").split()))
 
 
 def explainer(result: BisectResult) -> Explainer:

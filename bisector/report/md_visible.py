@@ -84,7 +84,7 @@ def headline_lines(r: BisectResult) -> list[str]:
     if r.ambiguous:
         out += ["The first bad is one of: " + ", ".join(md_code(a) for a in r.ambiguous), ""]
     if r.refine_command:
-        out += [f"**Refine to commits:** {md_code(shown_command(r.refine_command))}", ""]
+        out += [f"**Refine to commits:** {shown_command(r.refine_command, 'markdown')}", ""]
     return out
 
 

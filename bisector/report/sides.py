@@ -140,6 +140,7 @@ def reproduce_sentence(r: BisectResult, code: Callable[[str], str] = md_code) ->
         return said
     script, bisect = repro_commands(r)
     out = f"{code(script)} writes a standalone script and checks it in two fresh environments made by its install lines" if script else ""
-    if bisect:
-        out += ("; the bisect: " if out else "the bisect: ") + code(bisect)
+    if bisect:   # (markdown: the command's own encoder, which keeps every word as it is)
+        out += ("; the bisect: " if out else "the bisect: ") + (shown_command(r.command, "markdown")
+                                                                 if code is md_code else code(bisect))
     return out or None

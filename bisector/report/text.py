@@ -8,7 +8,6 @@ from bisector.core.candidate import CandidateKind
 from bisector.core.result import BisectResult
 from bisector.core.units import human_value
 from bisector.errors import UsageError
-from bisector.redact import redact_text
 from bisector.safety.safe_text import visible
 from bisector.report.culprit_lines import attributed, full_headline, headline_area
 from bisector.report.common import (also_changed_sentence, commit_range_line, explanation, headline, point_label,
@@ -123,7 +122,7 @@ def render_log(store: Store, run: RunRow) -> str:
     title = (f"# bisector run {run.id}: {job.get('package')} good={job.get('good')} bad={job.get('bad')}"
              if run.kind is not RunKind.DIFF else
              f"# bisector diff {run.id}: {run.config.get('package')} {run.config.get('version')}, A against B")
-    lines = [title, f"# command: {redact_text(' '.join(run.command))}", f"# status: {run.status}"]
+    lines = [title, f"# command: {joined(run.command)}", f"# status: {run.status}"]
     for step in store.steps(run.id):
         value = "" if step.value is None else f" value={step.value:.6g}"
         reason = f" # {step.reason}" if step.reason else ""

@@ -14,12 +14,19 @@ own output is unchanged), and the function is idempotent.
 :func:`json_visible` writes them as JSON escapes (the same data: ``json.loads`` gives the original
 string back), :func:`shell_join` quotes a command on one line that a shell still reads back word for
 word, and :func:`fenced` wraps text in a markdown code fence that nothing inside can close.
+
+A command's words (the user's program after ``--`` among them) are data in every output: :func:`command_as`
+is the one encoder per output kind (``shell`` and ``terminal``: :func:`shell_join`, one line; ``markdown``:
+a code span of that line no backtick closes; ``html``: that line escaped; ``json``: the list of words, strict
+JSON with nothing acting raw). Secrets are masked before (bisector.redact.mask_words).
 """
 from __future__ import annotations
 
+import html
+import json
 import re
 import shlex
-from typing import Optional
+from typing import Callable, Iterable, Optional
 
 from bisector.errors import SHOWN_CHARS, cut
 
@@ -88,6 +95,38 @@ def shell_join(words: list[str]) -> str:
     """``shlex.join(words)`` on one line: a word holding a newline, a control or a bidi character is
     written in ``$'...'`` quoting (bash, zsh), which a shell reads back as exactly that word."""
     return " ".join(_ansi_c(w) if _UNSAFE_LINE.search(w) else shlex.quote(w) for w in words)
+
+
+def code_span(text: Optional[str]) -> str:
+    """``text`` (on one line: :func:`one_line`) as a markdown code span that no backtick in it can close (never
+    the empty ``````, which would pair with the next backtick pair and free what lies between)."""
+    flat = one_line(str(text or "")).strip()
+    if not flat:
+        return "` `"
+    fence = "`" * (max((len(run) for run in re.findall(r"`+", flat)), default=0) + 1)
+    pad = " " if flat.startswith("`") or flat.endswith("`") else ""
+    return f"{fence}{pad}{flat}{pad}{fence}"
+
+
+def json_words(words: Iterable[str]) -> str:
+    """``words`` as a strict JSON array: every control written as an escape, lone surrogates too (``json.loads``
+    gives the same words back)."""
+    return json_visible(json.dumps([str(w) for w in words], ensure_ascii=False))
+
+
+COMMAND_ENCODERS: dict[str, Callable[[list[str]], str]] = {
+    "shell": shell_join,
+    "terminal": shell_join,
+    "markdown": lambda words: code_span(shell_join(words)),
+    "html": lambda words: html.escape(shell_join(words), quote=True),
+    "json": json_words,
+}
+
+
+def command_as(words: Iterable[str], kind: str = "terminal") -> str:
+    """A command's words encoded for one kind of output (see the module): nothing a word holds (a quote, a
+    newline, ESC, a bidi control, a backtick, markup) can end the command, start a line or act."""
+    return COMMAND_ENCODERS[kind]([str(w) for w in words])
 
 
 def _cut_word(match: re.Match) -> str:

@@ -3,11 +3,12 @@
 :func:`write_atomic` writes to a temporary file in the destination's directory and renames it into
 place (``os.replace``): a reader sees the old file or the new one, never a part; a symlink at the
 destination is replaced by the file (the file it pointed at is never opened, its mode never changed);
-a directory there is refused. :func:`check_output_file` is what a command asks before any work about a
-file the user named (``--repro``): a symlink, a directory, something that is not a regular file, a
-missing or unwritable directory are each one line (:class:`~bisector.errors.UsageError`, exit 2);
-:func:`check_destinations` asks the same of the files a command writes into a directory it was given
-(``--out``, ``--html``, ``--issues``).
+a directory there is refused; the file is marked as bisector's (bisector.safety.destinations.MARK).
+:func:`check_output_file` is what a command asks before any work about a file the user named (``--repro``):
+the store, the cache or a file bisector did not write (bisector.safety.destinations), a symlink, a
+directory, something that is not a regular file, a missing or unwritable directory are each one line
+(:class:`~bisector.errors.UsageError`, exit 2); :func:`check_destinations` asks the same of the files a
+command writes into a directory it was given (``--out``, ``--html``, ``--issues``).
 """
 from __future__ import annotations
 
@@ -18,11 +19,13 @@ from pathlib import Path
 from typing import Iterable, Optional, Union
 
 from bisector.errors import UsageError
+from bisector.safety.destinations import Protected, mark_written, refuse_destroying
 
 
-def check_output_file(path: Path, what: str) -> Path:
-    """``path`` can be written as a regular file (nothing is created); a UsageError saying why not."""
-    path = Path(path).expanduser()
+def check_output_file(path: Union[str, Path], what: str, protected: Protected = Protected()) -> Path:
+    """``path`` can be written as a regular file without destroying data (nothing is created); a UsageError
+    saying why not. ``path`` as the user gave it: a trailing slash names a directory."""
+    path = refuse_destroying(path, what, protected)
     try:
         st = os.lstat(path)
     except FileNotFoundError:
@@ -60,12 +63,14 @@ def _not_regular(path: Path) -> Optional[str]:
             else "a FIFO" if stat.S_ISFIFO(mode) else "not a regular file")
 
 
-def check_destinations(directory: Path, what: str, names: Iterable[str] = (), patterns: Iterable[str] = ()) -> None:
-    """The files a command will write into ``directory`` (``--out``, ``--html``, ``--issues``): each of
-    ``names`` and every entry there now that matches one of ``patterns`` (names known only after the
-    run: a draft's, a plot's) is a regular file or absent; a directory, a symlink, a FIFO there is one
-    line (UsageError, exit 2) before any work, not a failure after the whole run. Nothing is created."""
-    directory = Path(directory).expanduser()
+def check_destinations(directory: Path, what: str, names: Iterable[str] = (), patterns: Iterable[str] = (),
+                       protected: Protected = Protected()) -> None:
+    """The files a command will write into ``directory`` (``--out``, ``--html``, ``--issues``): the directory is
+    not the store or the cache, and each of ``names`` and every entry there now that matches one of
+    ``patterns`` (names known only after the run: a draft's, a plot's) is a regular file bisector wrote, or
+    absent; a directory, a symlink, a FIFO, the store, a file of the user's there is one line (UsageError, exit
+    2) before any work, not a failure (or a loss) after the whole run. Nothing is created."""
+    directory = refuse_destroying(directory, what, protected, directory=True)
     if not directory.is_dir():
         return   # made by the run (check_directory said it can be)
     found = {directory / name for name in names} | {p for pattern in patterns for p in directory.glob(pattern)}
@@ -74,6 +79,7 @@ def check_destinations(directory: Path, what: str, names: Iterable[str] = (), pa
         if kind:
             raise UsageError(f"{what} {directory}: {path.name} there is {kind}; bisector writes a regular file "
                              "in its place: move it away or name another directory")
+        refuse_destroying(path, f"{what} {directory}:", protected)
 
 
 def write_atomic(path: Path, data: Union[str, bytes], mode: Optional[int] = None) -> Path:
@@ -87,6 +93,7 @@ def write_atomic(path: Path, data: Union[str, bytes], mode: Optional[int] = None
     try:
         with os.fdopen(fd, "wb") as fh:
             fh.write(raw)
+        mark_written(tmp)
         os.chmod(tmp, mode if mode is not None else 0o666 & ~_umask())
         os.replace(tmp, path)
     except BaseException:

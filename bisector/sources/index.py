@@ -5,7 +5,6 @@ import base64
 import contextlib
 
 import datetime as dt
-import json
 import urllib.error
 import urllib.parse
 import urllib.request
@@ -18,6 +17,7 @@ from pydantic import BaseModel
 from bisector.core.candidate import Candidate, CandidateKind
 from bisector.errors import BisectorError, UsageError, cut
 from bisector.redact import redact_url
+from bisector.sources.index_answer import checked_page, parsed_json, read_answer
 from bisector.sources.simple_html import page_from_html
 
 JSON_ACCEPT = "application/vnd.pypi.simple.v1+json, application/json;q=0.5"
@@ -66,7 +66,8 @@ def _file_version(name: str, filename: str) -> Optional[Version]:
         return None
 
 
-def _parse_time(value: Optional[str]) -> Optional[dt.datetime]:
+def parse_time(value: Optional[str]) -> Optional[dt.datetime]:
+    """A checked page's upload time (ISO 8601 text in UTC: bisector.sources.index_answer), as a time."""
     if not value:
         return None
     return dt.datetime.fromisoformat(value.replace("Z", "+00:00"))
@@ -89,26 +90,28 @@ def project_url(index_url: str, package: str) -> str:
     return urllib.parse.urljoin(index_url.rstrip("/") + "/", canonicalize_name(package) + "/")
 
 
-def fetch_project(index_url: str, package: str, timeout: float = 60) -> dict:
+def fetch_project(index_url: str, package: str) -> dict:
     """Fetch a project's PEP 691 JSON page from the index (an index that answers with its PEP 503 HTML
-    page instead is read through bisector.sources.simple_html: no sizes, no upload times)."""
+    page instead is read through bisector.sources.simple_html: no sizes, no upload times), within a connect
+    timeout and a deadline for the whole answer, checked (bisector.sources.index_answer): a page that is not
+    one is a line naming the index."""
     name = canonicalize_name(package)
     url = project_url(index_url, package)
     if url.startswith("file:"):
         raise UsageError(f"index {redact_url(index_url)} is a file index; an HTTP(S) simple API is needed")
     plain, headers = _authenticated(url, {"Accept": JSON_ACCEPT})
     request = urllib.request.Request(plain, headers=headers)
+    what = f"index {redact_url(index_url)}: {name}'s page"
     try:
-        with urllib.request.urlopen(request, timeout=timeout) as response:
-            if "html" in (response.headers.get("Content-Type") or "").lower():
-                return page_from_html(response.read().decode("utf-8", "replace"), url)
-            return json.load(response)
+        raw, ctype = read_answer(request, what)
     except urllib.error.HTTPError as exc:
         if exc.code == 404:
             raise UsageError(f"package '{package}' not found on {redact_url(index_url)}") from None
         raise BisectorError(f"index {redact_url(index_url)} answered HTTP {exc.code} for {name}") from None
     except (urllib.error.URLError, OSError, ValueError) as exc:
         raise BisectorError(f"cannot read {redact_url(url)}: {exc}") from None
+    page = page_from_html(raw.decode("utf-8", "replace"), url) if "html" in ctype.lower() else parsed_json(raw, what)
+    return checked_page(page, what)   # every reader of a page takes it checked (bisector.sources.index_answer)
 
 
 def read_small(url: str, limit: int = 1 << 22, timeout: float = 60) -> Optional[bytes]:
@@ -116,9 +119,8 @@ def read_small(url: str, limit: int = 1 << 22, timeout: float = 60) -> Optional[
     when it cannot be read."""
     plain, headers = _authenticated(url, {})
     try:
-        with urllib.request.urlopen(urllib.request.Request(plain, headers=headers), timeout=timeout) as response:
-            return response.read(limit)
-    except (urllib.error.URLError, OSError, ValueError):
+        return read_answer(urllib.request.Request(plain, headers=headers), redact_url(url), timeout, limit)[0]
+    except (urllib.error.URLError, OSError, ValueError, UsageError):
         return None
 
 
@@ -142,7 +144,7 @@ def releases_from_page(package: str, page: dict) -> list[Release]:
         if version is None:
             continue
         slot = found.setdefault(version, {"uploaded": None, "yanked": True})
-        uploaded = _parse_time(entry.get("upload-time"))
+        uploaded = parse_time(entry.get("upload-time"))
         if uploaded and (slot["uploaded"] is None or uploaded < slot["uploaded"]):
             slot["uploaded"] = uploaded
         slot["yanked"] = slot["yanked"] and bool(entry.get("yanked"))

@@ -20,7 +20,7 @@ from pydantic import BaseModel
 
 from bisector.core.candidate import Candidate, CandidateKind
 from bisector.errors import UsageError, cut
-from bisector.sources.index import fetch_project
+from bisector.sources.index import fetch_project, parse_time
 
 _DAY = re.compile(r"^(\d{4})-?(\d{2})-?(\d{2})$")
 
@@ -77,8 +77,7 @@ def nightlies_from_page(page: dict) -> list[Nightly]:
         day = nightly_day(version)
         if day is None:
             continue
-        raw = entry.get("upload-time")
-        uploaded = dt.datetime.fromisoformat(raw.replace("Z", "+00:00")) if raw else None
+        uploaded = parse_time(entry.get("upload-time"))   # (a checked page's: text in UTC)
         known = found.get(version)
         if known is None or (uploaded and (known.uploaded is None or uploaded < known.uploaded)):
             found[version] = Nightly(version=str(version), day=day, label=version.local, uploaded=uploaded)

@@ -12,7 +12,7 @@ from typing import Any, Callable
 BLOB_MIN_BYTES = 16 << 10   # a result field this large (as JSON) is kept once, by its hash
 REF = "$blob"
 
-Clean = Callable[[str], str]
+Clean = Callable[[Any], str]   # a value -> its JSON text as stored (the redaction pass)
 
 
 def externalized(db: sqlite3.Connection, details: dict[str, Any], clean: Clean) -> dict[str, Any]:
@@ -26,7 +26,7 @@ def externalized(db: sqlite3.Connection, details: dict[str, Any], clean: Clean) 
         text = json.dumps(value)
         if len(text) < BLOB_MIN_BYTES:
             continue
-        text = clean(text)
+        text = clean(value)
         digest = hashlib.sha256(text.encode()).hexdigest()[:32]
         db.execute("INSERT OR IGNORE INTO blobs VALUES (?, ?)", (digest, text))
         kept[name] = {REF: digest}

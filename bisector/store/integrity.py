@@ -19,6 +19,7 @@ import time
 from pathlib import Path
 from typing import Callable, Optional
 
+from bisector.safety.destinations import check_name_lengths
 from bisector.errors import BisectorError, UsageError
 from bisector.paths import default_cache_dir, default_store_path
 
@@ -53,6 +54,7 @@ def _nearest_existing(path: Path) -> Path:
 
 def check_directory(path: Path, what: str) -> None:
     """``path`` is, or can be created as, a directory this process can write in (nothing is created)."""
+    check_name_lengths(path, what)
     path = Path(path).expanduser()
     if path.exists() and not path.is_dir():
         raise UsageError(f"{what} {path} is not a directory")
@@ -66,6 +68,7 @@ def check_directory(path: Path, what: str) -> None:
 
 def check_store_path(path: Path) -> None:
     """A store can be opened for writing at ``path`` (checked before anything is created)."""
+    check_name_lengths(path, "store")
     path = Path(path).expanduser()
     if path.is_dir():
         raise UsageError(f"store {path} is a directory (--store names the SQLite file)")
@@ -78,6 +81,14 @@ def check_store_path(path: Path) -> None:
         _check_is_a_store(path)
         return
     check_directory(path.parent, "store directory")
+
+
+def empty_file(path: Path) -> bool:
+    """A 0-byte file (``touch``, the ``sqlite3`` shell): an empty store, not a foreign file."""
+    try:
+        return path.is_file() and path.stat().st_size == 0
+    except OSError:
+        return False
 
 
 def _check_is_a_store(path: Path) -> None:
@@ -179,6 +190,31 @@ class OpenMark:
         elif last and self.created:
             self.path.unlink(missing_ok=True)
         os.close(self.fd)
+
+
+def changed_since_closed(store: Path) -> bool:
+    """For a reader (nothing is locked or written): whether the store is not as the last writer out left it:
+    its clean-close mark names another size or time (the file was changed behind bisector's back), or there is
+    no mark at all. A mark of ``open`` (a writer has it now, or was killed) says nothing to a reader."""
+    try:
+        mark = Path(str(store) + LOCK_SUFFIX).read_text("ascii", "replace")
+        st = os.stat(store)
+    except OSError:
+        return True
+    return mark.startswith("closed ") and mark != f"closed {st.st_size} {st.st_mtime_ns}"
+
+
+def check_as_reader(db: sqlite3.Connection, store: Path) -> None:
+    """A reader's check of a store opened read-only: when it changed since its last writer closed it
+    (:func:`changed_since_closed`), ``PRAGMA integrity_check`` first, as a writer does; damage is one line."""
+    if not store.stat().st_size or not changed_since_closed(store):
+        return
+    try:
+        problems = integrity_problems(db)
+    except sqlite3.DatabaseError as exc:
+        problems = [str(exc)]
+    if problems:
+        raise damaged(store, problems[0])
 
 
 class Transaction:

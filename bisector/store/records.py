@@ -20,6 +20,7 @@ from pydantic import BaseModel
 
 from bisector.core.measurement import Measurement
 from bisector.core.verdict import Verdict
+from bisector.redact import redact_data, redact_text
 from bisector.safety.safe_text import one_line
 from bisector.store.blobs import hydrated
 
@@ -161,3 +162,15 @@ def damaged_rows(db: sqlite3.Connection, limit: int = 100) -> list[str]:
                 if len(out) >= limit:
                     return out
     return out
+
+
+def clean(text: Optional[str]) -> Optional[str]:
+    """A text column as stored: through the redaction pass; a lone surrogate (an undecodable byte of a path or an
+    argument) kept as its escape, which SQLite can hold."""
+    return None if text is None else redact_text(text).encode("utf-8", "backslashreplace").decode("utf-8")
+
+
+def clean_json(value: Any) -> str:
+    """A JSON column as stored: the data through the redaction pass (a command's words masked one by one, JSON
+    kept JSON whatever its strings hold), lone surrogates as JSON escapes."""
+    return json.dumps(redact_data(value))

@@ -18,7 +18,7 @@ from pydantic import BaseModel
 
 from bisector.errors import UsageError
 from bisector.store.storage import SCHEMA, STORE_VERSION
-from bisector.store.integrity import OpenMark, integrity_problems
+from bisector.store.integrity import OpenMark, empty_file, integrity_problems
 from bisector.store.records import damaged_rows, measurement_from, run_from, step_from
 
 TABLES = {"meta": (), "runs": (4, 5, 7), "measurements": (7, 12), "blobs": (1,), "steps": (7,)}   # -> JSON columns
@@ -59,7 +59,9 @@ def _open(path: Path) -> sqlite3.Connection:
 
 def check(path: Path) -> list[str]:
     """The damage ``PRAGMA integrity_check`` reports, else the rows no reader can read (broken JSON, a value
-    its model refuses: store.records.damaged_rows); empty: sound."""
+    its model refuses: store.records.damaged_rows); empty: sound (a 0-byte file is an empty store)."""
+    if empty_file(Path(path)):
+        return []
     db = _open(path)
     try:
         return integrity_problems(db) or damaged_rows(db)

@@ -86,6 +86,20 @@ def stopped_run(store: Optional[Store], kind: RunKind, config_hash: Optional[str
     return runs[0] if runs and stopped(runs[0]) else None
 
 
+def claimed(store: Store, run_id: Optional[str]) -> Optional[str]:
+    """``run_id`` once this process holds it (its row running, owned by this process, its step log cleared);
+    None when another live process runs it now (the same command started twice at once: the second is a run
+    of its own, never a second writer of one log), or none was named."""
+    if run_id is None:
+        return None
+    me = this_owner()
+
+    def free(status: str, owner: Optional[str], updated: str) -> bool:
+        return status != RunState.RUNNING or owner == me or not owner_alive(owner)
+
+    return run_id if store.claim_run(run_id, me, free) else None
+
+
 class RunRecord:
     """Records one run of ``kind`` in ``store``: its row (``begin``, ``save``, ``forget``) and its
     step log (``step``). ``run_id``: a stopped run continued under its own id (else a new one)."""
@@ -97,8 +111,10 @@ class RunRecord:
         self.created = created or now()
 
     def begin(self) -> None:
-        """A new attempt of the run: its earlier step log goes (the measurements stay stored)."""
-        self.store.clear_steps(self.run_id)
+        """A new attempt of the run: its earlier step log goes (the measurements stay stored). A stopped run
+        that another live process has just taken up (the same command started twice at once) is left to it:
+        this attempt becomes a run of its own (a new ``run_id``), so no two processes write one log."""
+        self.run_id = claimed(self.store, self.run_id) or new_run_id()
         self.save(RunState.RUNNING)
 
     def save(self, status: str, result: Optional[dict[str, Any]] = None, updated: Optional[str] = None) -> None:

@@ -11,16 +11,15 @@ import sqlite3
 import threading
 import weakref
 from pathlib import Path
-from typing import Optional
+from typing import Callable, Optional
 
 from bisector.core.measurement import Measurement
 from bisector.errors import BisectorError, UsageError
-from bisector.redact import redact_text
 from bisector.store.blobs import externalized
-from bisector.store.integrity import (OpenMark, Transaction, check_store_path, damaged, integrity_problems,
-                                      settled_version, translated)
-from bisector.store.records import (RUN_COLUMNS, RunKind, RunRow, RunState, StepRow, damaged_rows, measurement_from,  # noqa: F401
-                                    run_columns, run_from, step_from, tell)
+from bisector.store.integrity import (OpenMark, Transaction, check_as_reader, check_store_path, damaged, empty_file,
+                                      integrity_problems, settled_version, translated)
+from bisector.store.records import (RUN_COLUMNS, RunKind, RunRow, RunState, StepRow, clean, clean_json,  # noqa: F401
+                                    damaged_rows, measurement_from, run_columns, run_from, step_from, tell)
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -110,16 +109,29 @@ class Store:
     def _open_read_only(self) -> None:
         """For commands that only read (runs, log, report): a missing store is an error, and
         nothing is created (no file, no directory, no WAL switch)."""
-        if not self.path.is_file():
+        if not os.path.isfile(self.path):   # (os.path: a name too long is no store either)
             raise UsageError(f"no store at {self.path} (nothing has been measured with it yet; --store names another)")
         if not os.access(self.path, os.R_OK):
             raise UsageError(f"store {self.path} is not readable by this user")
         try:
             row = settled_version(self.path, self._read_version)
         except sqlite3.DatabaseError as exc:
-            raise self._unusable(exc) from None
+            if not empty_file(self.path):
+                raise self._unusable(exc) from None
+            row = self._read_empty()
         if row is None or row[0] != STORE_VERSION:
             raise self._unusable(f"store version {row[0] if row else 'missing'}, expected {STORE_VERSION}")
+        check_as_reader(self._db, self.path)
+
+    def _read_empty(self) -> tuple:
+        """A 0-byte file (as ``touch`` or the ``sqlite3`` shell leaves it) is an empty store: read as one, with
+        nothing in it (a store that writes sets it up in place)."""
+        if self._db is not None:
+            self._db.close()
+        self._db = sqlite3.connect(":memory:", isolation_level=None, check_same_thread=False)
+        self._db.executescript(SCHEMA)
+        self._db.execute("INSERT INTO meta VALUES ('version', ?)", (STORE_VERSION,))
+        return (STORE_VERSION,)
 
     def _read_version(self) -> Optional[tuple]:
         try:
@@ -190,12 +202,12 @@ class Store:
     def put_measurement(self, m: Measurement) -> None:
         m = m.model_copy(update={"created": m.created or now()})
         with self._tx() as db:
-            details = externalized(db, m.stored_details(), _clean)   # a result's bulky fields kept once, by hash
+            details = externalized(db, m.stored_details(), clean_json)   # a result's bulky fields kept once, by hash
             db.execute(
                 "INSERT OR REPLACE INTO measurements VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
                 (m.key, m.package, m.candidate, m.env_fingerprint, m.probe_fingerprint, m.repeat,
-                 m.status, json.dumps(m.metrics), m.exit_code, _clean(m.reason), m.seconds, m.created,
-                 _clean(json.dumps(details)), m.run_id))
+                 m.status, json.dumps(m.metrics), m.exit_code, clean(m.reason), m.seconds, m.created,
+                 clean_json(details), m.run_id))
 
     def measurements_for(self, package: str, probe_fingerprint: Optional[str] = None) -> list[Measurement]:
         sql, args = "SELECT * FROM measurements WHERE package=?", [package]
@@ -222,9 +234,9 @@ class Store:
     def put_run(self, run: RunRow) -> None:
         with self._tx() as db:
             db.execute(f"INSERT OR REPLACE INTO runs ({RUN_COLUMNS}) VALUES (?,?,?,?,?,?,?,?,?,?)",
-                       (run.id, run.created, run.updated, run.kind, _clean(json.dumps(run.command)),
-                        _clean(json.dumps(run.config)), run.status,
-                        _clean(json.dumps(run.result)) if run.result is not None else None, run.config_hash,
+                       (run.id, run.created, run.updated, run.kind, clean_json(run.command),
+                        clean_json(run.config), run.status,
+                        clean_json(run.result) if run.result is not None else None, run.config_hash,
                         run.owner))
 
     def get_run(self, run_id: Optional[str] = None) -> Optional[RunRow]:
@@ -273,8 +285,8 @@ class Store:
         step = step.model_copy(update={"created": step.created or now()})
         with self._tx() as db:
             db.execute("INSERT OR REPLACE INTO steps VALUES (?,?,?,?,?,?,?,?,?)",
-                       (step.run_id, step.seq, _clean(step.candidate), step.verdict, step.value,
-                        _clean(step.reason), step.seconds, json.dumps(step.measurements), step.created))
+                       (step.run_id, step.seq, clean(step.candidate), step.verdict, step.value,
+                        clean(step.reason), step.seconds, json.dumps(step.measurements), step.created))
 
     def steps(self, run_id: str) -> list[StepRow]:
         """The run's log, in order; a damaged step row named once (records.tell) and skipped."""
@@ -287,12 +299,19 @@ class Store:
                 out.append(step)
         return out
 
+    def claim_run(self, run_id: str, owner: str, free: Callable[[str, Optional[str], str], bool]) -> bool:
+        """In one transaction: when the run's row is absent, or ``free(its status, its owner, its update time)``,
+        mark it running by ``owner`` and clear its step log (True); else leave it as it is (False). Two processes
+        that would continue one stopped run cannot both have it."""
+        with self._tx() as db:
+            row = db.execute("SELECT status, owner, updated FROM runs WHERE id=?", (run_id,)).fetchone()
+            if row is not None and not free(row[0], row[1], row[2]):
+                return False
+            db.execute("UPDATE runs SET status=?, owner=? WHERE id=?", (RunState.RUNNING, owner, run_id))
+            db.execute("DELETE FROM steps WHERE run_id=?", (run_id,))
+        return True
+
     def clear_steps(self, run_id: str) -> None:
         with self._tx() as db:
             db.execute("DELETE FROM steps WHERE run_id=?", (run_id,))
 
-
-def _clean(text: Optional[str]) -> Optional[str]:
-    """What is stored: every column that can hold free text goes through the redaction pass; a lone
-    surrogate (an undecodable byte of a path or an argument) is kept as its escape, which SQLite can hold."""
-    return None if text is None else redact_text(text).encode("utf-8", "backslashreplace").decode("utf-8")

@@ -666,18 +666,22 @@ _slow("stores", "a damaged store recovered in place")
 _slow("concurrency", "store recover while another process has the store open")
 
 
-# round 4's kinds (issue 34) live in files of their own, each listing its kinds in BATTERY; they are counted here
+# round 4's kinds (issue 34) and round 5's (issue 47) live in files of their own, each listing its kinds in
+# BATTERY; they are counted here
 ROUND_4 = ("test_refuse_early", "test_foreign_text_lines", "test_safe_destinations", "test_store_damaged_rows",
            "test_probe_results_hostile", "test_hostile_text", "test_without_git")
+ROUND_5 = ("tests.process.test_hostile_round5", "tests.process.test_index_answers", "tests.unit.test_command_words",
+           "tests.process.test_gpu_first_signals", "tests.slow.test_command_words_real")
 
 
 def battery_kinds() -> list[str]:
-    """Every kind of the battery, ``class: name``: the tables above, the slow kinds, round 4's files."""
+    """Every kind of the battery, ``class: name``: the tables above, the slow kinds, round 4's and 5's files."""
     import importlib
     home = importlib.import_module("tests.process.test_hostile")   # (pytest may have imported this file by
     importlib.import_module("tests.slow.test_hostile_real")        # another name; the slow kinds register there)
-    round_4 = [k for name in ROUND_4 for k in importlib.import_module(f"tests.process.{name}").BATTERY]
-    return [k.id for k in home.TABLE + home.SLOW_KINDS] + round_4
+    files = [f"tests.process.{name}" for name in ROUND_4] + list(ROUND_5)
+    return [k.id for k in home.TABLE + home.SLOW_KINDS] + [k for name in files
+                                                           for k in importlib.import_module(name).BATTERY]
 
 
 def test_the_battery_has_at_least_150_kinds():

@@ -14,7 +14,7 @@ import pytest
 
 from bisector.errors import BisectorError
 from bisector.core.measurement import Measurement
-from bisector.store.storage import RunRow, StepRow, Store, now
+from bisector.store.storage import RunKind, RunRow, StepRow, Store, now
 
 
 def _m(key: str, **kw) -> Measurement:
@@ -145,15 +145,27 @@ def test_a_reader_waits_for_a_store_being_set_up_right_now(tmp_path, tables):
     assert reader.list_runs() == []
 
 
-@pytest.mark.parametrize("tables", [False, True])
-def test_a_half_made_store_that_nobody_is_setting_up_is_refused_at_once(tmp_path, tables):
+def test_a_half_made_store_that_nobody_is_setting_up_is_refused_at_once(tmp_path):
     path = tmp_path / "s.db"
-    _half_set_up(path, tables)
+    _half_set_up(path, tables=True)
     (path.parent / (path.name + ".init.lock")).unlink()
     start = time.monotonic()
     with pytest.raises(BisectorError, match="not a usable bisector store"):
         Store(path, read_only=True)
     assert time.monotonic() - start < 5
+
+
+def test_a_0_byte_file_is_an_empty_store(tmp_path):
+    """Issue 47: a 0-byte file at the store path (``touch``, the ``sqlite3`` shell) is an empty store, read as
+    one at once and set up in place by a writer (it was refused as "not a usable bisector store")."""
+    path = tmp_path / "s.db"
+    path.write_bytes(b"")
+    assert Store(path, read_only=True).list_runs() == [] and path.stat().st_size == 0
+    store = Store(path)
+    store.put_run(RunRow(id="r1", created=now(), updated=now(), kind=RunKind.BISECT, command=["bisector"], config={},
+                         status="found"))
+    store.close()
+    assert [r.id for r in Store(path, read_only=True).list_runs()] == ["r1"]
 
 
 def test_a_store_from_before_run_ids_keeps_its_runs_findable_by_config_hash(tmp_path):

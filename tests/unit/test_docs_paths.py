@@ -39,7 +39,9 @@ FOREIGN = {
     "chromium (the history page's screenshot)": {"--disable-background-networking", "--disable-component-update",
                                                  "--disable-sync", "--no-first-run", "--no-sandbox", "--disable-gpu",
                                                  "--user-data-dir"},
-    "a secret's name in a command line (redaction)": {"--hf-token"},
+    "a secret's name in a command line (redaction)": {"--hf-token", "--hub-token", "--hub_token", "--wandb_key",
+                                                      "--wandb-key", "--db_passwd", "--client-secret", "--basic_auth",
+                                                      "--aws-credentials", "--tokenizer", "--monkey", "--password"},
 }
 
 

@@ -14,6 +14,8 @@ from pathlib import Path
 import markdown as pymd
 import pytest
 
+from bisector.redact import mask_words
+
 from bisector.bisection.boundary import merge_sides
 from bisector.cli.main import main
 from bisector.job.commandline import shown_command
@@ -233,7 +235,7 @@ def test_a_result_stored_flat_reads_back_typed_and_renders_the_same(name):
         if old.get(key):
             old[key]["env"] = shown[key]["env"]
     stored = BisectResult.model_validate(old)
-    assert stored.environment == made.environment and stored.command == made.command
+    assert stored.environment == made.environment and stored.command == mask_words(made.command)   # stored masked
     for key in ("first_bad", "last_good", "good_end", "bad_end"):
         assert getattr(stored, key) is None or getattr(stored, key).env == getattr(made, key).env
     assert render_json(stored) == text and render_markdown(stored) == render_markdown(made)

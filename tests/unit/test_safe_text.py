@@ -63,7 +63,8 @@ def test_no_acting_character_survives_and_the_rule_is_idempotent(text):
                     | st.dictionaries(TEXT, kids, max_size=3), max_leaves=8))
 def test_json_keeps_the_same_data_with_nothing_acting_in_it(value):
     out = json_visible(json.dumps(value, ensure_ascii=False))
-    assert json.loads(out) == value and not ACTING.search(out)
+    # (as JSON reads any escapes: two lone surrogates that make a pair, '\ud800\udcff', are read as the pair)
+    assert json.loads(out) == json.loads(json.dumps(value)) and not ACTING.search(out)
 
 
 @settings(max_examples=150, deadline=None)

@@ -13,6 +13,8 @@ from pydantic import model_validator
 from bisector.core.measurement import Measurement
 from bisector.core.strict_numbers import numbers
 from bisector.errors import UsageError
+from bisector.redact import mask_words
+from bisector.safety.safe_text import command_as
 from bisector.job.probe.base import ProbeBase
 from bisector.job.probe.builtin import PROGRAM_METER, builtin_script, code_files
 from bisector.job.probe.program_inputs import hash_inputs
@@ -80,9 +82,8 @@ class ProgramProbe(ProbeBase):
         return [str(python), str(self.script()), *self.meter_args(), "--", *self.command]
 
     def label(self) -> str:
-        import shlex
-
-        return f"{self.kind_label}: {shlex.join(self.command)}"
+        """'your program: python train.py --lr 1e-3', on one line, its secrets masked."""
+        return f"{self.kind_label}: {command_as(mask_words(self.command))}"
 
     @property
     def workdir(self) -> Path:
