@@ -98,7 +98,7 @@ def test_releases_from_local_index(release_index, tmp_path, env_cache, plain_spe
     out = json.loads(proc.stdout)
     assert out["first_bad"]["ref"] == "1.4.0" and out["last_good"]["ref"] == "1.3.0"
     assert "2.0.0rc1" not in [s["candidate"] for s in out["steps"]]
-    assert out["criterion"] == "buffer_kib > 150"
+    assert out["criterion"] == "buffer_kib > 150.0 KiB"
 
 
 def test_library_api_returns_typed_result(release_index, tmp_path, env_cache, plain_spec):
