@@ -126,3 +126,33 @@ def test_every_kind_refuses_an_argument_it_does_not_take_in_one_line(tmp_path):
         assert helped.returncode == 0 and helped.stdout.startswith(f"usage: python {script.name}"), helped.stderr
     bare = _run(tmp_path / "command.py", "--", cwd=tmp_path)
     assert (bare.returncode, bare.stderr) == (2, "command.py: error: no command after --\n")
+
+
+def test_a_secret_of_the_command_is_asked_for_never_written(tmp_path):
+    """The store keeps a command's secrets masked, so the repro written from it holds ``***``: run as it is, it
+    says which variable gives each back (exit 2); with them, the program gets the words as typed."""
+    from bisector.redact import mask_words
+
+    token = "hf_" + "Zy9" * 10
+    words = mask_words([*COMMAND[:4], "--hub_token", token, "--note", "n"])
+    assert token not in words
+    work = tmp_path / "work"
+    work.mkdir()
+    (work / "train.py").write_text(textwrap.dedent(TRAIN).replace('print("note:", sys.argv[-1])',
+                                                                   'print("token:", sys.argv[5])'))
+    (work / "conf.json").write_text('{"mb": 2}\n')
+    config = JobConfig.model_validate({"job": {"package": "tinypkg", "good": "1.0", "bad": "1.4"},
+                                       "probe": {"command": words, "cwd": str(work)},
+                                       "criterion": {"metric": "step_peak_bytes", "threshold": 3e6}})
+    script = tmp_path / "repro.py"
+    text = repro_script(_command_result(3e6), config, script.name).text
+    assert token not in text
+    script.write_text(text)
+    asked = _run(script, cwd=tmp_path)
+    assert asked.returncode == 2 and asked.stderr.strip() == (
+        "repro: the command held 1 secret(s), written masked: give each word as it was typed in BISECTOR_SECRET_1 "
+        "for ***")
+    given = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=300, cwd=tmp_path,
+                           env={**{k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "BISECTOR_RESULT")},
+                                "BISECTOR_SECRET_1": token})
+    assert given.returncode == 1 and f"token: {token}" in given.stdout, given.stderr[-2000:]

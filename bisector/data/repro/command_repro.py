@@ -18,7 +18,9 @@ put there by hand, as the header says. The command runs with this interpreter's 
 the per-step values, and exits 0 for GOOD and 1 for BAD by the run's criterion (125 when the metric could
 not be measured: ``git bisect run``'s skip; a command that fails is BAD only where the run said so,
 CRASH_IS_BAD, else 125 as the bisect skipped it). Run by bisector to verify it, the metrics go to
-``$BISECTOR_RESULT`` too. Nothing in it imports bisector.
+``$BISECTOR_RESULT`` too. A word of the command that held a secret is written masked (``***``): bisector
+never writes one; give each back, whole as it was typed, in ``BISECTOR_SECRET_1``, ``_2``, ... (in the order
+they appear), or the script says which it needs and stops (exit 2). Nothing in it imports bisector.
 """
 import base64  # noqa: F401 (the embedded files below may be written from base64)
 import hashlib
@@ -40,6 +42,27 @@ ENV = {}   # what bisector told the command (set only where the environment does
 CARRIED = {}   # the files the command names that this script carries: path -> {"sha256", "mode", "source"}
 NOT_CARRIED = []   # what else the command names: each with why it is not carried
 # <<<
+
+
+MASK = "***"   # a secret's place in a word (bisector never writes the secret)
+
+
+def unmasked(command):
+    """The command with each masked word given back from BISECTOR_SECRET_<n> (n: its order among them)."""
+    out, missing, n = [], [], 0
+    for word in command:
+        if MASK in word:
+            n += 1
+            given = os.environ.get(f"BISECTOR_SECRET_{n}")
+            if given is None:
+                missing.append(f"BISECTOR_SECRET_{n} for {shown(word)}")
+            word = word if given is None else given
+        out.append(word)
+    if missing:
+        print(f"repro: the command held {n} secret(s), written masked: give each word as it was typed in "
+              + ", ".join(missing), file=sys.stderr)
+        sys.exit(2)
+    return out
 
 
 def carry(here):
@@ -69,7 +92,7 @@ def carry(here):
 
 def main(argv):
     other = arguments(argv, takes_command=True)
-    command = other or COMMAND
+    command = other or unmasked(COMMAND)
     here = os.path.dirname(os.path.abspath(__file__))
     if other is None:
         carry(here)
