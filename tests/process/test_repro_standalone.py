@@ -139,7 +139,7 @@ def test_a_secret_of_the_command_is_asked_for_never_written(tmp_path):
     work = tmp_path / "work"
     work.mkdir()
     (work / "train.py").write_text(textwrap.dedent(TRAIN).replace('print("note:", sys.argv[-1])',
-                                                                   'print("token:", sys.argv[5])'))
+                                                                   'print("token:", sys.argv[4])'))
     (work / "conf.json").write_text('{"mb": 2}\n')
     config = JobConfig.model_validate({"job": {"package": "tinypkg", "good": "1.0", "bad": "1.4"},
                                        "probe": {"command": words, "cwd": str(work)},
@@ -156,3 +156,4 @@ def test_a_secret_of_the_command_is_asked_for_never_written(tmp_path):
                            env={**{k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "BISECTOR_RESULT")},
                                 "BISECTOR_SECRET_1": token})
     assert given.returncode == 1 and f"token: {token}" in given.stdout, given.stderr[-2000:]
+    assert given.stdout.count(token) == 1   # the program's own print; the script says the command masked

@@ -119,7 +119,7 @@ def main(argv):
         print(f"not measured: {shown(found['error'])}", file=sys.stderr)
         return 125
     metrics = found["metrics"]
-    print(f"measured {shown(shlex.join(command))}: meter {found.get('meter')}, device "
+    print(f"measured {shown(shlex.join(other or COMMAND))}: meter {found.get('meter')}, device "
           f"{found.get('device', {}).get('type')}, torch {found.get('versions', {}).get('torch')}, "
           f"{human(metrics.get('optimizer_steps', 0), 'optimizer_steps')} optimizer steps, the first "
           f"{found.get('measure_skip')} left out; metrics over {found.get('scope')}")
