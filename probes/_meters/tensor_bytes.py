@@ -44,7 +44,9 @@ class Finalizers:
         self._handles = {}
 
     def watch(self, key, storage):
-        self._handles[key] = weakref.finalize(storage, self._fired, key)
+        handle = weakref.finalize(storage, self._fired, key)
+        handle.atexit = False   # nothing of the meter runs in the interpreter's exit: its storages die with it
+        self._handles[key] = handle
 
     def _fired(self, key):
         if self._handles.pop(key, None) is not None:
