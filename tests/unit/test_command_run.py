@@ -3,7 +3,6 @@ and the pure parts of the command meter (its records turned into metrics)."""
 from __future__ import annotations
 
 import base64
-import json
 import sys
 from pathlib import Path
 
