@@ -144,8 +144,8 @@ class CudaCounters(Part):
     """The CUDA caching allocator's counters per step and NVML's used bytes of the process's GPU (by UUID,
     ``GPU-`` or ``MIG-``), through ``_meters.cuda``; nothing until the program initialises CUDA."""
 
-    def __init__(self, library):
-        self._library = library
+    def __init__(self, library, nvml="auto"):
+        self._library, self._nvml_module = library, nvml   # nvml: the pynvml module ("auto": import it)
         self.kind = library.CudaMeter.kind
 
     def start(self, torch):
@@ -170,7 +170,7 @@ class CudaCounters(Part):
         record["cuda_device"] = self._names[dev]
         if self.nvml is None:
             uuid = getattr(cuda.get_device_properties(dev), "uuid", None)
-            self.nvml = self._library.NvmlProbe(uuid=str(uuid) if uuid is not None else None)
+            self.nvml = self._library.NvmlProbe(uuid=str(uuid) if uuid is not None else None, nvml=self._nvml_module)
         used = self.nvml.used_bytes()
         if used is not None:
             record["nvml_used"] = used
