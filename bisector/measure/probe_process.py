@@ -67,7 +67,8 @@ def _failure(done: Completed) -> tuple[Status, str]:
     if done.returncode < 0:
         return _killed(-done.returncode, _last_line(done.stderr_tail))
     if _OOM.search(tail):
-        return Status.OOM, f"out of memory: {_last_line(done.stderr_tail)}"
+        last = _last_line(done.stderr_tail)
+        return Status.OOM, last if last.startswith("out of memory") else f"out of memory: {last}"
     if _IMPORT.search(done.stderr_tail):
         return Status.IMPORT_FAILED, _last_line(done.stderr_tail)
     return Status.CRASHED, f"probe exited {done.returncode}: {_last_line(done.stderr_tail) or 'no message'}"

@@ -168,14 +168,16 @@ class LiveBytes(TorchDispatchMode):
         self.window_peak = self.current
         return closed
 
+    def _see_all(self, tensors):
+        """Each of an op's tensors (one call per op's inputs, one per its outputs: a subclass that counts several
+        threads' ops takes its lock here)."""
+        for t in tensors:
+            self._see(t)
+
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
-        for t in tensors_in(args):
-            self._see(t)
-        for t in tensors_in(kwargs):
-            self._see(t)
+        self._see_all(tensors_in(args) + tensors_in(kwargs))
         out = func(*args, **kwargs)
         self._live.sweep()
-        for t in tensors_in(out):
-            self._see(t)
+        self._see_all(tensors_in(out))
         return out

@@ -49,10 +49,11 @@ def _shared(live_bytes):
             self.closed = False
             super().__init__(device_type)
 
-        def _see(self, tensor):
+        def _see_all(self, tensors):
             with self.lock:
                 if not self.closed:
-                    super()._see(tensor)
+                    for tensor in tensors:
+                        self._see(tensor)
 
         def _freed(self, key):
             with self.lock:

@@ -28,6 +28,7 @@ class TorchWatch:
         self.done = False
         self.how = None   # how torch was seen: "present", "loader", "later"
         self._busy = set()   # threads inside this finder's own lookup
+        self._running = 0   # torch modules being executed through a wrapped loader now
 
     def arm(self) -> None:
         if "torch" in sys.modules and self._whole(sys.modules["torch"]):
@@ -54,7 +55,7 @@ class TorchWatch:
             return None
         if fullname != "torch":
             torch = sys.modules.get("torch")
-            if torch is not None and self._whole(torch):   # a finder ahead of this one loaded it
+            if torch is not None and not self._running and self._whole(torch):   # a finder ahead of this one did
                 self._fire(torch, "later")
             return None
         me = _thread.get_ident()
@@ -77,7 +78,11 @@ class TorchWatch:
         watch = self
 
         def exec_module(module):
-            original(module)
+            watch._running += 1   # torch's __init__ is running: not whole yet, whatever its spec says
+            try:
+                original(module)
+            finally:
+                watch._running -= 1
             if getattr(module, "__name__", None) == "torch":
                 try:
                     del loader.exec_module   # the loader as it was
@@ -89,9 +94,6 @@ class TorchWatch:
             loader.exec_module = exec_module
         except (AttributeError, TypeError):   # a loader that takes no attribute: seen "later" instead
             pass
-
-    def find_module(self, fullname, path=None):   # the pre-3.4 protocol, for importers that still ask it
-        return None
 
     def invalidate_caches(self):
         pass

@@ -83,3 +83,9 @@ def test_sigkill_is_out_of_memory_as_far_as_the_cgroup_tells(said, status, reaso
 
 def test_other_signals_are_named_crashes():
     assert _killed(11) == (Status.CRASHED, "probe killed by signal 11 (SIGSEGV)")
+
+
+def test_a_failure_the_probe_already_calls_out_of_memory_is_said_once():
+    line = "out of memory: the kernel's OOM killer killed a process of the command (the cgroup's oom_kill count went 0 -> 1)"
+    assert _failure(Completed(1, "", f"Traceback ...\n{line}\n", 1.0, False)) == (Status.OOM, line)
+    assert _failure(Completed(1, "", "MemoryError\n", 1.0, False)) == (Status.OOM, "out of memory: MemoryError")
