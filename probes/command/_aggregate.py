@@ -202,7 +202,7 @@ def summarize(procs, skip, wall):
                 metrics[f"{name}.rank{r['rank']}"] = value
     metrics["wall_seconds"] = wall
     absent.pop("wall_seconds", None)
-    unseen = [why for why in absent.values() if why.startswith("threads: not counted")]
+    unseen = [absent[k] for k in ("step_peak_bytes", "peak_bytes") if absent.get(k, "").startswith("threads: not")]
     return metrics, {"ranks": per_rank, "absent": {k: v for k, v in absent.items() if k not in metrics},
                      "threads": unseen[0] if unseen else "counted",
                      "scope": "optimizer steps" if stepped else f"whole run ({_no_steps(p for _, _, p in chosen)})"}

@@ -158,7 +158,8 @@ def read_records(directory: str, key: bytes):
                     problems.append(f"{name}:{number}: {why}")
                 else:
                     records.append(record)
-        procs[pid] = records
+        if records:   # a file with no line of the meter's is no process of the command
+            procs[pid] = records
     return procs, problems[:20] + ([f"... and {len(problems) - 20} more"] if len(problems) > 20 else []), cut
 
 
