@@ -6,8 +6,9 @@ step post hook (``opt.register_step_post_hook``): torch runs an optimizer's own 
 global ones (``Optimizer.profile_hook_step``: ``chain(self._optimizer_step_post_hooks.values(),
 _global_optimizer_post_hooks.values())``, in torch 2.11 as in 2.13), and the meter's global post hook
 reads the same counter and resets it. So the script reads exactly the meter's window, and never
-resets the counter itself. The hook also counts the step records the meter had written by then
-(``$BISECTOR_METER_RECORDS/<pid>.jsonl``): i at step i proves that order, on the CPU too.
+resets the counter itself. The hook also reads how many steps the meter had recorded by then (the
+meter object of its process, ``_bisector_command._inprocess.METER``: the records' place is the meter's
+secret): i at step i proves that order, on the CPU too.
 
 Checks (checklist.py, ``command.*``): the meter ran the script and saw its 4 steps; the script read
 in the meter's window at every step; on CUDA, what ran was CUDA (the meter's device and steps, the
@@ -34,15 +35,11 @@ torch.manual_seed(0)
 model = torch.nn.Sequential(torch.nn.Linear(2048, 8192), torch.nn.GELU(), torch.nn.Linear(8192, 2048)).to(dev)
 opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
 own = {{"device": dev, "param_device": next(model.parameters()).device.type, "peaks": [], "meter_steps_seen": []}}
-records = os.path.join(os.environ.get("BISECTOR_METER_RECORDS", ""), f"{{os.getpid()}}.jsonl")
+meter = getattr(sys.modules.get("_bisector_command._inprocess"), "METER", None)
 
 
 def at_step_end(optimizer, args, kwargs):   # before torch's global post hooks: the meter's read and reset
-    try:
-        with open(records) as fh:
-            own["meter_steps_seen"].append(sum('"kind":"step"' in line for line in fh))
-    except OSError:
-        own["meter_steps_seen"].append(None)
+    own["meter_steps_seen"].append(meter.steps if meter is not None else None)
     if dev == "cuda":
         torch.cuda.synchronize()
         own["peaks"].append(torch.cuda.max_memory_allocated())

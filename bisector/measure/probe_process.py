@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import json
 import re
+import signal
 import tempfile
 from pathlib import Path
 from typing import Callable, Optional
@@ -20,6 +21,7 @@ NO_RESULT = ("probe exited 0 without writing a result: a probe writes {\"metrics
              "$BISECTOR_RESULT; or give your program after -- (bisector run ... -- python train.py) and it is "
              "measured for you, per optimizer step")
 _OOM = re.compile(r"OutOfMemoryError|CUDA out of memory|out of memory|Cannot allocate memory|MemoryError")
+_NOT_OOM_KILLER = "not by the out-of-memory killer"   # the command probe's words when the cgroup's count stayed
 _IMPORT = re.compile(r"^(ModuleNotFoundError|ImportError)\b", re.M)
 # runs the probe (spec, python, env, cwd, on_line) in a warm worker's child where it can: bisector.measure.warm_pool
 WarmRun = Callable[[Probe, Path, dict, Path, Optional[Callable[[str], None]]], Launch]
@@ -67,12 +69,29 @@ def _failure(done: Completed) -> tuple[Status, str]:
         return Status.TIMEOUT, f"probe timed out after {done.seconds:.0f}s"
     tail = done.stderr_tail + done.stdout_tail
     if done.returncode < 0:
-        return Status.CRASHED, f"probe killed by signal {-done.returncode}"
+        return _killed(-done.returncode, _last_line(done.stderr_tail))
     if _OOM.search(tail):
-        return Status.OOM, f"out of memory: {_last_line(done.stderr_tail)}"
+        last = _last_line(done.stderr_tail)
+        return Status.OOM, last if last.startswith("out of memory") else f"out of memory: {last}"
     if _IMPORT.search(done.stderr_tail):
         return Status.IMPORT_FAILED, _last_line(done.stderr_tail)
     return Status.CRASHED, f"probe exited {done.returncode}: {_last_line(done.stderr_tail) or 'no message'}"
+
+
+def _killed(sig: int, said: str) -> tuple[Status, str]:
+    """A probe that died of a signal (the command meter dies of its program's). SIGKILL is how the kernel's
+    out-of-memory killer ends a process: out of memory (``--oom-is-bad`` applies), said as a fact only where the
+    probe saw its cgroup's OOM-kill count rise, "likely" where nothing could tell, and not at all where the
+    count stayed (the probe's last stderr line says which: ``killed (SIGKILL)...``)."""
+    try:
+        name = signal.Signals(sig).name
+    except ValueError:
+        name = "an unknown signal"
+    if sig != signal.SIGKILL:
+        return Status.CRASHED, f"probe killed by signal {sig} ({name})"
+    if said.startswith("killed (SIGKILL)"):
+        return (Status.CRASHED if _NOT_OOM_KILLER in said else Status.OOM), said
+    return Status.OOM, "killed (SIGKILL), likely out of memory"
 
 
 def _read_result(path: Path, done: Completed) -> ProbeOutcome:

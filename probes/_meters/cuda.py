@@ -39,6 +39,17 @@ def uuid_candidates(uuid) -> list:
     return [f"GPU-{text}", f"MIG-{text}"]
 
 
+def window_counters(cuda, device) -> dict:
+    """The caching allocator's counters for a window that ends now (synchronised first), its peaks then reset
+    for the next: peak and end allocated / reserved bytes (the command meter's per-step reading)."""
+    cuda.synchronize(device)
+    out = {"peak_allocated": int(cuda.max_memory_allocated(device)),
+           "peak_reserved": int(cuda.max_memory_reserved(device)),
+           "end_allocated": int(cuda.memory_allocated(device)), "end_reserved": int(cuda.memory_reserved(device))}
+    cuda.reset_peak_memory_stats(device)
+    return out
+
+
 def visible_uuid():
     """The UUID of the visible CUDA device 0 as torch reports it, or None."""
     try:

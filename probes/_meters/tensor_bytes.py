@@ -46,7 +46,9 @@ class Finalizers:
         self._handles = {}
 
     def watch(self, key, storage):
-        self._handles[key] = weakref.finalize(storage, self._fired, key)
+        handle = weakref.finalize(storage, self._fired, key)
+        handle.atexit = False   # nothing of the meter runs in the interpreter's exit: its storages die with it
+        self._handles[key] = handle
 
     def _fired(self, key):
         if self._handles.pop(key, None) is not None:
@@ -176,14 +178,16 @@ class LiveBytes(TorchDispatchMode):
         self.window_peak = self.current
         return closed
 
+    def _see_all(self, tensors, site=None):
+        """Each of an op's tensors (one call per op's inputs, ``site`` PRE_EXISTING, one per its outputs: a subclass
+        that counts several threads' ops takes its lock here)."""
+        for t in tensors:
+            self._see(t, site)
+
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
-        for t in tensors_in(args):
-            self._see(t, PRE_EXISTING)
-        for t in tensors_in(kwargs):
-            self._see(t, PRE_EXISTING)
+        self._see_all(tensors_in(args) + tensors_in(kwargs), PRE_EXISTING)
         out = func(*args, **kwargs)
         self._live.sweep()
-        for t in tensors_in(out):
-            self._see(t)
+        self._see_all(tensors_in(out))
         return out

@@ -1,153 +1,37 @@
-"""The command meter's in-process half: loaded by ``sitecustomize`` into every Python process of a user's
-command (children too), it does nothing until ``torch`` is imported, then records per optimizer step.
+"""The command meter's in-process half: one ``CommandMeter`` per Python process of a user's command (children,
+launcher-started ranks and forked children too), loaded by the generated ``sitecustomize``; it does nothing
+until ``torch`` is imported, then records each optimizer step.
 
-A step is the time from the end of one ``optimizer.step()`` to the end of the next, as torch's global
-optimizer hooks see them (the user's own loop, accelerate and ``transformers.Trainer`` all call
-``optimizer.step()``). Each process appends JSON lines to ``$BISECTOR_METER_RECORDS/<pid>.jsonl``: ``load``
-when Python starts, ``torch`` when torch is imported (version, device, meter), ``step`` after every step
-(flushed at once: a killed or ``os._exit``-ing process keeps the steps it finished) and ``end`` at exit.
-
-Per step: on the CPU, live tensor-storage bytes counted exactly (the probes' meter library,
-``_meters/tensor_bytes.py``: ``LiveBytes``; ``$BISECTOR_METER_KIND=rss`` leaves it out: RSS and time only); on CUDA,
-``max_memory_allocated`` / ``max_memory_reserved`` since the step began and the allocated / reserved bytes
-at its end, NVML's used bytes of this process's GPU (by UUID) where ``pynvml`` is importable; the peak RSS
-of the step (``/proc/self/clear_refs`` + ``VmHWM`` where the kernel allows it); wall seconds. Nothing is
-printed: the program's stdout and stderr are its own. Imports only the stdlib until torch is imported.
+A step is the time from the end of one ``optimizer.step()`` to the end of the next, as torch's global optimizer
+hooks see them (the user's own loop, accelerate and ``transformers.Trainer`` all call ``optimizer.step()``).
+The meter's lifecycle is its methods: ``install`` (its record file, its exit and fork handlers, the hook on
+uncaught exceptions, the watch for torch: ``_torch_hook.py``), ``on_torch``, ``step_begin`` / ``step_end``,
+``after_fork`` and ``at_exit``; what it measures is its parts (``_parts.py``: the exact CPU tensor bytes over
+every thread, the CUDA allocator and NVML through ``_meters/cuda.py``, the step's peak RSS), attached once torch
+is imported; the first part names the meter. Its records (``_records.py``) are JSON lines in a file of its
+own per process: ``load`` when Python starts, ``torch`` when torch is imported, ``step`` after every step
+(written at once: a killed or ``os._exit``-ing process keeps the steps it finished), ``error`` for an uncaught
+exception (its traceback's last line), ``meter_error`` and ``end`` at exit. Nothing is printed; imports only
+the standard library until torch is imported.
 """
-import importlib.abc
-import importlib.util
-import json
 import os
 import sys
 import time
 
-RECORDS_ENV, KIND_ENV, DEVICE_ENV = "BISECTOR_METER_RECORDS", "BISECTOR_METER_KIND", "BISECTOR_METER_DEVICE"
-METER_LIBRARY = "_meters.tensor_bytes"   # the exact live-bytes count (what bisector's fingerprint follows)
-_state = {"fd": None, "t0": None, "steps": 0, "window_t": None, "torch": None, "bytes": None, "cuda": None,
-          "nvml": None, "rss_step": False, "run_peak_cuda": 0, "run_peak_cuda_reserved": 0, "installed": False}
+from . import _records
+from ._torch_hook import TorchWatch
+
+METER_LIBRARY = ("_meters.tensor_bytes", "_meters.cuda")   # the probes' meter library modules it loads by path
+METER = None   # this process's meter, once installed
 
 
-def _write(record):
-    fd = _state["fd"]
-    if fd is None:
-        return
-    try:
-        os.write(fd, (json.dumps(record, separators=(",", ":")) + "\n").encode())
-    except OSError:
-        pass
+def _library(dotted):
+    """A module of the probes' meter library (``METER_LIBRARY``, probes/_meters), loaded by path under a package
+    name of its own: the program's ``sys.path`` and modules stay as they were."""
+    import importlib
+    import importlib.util
 
-
-def _open_record(extra):
-    directory = os.environ.get(RECORDS_ENV)
-    if not directory:
-        return
-    try:
-        _state["fd"] = os.open(os.path.join(directory, f"{os.getpid()}.jsonl"),
-                               os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
-    except OSError:
-        _state["fd"] = None
-        return
-    _state["t0"] = time.perf_counter()
-    _write({"kind": "load", "pid": os.getpid(), "ppid": os.getppid(), "argv": sys.argv[:4] if hasattr(sys, "argv")
-            else [], "executable": sys.executable, "prefix": sys.prefix, "rank": os.environ.get("RANK"),
-            "local_rank": os.environ.get("LOCAL_RANK"), "world_size": os.environ.get("WORLD_SIZE"), **extra})
-
-
-def _status_kib(field):
-    try:
-        with open("/proc/self/status") as fh:
-            for line in fh:
-                if line.startswith(field + ":"):
-                    return int(line.split()[1]) * 1024
-    except (OSError, ValueError, IndexError):
-        return None
-    return None
-
-
-def _clear_hwm():
-    """Reset the kernel's peak-RSS mark of this process (``5`` > clear_refs); False where not allowed."""
-    try:
-        with open("/proc/self/clear_refs", "w") as fh:
-            fh.write("5")
-        return True
-    except OSError:
-        return False
-
-
-def _max_rss():
-    import resource
-
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
-
-
-class _TorchFinder(importlib.abc.MetaPathFinder):
-    """Runs ``_on_torch`` right after ``import torch`` finishes (and then leaves the import system)."""
-
-    def find_spec(self, fullname, path=None, target=None):
-        if fullname != "torch":
-            return None
-        sys.meta_path.remove(self)
-        spec = importlib.util.find_spec("torch")
-        if spec is None or spec.loader is None:
-            return spec
-        loader = spec.loader
-        original = loader.exec_module
-
-        def exec_module(module):
-            original(module)
-            _on_torch(module)
-
-        loader.exec_module = exec_module
-        return spec
-
-
-def _device(torch):
-    asked = os.environ.get(DEVICE_ENV) or os.environ.get("BISECTOR_DEVICE") or "auto"
-    if asked == "auto":
-        try:
-            return "cuda" if torch.cuda.is_available() else "cpu"
-        except Exception:  # noqa: BLE001 - a broken CUDA install measures on the CPU and says so
-            return "cpu"
-    return asked
-
-
-def _on_torch(torch):
-    try:
-        _start(torch)
-    except Exception as exc:  # noqa: BLE001 - the meter never breaks the program; the record says why
-        _write({"kind": "meter_error", "error": f"{type(exc).__name__}: {exc}"[:500]})
-
-
-def _start(torch):
-    _state["torch"] = torch
-    kind = os.environ.get(KIND_ENV) or "tensors"
-    device = _device(torch)
-    try:
-        import torch.optim.optimizer as optim_base
-    except ImportError:
-        optim_base = None
-    hooks = getattr(optim_base, "register_optimizer_step_post_hook", None)
-    if device == "cpu" and kind == "tensors":
-        meter = _library().LiveBytes("cpu")
-        meter.__enter__()   # for the rest of the process: every aten op is counted
-        _state["bytes"] = meter
-    _state["cuda"] = device == "cuda"
-    _state["rss_step"] = _clear_hwm()
-    _state["window_t"] = time.perf_counter()
-    _write({"kind": "torch", "version": torch.__version__, "git_version": getattr(torch.version, "git_version", None),
-            "cuda_version": torch.version.cuda, "device": device, "meter_kind": kind,
-            "meter": "cuda" if device == "cuda" else ("cpu-dispatch" if kind == "tensors" else "rss"),
-            "threads": torch.get_num_threads(), "rss_scope": "step" if _state["rss_step"] else "run",
-            "optimizer_hooks": hooks is not None})
-    if hooks is not None:
-        optim_base.register_optimizer_step_pre_hook(_pre_step)
-        hooks(_post_step)
-
-
-def _library():
-    """The module of the probes' meter library this meter counts with (``METER_LIBRARY``, probes/_meters),
-    loaded by path under a package name of its own: the program's ``sys.path`` and modules stay as they were."""
-    package, _, module = METER_LIBRARY.partition(".")
+    package, _, module = dotted.partition(".")
     alias = "_bisector" + package
     if alias not in sys.modules:
         root = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), package)
@@ -159,128 +43,206 @@ def _library():
     return importlib.import_module(f"{alias}.{module}")
 
 
-def _cuda_ready(torch):
-    return _state["cuda"] and torch.cuda.is_initialized()
+def _max_rss():
+    import resource
+
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
 
 
-def _pre_step(optimizer, args, kwargs):
-    meter = _state["bytes"]
-    if meter is not None:
-        _state["pre_bytes"] = meter.current
+class CommandMeter:
+    """This process's meter: its record file, its lifecycle, and the parts that measure each step."""
 
+    def __init__(self, directory, key, kind="tensors", device="auto"):
+        self.directory, self.key, self.kind, self.device_asked = directory, key, kind, device or "auto"
+        self.records = _records.RecordFile(directory, key, os.getpid())
+        self.parts, self.torch, self.name, self.device = [], None, None, None
+        self.steps, self.t0, self.started = 0, time.perf_counter(), None
+        self._clock, self._lock, self.hooks, self._main = {}, None, None, None
+        self.watch = TorchWatch(self.on_torch)
 
-def _post_step(optimizer, args, kwargs):
-    try:
-        _step_end(_state["torch"])
-    except Exception as exc:  # noqa: BLE001
-        _write({"kind": "meter_error", "error": f"{type(exc).__name__}: {exc}"[:500]})
+    # --- lifecycle ---------------------------------------------------------------------------------------
+    def install(self) -> bool:
+        """Start recording this process; the parts wait for ``import torch``. False: no record file here."""
+        if not self.records.open():
+            return False
+        self.write(self._load_record())
+        import atexit
 
+        atexit.register(self.at_exit)   # the first registered: the last to run
+        os.register_at_fork(after_in_child=self.after_fork)
+        previous = sys.excepthook
 
-def _step_end(torch):
-    record = {"kind": "step", "i": _state["steps"]}
-    if _cuda_ready(torch):
-        dev = torch.cuda.current_device()
-        torch.cuda.synchronize(dev)
-        record.update(cuda_peak_allocated=torch.cuda.max_memory_allocated(dev),
-                      cuda_peak_reserved=torch.cuda.max_memory_reserved(dev),
-                      cuda_end_allocated=torch.cuda.memory_allocated(dev),
-                      cuda_end_reserved=torch.cuda.memory_reserved(dev), cuda_device=_gpu_name(torch, dev))
-        _state["run_peak_cuda"] = max(_state["run_peak_cuda"], record["cuda_peak_allocated"])
-        _state["run_peak_cuda_reserved"] = max(_state["run_peak_cuda_reserved"], record["cuda_peak_reserved"])
-        used = _nvml_used(torch, dev)
-        if used is not None:
-            record["nvml_used"] = used
-        torch.cuda.reset_peak_memory_stats(dev)
-    meter = _state["bytes"]
-    if meter is not None:
-        peak, end = meter.reset_window()
-        record.update(peak_bytes=peak, end_bytes=end, pre_step_bytes=_state.pop("pre_bytes", None),
-                      run_peak_bytes=meter.run_peak)
-    if _state["rss_step"]:
-        record["rss_hwm"] = _status_kib("VmHWM")
-        _clear_hwm()
-    now = time.perf_counter()
-    record["seconds"] = now - _state["window_t"]
-    _state["window_t"] = now
-    _state["steps"] += 1
-    _write(record)
-    _state["window_t"] = time.perf_counter()   # the meter's own bookkeeping is not the program's time
+        def excepthook(kind, value, tb):
+            self.uncaught(kind, value, None)
+            return previous(kind, value, tb)
 
+        sys.excepthook = excepthook
+        self.watch.arm()
+        return True
 
-def _gpu_name(torch, dev):
-    try:
-        return torch.cuda.get_device_name(dev)
-    except Exception:  # noqa: BLE001
-        return None
-
-
-def _nvml_used(torch, dev):
-    """NVML's used bytes of this process's GPU, found by UUID (None without pynvml or a UUID)."""
-    if _state["nvml"] is False:
-        return None
-    try:
-        if _state["nvml"] is None:
-            import pynvml
-
-            pynvml.nvmlInit()
-            uuid = str(torch.cuda.get_device_properties(dev).uuid)
-            uuid = uuid if uuid.startswith("GPU-") else f"GPU-{uuid}"
-            _state["nvml"] = (pynvml, pynvml.nvmlDeviceGetHandleByUUID(uuid.encode()))
-        pynvml, handle = _state["nvml"]
-        return int(pynvml.nvmlDeviceGetMemoryInfo(handle).used)
-    except Exception:  # noqa: BLE001 - no pynvml, no UUID: the metric is absent, never guessed
-        _state["nvml"] = False
-        return None
-
-
-def _at_exit():
-    torch = _state["torch"]
-    record = {"kind": "end", "steps": _state["steps"], "wall": time.perf_counter() - (_state["t0"] or 0),
-              "max_rss": _max_rss()}
-    if torch is not None:
-        meter = _state["bytes"]
-        if meter is not None:
-            record["run_peak_bytes"] = meter.run_peak
-            record["storages_seen"] = meter.storages_seen
+    def on_torch(self, torch) -> None:
+        """torch has been imported: attach the parts, write the ``torch`` record, hook optimizer steps."""
         try:
-            if _cuda_ready(torch):
-                dev = torch.cuda.current_device()
-                record["cuda_run_peak_allocated"] = max(_state["run_peak_cuda"], torch.cuda.max_memory_allocated(dev))
-                record["cuda_run_peak_reserved"] = max(_state["run_peak_cuda_reserved"],
-                                                       torch.cuda.max_memory_reserved(dev))
-            record["cuda_initialized"] = bool(_state["cuda"] and torch.cuda.is_initialized())
+            self._start(torch)
+        except Exception as exc:  # noqa: BLE001 - the meter never breaks the program; the record says why
+            self.meter_error("start", exc)
+
+    def _start(self, torch):
+        import threading
+
+        from . import _parts
+
+        self.torch, self._lock = torch, threading.Lock()
+        self._hook_thread_errors(threading)
+        self.device = self._device(torch)
+        if self.device == "cuda":
+            self.parts.append(_parts.CudaCounters(_library("_meters.cuda")))
+        elif self.kind == "tensors":
+            self.parts.append(_parts.TensorBytes(_library("_meters.tensor_bytes")))
+        self.parts.append(_parts.RssPeak())
+        facts = {}
+        for part in self.parts:
+            facts.update(part.start(torch))
+        self.name = self.parts[0].kind
+        try:
+            import torch.optim.optimizer as optim_base
+        except ImportError:
+            optim_base = None
+        post = getattr(optim_base, "register_optimizer_step_post_hook", None)
+        self.hooks = post is not None
+        self.started = time.perf_counter()
+        self.write(self._torch_record(facts))
+        if post is not None:
+            optim_base.register_optimizer_step_pre_hook(self.step_begin)
+            post(self.step_end)
+
+    def attach(self, part) -> None:
+        """One more part (a per-step recorder of the program's numbers, say): started at once if torch is here."""
+        self.parts.append(part)
+        if self.torch is not None:
+            self._guarded("start", part.start, self.torch)
+
+    def step_begin(self, optimizer, args, kwargs) -> None:
+        for part in self.parts:
+            self._guarded("step_begin", part.step_begin, optimizer)
+
+    def step_end(self, optimizer, args, kwargs) -> None:
+        with self._lock:
+            import _thread
+
+            record = {"kind": "step", "i": self.steps}
+            for part in self.parts:
+                self._guarded("step_end", part.step_end, optimizer, record)
+            me, now = _thread.get_ident(), time.perf_counter()
+            record["seconds"] = now - self._clock.get(me, self.started)
+            if me != self._main:
+                record["thread"] = self._thread_name()
+            self.steps += 1
+            self.write(record)
+            self._clock[me] = time.perf_counter()   # the meter's own bookkeeping is not the program's time
+
+    def after_fork(self) -> None:
+        """In a forked child (a DataLoader worker, ``multiprocessing``, ``os.fork``): a process of its own, with
+        its own record file and step count (from the records directory the meter keeps, not the environment)."""
+        try:
+            inherited = self.records
+            self.records = _records.RecordFile(self.directory, self.key, os.getpid())
+            inherited.close_inherited()
+            if not self.records.open():
+                return
+            self.steps, self.t0 = 0, time.perf_counter()
+            self.write(self._load_record(forked=True))
+            if self.torch is not None:
+                import threading
+
+                self._lock, self.started = threading.Lock(), time.perf_counter()
+                self._clock = {}
+                for part in self.parts:
+                    self._guarded("after_fork", part.after_fork)
+                self.write(self._torch_record({"forked": True}))
+        except Exception:  # noqa: BLE001 - never the child's problem
+            pass
+
+    def at_exit(self) -> None:
+        """The ``end`` record (counters only: no synchronisation, no collective, no NVML call), then each part
+        stops: the dispatch mode is left and its free observers detached before the interpreter's teardown."""
+        record = {"kind": "end", "steps": self.steps, "wall": time.perf_counter() - self.t0}
+        try:
+            record["max_rss"] = _max_rss()
         except Exception:  # noqa: BLE001
             pass
-    _write(record)
+        for part in self.parts:
+            self._guarded("end", part.end, record)
+        self.write(record)
+        for part in self.parts:
+            self._guarded("stop", part.stop)
 
+    # --- records -----------------------------------------------------------------------------------------
+    def write(self, record) -> None:
+        self.records.write(record)
 
-def _after_fork():
-    """A forked child (a DataLoader worker, ``multiprocessing``): its own record, its own step count."""
-    if _state["fd"] is not None:
+    def meter_error(self, where, exc) -> None:
+        self.write({"kind": "meter_error", "error": f"{where}: {type(exc).__name__}: {exc}"[:500]})
+
+    def _guarded(self, where, call, *args):
         try:
-            os.close(_state["fd"])
-        except OSError:
+            call(*args)
+        except Exception as exc:  # noqa: BLE001 - a part's failure is recorded, never raised into the program
+            self.meter_error(where, exc)
+
+    def uncaught(self, kind, value, thread) -> None:
+        """An exception nobody caught (the process's or a thread's): its traceback's last line, with the time."""
+        try:
+            import traceback
+
+            line = traceback.format_exception_only(kind, value)[-1].strip()
+            self.write({"kind": "error", "line": line[:1000], "t": time.time(), "thread": thread})
+        except Exception:  # noqa: BLE001
             pass
-    _state["fd"], _state["steps"] = None, 0
-    _open_record({"forked": True})
-    torch = _state["torch"]
-    if torch is not None:
-        _write({"kind": "torch", "version": torch.__version__, "forked": True,
-                "device": "cuda" if _state["cuda"] else "cpu", "meter": None})
-    _state["window_t"] = time.perf_counter()
+
+    def _hook_thread_errors(self, threading):
+        previous = threading.excepthook
+
+        def excepthook(args):
+            if args.exc_type is not SystemExit:
+                self.uncaught(args.exc_type, args.exc_value, getattr(args.thread, "name", None))
+            return previous(args)
+
+        threading.excepthook = excepthook
+        self._main = threading.main_thread().ident
+
+    def _thread_name(self):
+        import threading
+
+        return threading.current_thread().name
+
+    def _load_record(self, forked=False):
+        return {"kind": "load", "pid": os.getpid(), "ppid": os.getppid(), "forked": forked, "t": time.time(),
+                "argv": list(getattr(sys, "argv", [])[:4]), "executable": sys.executable, "prefix": sys.prefix,
+                "rank": os.environ.get("RANK"), "local_rank": os.environ.get("LOCAL_RANK"),
+                "world_size": os.environ.get("WORLD_SIZE")}
+
+    def _torch_record(self, facts):
+        torch = self.torch
+        return {"kind": "torch", "version": torch.__version__,
+                "git_version": getattr(torch.version, "git_version", None), "cuda_version": torch.version.cuda, "device": self.device, "meter_kind": self.kind, "meter": self.name,
+                "threads": torch.get_num_threads(), "optimizer_hooks": self.hooks, "torch_seen": self.watch.how,
+                **facts}
+
+    def _device(self, torch):
+        if self.device_asked == "auto":
+            try:
+                return "cuda" if torch.cuda.is_available() else "cpu"
+            except Exception:  # noqa: BLE001 - a broken CUDA install measures on the CPU and says so
+                return "cpu"
+        return self.device_asked
 
 
-def install():
-    """Start recording this process (once); the torch hooks wait for ``import torch``."""
-    if _state["installed"] or not os.environ.get(RECORDS_ENV):
-        return
-    _state["installed"] = True
-    _open_record({})
-    import atexit
-
-    atexit.register(_at_exit)
-    os.register_at_fork(after_in_child=_after_fork)
-    if "torch" in sys.modules:
-        _on_torch(sys.modules["torch"])
-    else:
-        sys.meta_path.insert(0, _TorchFinder())
+def install(directory, key, kind="tensors", device="auto"):
+    """The generated ``sitecustomize``'s call: this process's meter (once), or None where it cannot record."""
+    global METER
+    if METER is None:
+        meter = CommandMeter(directory, key, kind, device)
+        if meter.install():
+            METER = meter
+    return METER

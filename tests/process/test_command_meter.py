@@ -15,41 +15,8 @@ from pathlib import Path
 
 import pytest
 
-METER = Path(__file__).resolve().parents[2] / "probes" / "command" / "__main__.py"
-MB = 10_000_000
-
-# step 0 (warm-up) holds a 50 MB temporary, later steps 10 MB: the step peaks are known to the byte
-# apart from the tiny parameter, its gradient and the loss scalars
-LOOP = """
-import torch
-w = torch.nn.Parameter(torch.zeros(256))
-opt = torch.optim.SGD([w], lr=0.1)
-for step in range({steps}):
-    big = torch.ones({mb} * (5 if step == 0 else 1), dtype=torch.uint8)
-    loss = (w * big[:256].float()).sum()
-    del big
-    loss.backward()
-    opt.step()
-    opt.zero_grad()
-    print(f"step {{step}} loss {{loss.item():.6f}} w {{w.sum().item():.6f}}")
-"""
-
-
-def _write(tmp: Path, name: str, text: str) -> Path:
-    path = tmp / name
-    path.write_text(textwrap.dedent(text))
-    return path
-
-
-def meter(tmp: Path, *command: str, args: tuple = (), env: dict | None = None, timeout: float = 180):
-    """(completed process, result dict or None) of the meter over ``command``, run in ``tmp``."""
-    result = tmp / "result.json"
-    result.unlink(missing_ok=True)
-    run_env = {k: v for k, v in os.environ.items() if k not in ("BISECTOR_RESULT", "PYTHONPATH")}
-    run_env.update({"BISECTOR_DEVICE": "cpu", **(env or {})})
-    done = subprocess.run([sys.executable, str(METER), *args, "--result", str(result), "--", *command], cwd=tmp,
-                          capture_output=True, text=True, timeout=timeout, env=run_env)
-    return done, (json.loads(result.read_text()) if result.exists() else None)
+from tests.support.command_meter import LOOP, MB, meter  # noqa: E402  (the runner and loop the meter's tests share)
+from tests.support.command_meter import write as _write  # noqa: E402
 
 
 def test_step_peak_is_exact_and_warm_up_is_left_out(tmp_path):

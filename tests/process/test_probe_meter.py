@@ -442,6 +442,39 @@ def test_cuda_meter_says_when_nvml_is_unavailable():
     assert meter.report()["nvml_unavailable"] == "no reading" and meter.attribution() == []
 
 
+def test_the_command_meters_cuda_part_reads_the_allocator_per_step_and_nvml_by_its_mig_uuid():
+    """The command meter's CUDA part (probes/command/_parts.py) through the meter library: a step's peak and end
+    counters, the peak reset for the next step, and NVML found by the UUID torch reports without its prefix,
+    here a MIG instance's (the meter's own NVML code tried ``GPU-`` only)."""
+    import types
+
+    import _meters.cuda as cuda_library
+
+    sys.path.insert(0, os.path.join(PROBES, "command"))
+    from _parts import CudaCounters
+
+    cuda = _FakeCuda()
+    cuda.is_initialized = lambda: True
+    cuda.current_device = lambda: 0
+    cuda.get_device_name = lambda dev: "Fake H200"
+    cuda.get_device_properties = lambda dev: types.SimpleNamespace(uuid="dddd")
+    part = CudaCounters(cuda_library, nvml=_FakePynvml())
+    assert part.kind == "cuda" and part.start(types.SimpleNamespace(cuda=cuda)) == {}
+    cuda.alloc(1000)
+    cuda.alloc(-600)
+    step = {}
+    part.step_end(None, step)
+    assert step == {"cuda_peak_allocated": 1000, "cuda_peak_reserved": 1100, "cuda_end_allocated": 400,
+                    "cuda_end_reserved": 1100, "cuda_device": "Fake H200", "nvml_used": 3000}
+    cuda.alloc(200)
+    step = {}
+    part.step_end(None, step)
+    assert step["cuda_peak_allocated"] == 600 and part.nvml.uuid == "MIG-dddd"   # reset at the step's end
+    end = {}
+    part.end(end)
+    assert end == {"cuda_initialized": True, "cuda_run_peak_allocated": 1000, "cuda_run_peak_reserved": 1100}
+
+
 # --- fits and derived metrics ---------------------------------------------------------------
 def test_fit_line_exact_and_r2():
     fit = fit_line([1, 2, 3, 4], [5, 7, 9, 11])

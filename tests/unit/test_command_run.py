@@ -3,7 +3,6 @@ and the pure parts of the command meter (its records turned into metrics)."""
 from __future__ import annotations
 
 import base64
-import json
 import sys
 from pathlib import Path
 
@@ -21,7 +20,11 @@ from bisector.job.probe.program_metrics import metric_names, unknown_metric
 from bisector.job.probe import ProgramProbe
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "probes" / "command"))
-from _aggregate import METRICS, read_records, summarize  # noqa: E402
+from _aggregate import METRICS, read_processes, summarize  # noqa: E402
+from _records import encode  # noqa: E402
+
+KEY = b"k" * 16
+COMMAND_FILES = ("__main__", "_aggregate", "_inprocess", "_launch", "_parts", "_records", "_torch_hook")
 
 RANGE = ["run", "--package", "transformers", "--good", "4.36.0", "--bad", "4.38.2"]
 
@@ -151,8 +154,8 @@ def test_a_threshold_inside_an_endpoints_spread_is_said():
 
 def test_the_repro_embeds_the_meter_exactly():
     files = dict(meter_probe_files())
-    assert set(files) == {"command/__main__.py", "command/_inprocess.py", "command/_aggregate.py",
-                          "_meters/__init__.py", "_meters/tensor_bytes.py", "_probe_contract.py"}
+    assert set(files) == {f"command/{name}.py" for name in COMMAND_FILES} | {
+        "_meters/__init__.py", "_meters/tensor_bytes.py", "_meters/cuda.py", "_meters/phases.py", "_probe_contract.py"}
     namespace: dict = {"base64": base64}
     exec("\n".join(files_dict(meter_probe_files(), "the meter")), namespace)   # noqa: S102 - how the script holds them
     assert {rel: source.encode() if isinstance(source, str) else source for rel, source in namespace["FILES"].items()} \
@@ -161,8 +164,14 @@ def test_the_repro_embeds_the_meter_exactly():
 
 def _records(tmp_path: Path, procs: dict[int, list[dict]]) -> Path:
     for pid, lines in procs.items():
-        (tmp_path / f"{pid}.jsonl").write_text("".join(json.dumps(x) + "\n" for x in lines) + '{"kind": "st')
+        (tmp_path / f"{pid}.jsonl").write_bytes(b"".join(encode(KEY, x) for x in lines) + b'0123 {"kind": "st')
     return tmp_path   # (each file ends in a line cut short by a kill: it is ignored)
+
+
+def read_records(directory: Path) -> dict:
+    procs, problems, cut = read_processes(str(directory), KEY)
+    assert problems == [] and cut == len(procs)
+    return procs
 
 
 def _proc(rank, peaks, meter="cpu-dispatch", end=True):

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import ast
 import shutil
+import sys
 from pathlib import Path
 
 import pytest
@@ -38,8 +39,9 @@ def test_each_probe_depends_on_its_own_files_the_contract_and_the_meter_modules_
     own = {p.relative_to(PROBES).as_posix() for p in (PROBES / "ga_memory").rglob("*.py")}
     assert ga == own | METERS | {"_probe_contract.py"}
     assert "ga_memory/_allocator_model/model.py" in ga and "ga_memory/_training/trainer_loop.py" in ga
-    assert _files("command") == {"command/__main__.py", "command/_aggregate.py", "command/_inprocess.py",
-                                 "_meters/__init__.py", "_meters/tensor_bytes.py", "_probe_contract.py"}
+    assert _files("command") == {f"command/{name}.py" for name in ("__main__", "_aggregate", "_inprocess", "_launch",
+                                                                   "_parts", "_records", "_torch_hook")} | {
+        "_meters/__init__.py", "_meters/tensor_bytes.py", "_meters/cuda.py", "_meters/phases.py", "_probe_contract.py"}
     assert _files("step_time") == {"step_time/__main__.py", "step_time/_machine.py", "step_time/_model.py",
                                    "_probe_contract.py"}
     assert _files("import_cost") == {"import_cost.py", "_probe_contract.py"}
@@ -112,5 +114,5 @@ def test_every_import_of_a_probe_file_resolves_where_it_runs_and_none_is_bisecto
                 for _ in range(level - 1):
                     base = base.parent
                 assert not name or _resolves(name, [base]), f"{rel}: from {'.' * level}{name}"
-            elif name.startswith("_") and not name.startswith("__"):
+            elif name.startswith("_") and not name.startswith("__") and name not in sys.stdlib_module_names:
                 assert _resolves(name, [probe_dir, PROBES]), f"{rel}: import {name}"
