@@ -225,7 +225,10 @@ def failure_line(procs, kills=None):
     raised = sorted((r.get("t") or 0, pid, r) for pid, p in procs.items() if pid not in outside for r in p["raised"])
     if raised:
         _, pid, first = raised[0]
-        return f"{str(first.get('line'))[:240]} ({_who(procs, pid)}: the first error among the command's processes)"
+        line = str(first.get("line"))[:240]
+        if len([q for q in procs if q not in outside]) == 1:
+            return line   # one process: its error is the reason, as the program printed it
+        return f"{line} ({_who(procs, pid)}: the first error among the command's processes)"
     gone = [pid for pid, p in sorted(procs.items()) if pid not in outside and p["torch"] and p["end"] is None
             and not p["load"].get("forked")]
     if gone:

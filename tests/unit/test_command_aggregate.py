@@ -62,6 +62,8 @@ def test_the_reason_is_the_first_error_of_a_worker_never_the_launchers_summary()
     quiet = dict([_proc(10, 1), _proc(11, 10, rank="0", end=False), _proc(12, 10, rank="1")])
     assert failure_line(quiet) == ("rank 0, pid 11 of the command ended without finishing and without a Python "
                                    "error (killed by a signal, or os._exit)")
+    alone = dict([_proc(11, 1, end=False, raised=[{"line": "ValueError: bad batch", "t": 2.0}])])
+    assert failure_line(alone) == "ValueError: bad batch"   # one process: its error as it printed it
     finished = dict([launcher, _proc(11, 10, rank="0")])
     assert failure_line(finished) is None   # the launcher's own line is already the last one it printed
 
