@@ -14,6 +14,8 @@ import sys
 import tempfile
 import time
 
+from _meters.cgroup import oom_kills
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 SHIM = '''"""bisector's command meter (generated): the meter, then this environment's own sitecustomize."""
 import importlib as _importlib
@@ -120,33 +122,6 @@ def _cannot_run(program, exc):
         return f"the command's program {program} does not exist (from {os.getcwd()})"
     return (f"the command's program {program!r} is neither in this environment (its bin, its console scripts) nor "
             "on PATH: this candidate does not install it")
-
-
-def oom_kills():
-    """The kernel's count of OOM kills in this process's memory cgroup (v2 ``memory.events``, v1
-    ``memory.oom_control``), or None where it cannot be read."""
-    try:
-        with open("/proc/self/cgroup") as fh:
-            lines = fh.read().splitlines()
-    except OSError:
-        return None
-    for line in lines:
-        _, controllers, path = line.split(":", 2)
-        if controllers == "":
-            name = f"/sys/fs/cgroup{path.rstrip('/')}/memory.events"
-        elif "memory" in controllers.split(","):
-            name = f"/sys/fs/cgroup/memory{path.rstrip('/')}/memory.oom_control"
-        else:
-            continue
-        try:
-            with open(name) as fh:
-                for row in fh:
-                    field, _, value = row.partition(" ")
-                    if field == "oom_kill":
-                        return int(value)
-        except (OSError, ValueError):
-            continue
-    return None
 
 
 def signal_line(sig, kills):

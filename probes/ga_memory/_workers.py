@@ -29,6 +29,8 @@ import select
 import signal
 import tempfile
 
+from _meters.cgroup import oom_kills
+
 CPUS_ENV = "BISECTOR_CPUS"
 POLL_S = 0.05
 GIB = 1 << 30
@@ -62,34 +64,6 @@ def plan_workers(requested: int, n_cells: int, cell_bytes, available) -> dict:
     if why:
         plan["fewer"] = why
     return plan
-
-
-def oom_kills():
-    """The kernel's count of OOM kills in this process's memory cgroup (v2 memory.events, v1
-    memory.oom_control), or None where it cannot be read."""
-    try:
-        with open("/proc/self/cgroup") as fh:
-            lines = fh.read().splitlines()
-    except OSError:
-        return None
-    for line in lines:
-        _, controllers, path = line.split(":", 2)
-        if controllers == "":
-            where = (f"/sys/fs/cgroup{path.rstrip('/')}/memory.events",)
-        elif "memory" in controllers.split(","):
-            where = (f"/sys/fs/cgroup/memory{path.rstrip('/')}/memory.oom_control",)
-        else:
-            continue
-        for name in where:
-            try:
-                with open(name) as fh:
-                    for row in fh:
-                        key, _, value = row.partition(" ")
-                        if key == "oom_kill":
-                            return int(value)
-            except (OSError, ValueError):
-                continue
-    return None
 
 
 def death(status: int, kills_before, kills_after) -> tuple[str, bool]:

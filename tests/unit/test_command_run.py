@@ -155,7 +155,8 @@ def test_a_threshold_inside_an_endpoints_spread_is_said():
 def test_the_repro_embeds_the_meter_exactly():
     files = dict(meter_probe_files())
     assert set(files) == {f"command/{name}.py" for name in COMMAND_FILES} | {
-        "_meters/__init__.py", "_meters/tensor_bytes.py", "_meters/cuda.py", "_meters/phases.py", "_probe_contract.py"}
+        "_meters/__init__.py", "_meters/cgroup.py", "_meters/tensor_bytes.py", "_meters/cuda.py", "_meters/phases.py",
+        "_probe_contract.py"}
     namespace: dict = {"base64": base64}
     exec("\n".join(files_dict(meter_probe_files(), "the meter")), namespace)   # noqa: S102 - how the script holds them
     assert {rel: source.encode() if isinstance(source, str) else source for rel, source in namespace["FILES"].items()} \

@@ -17,7 +17,7 @@ from bisector.job.probe import BuiltinProbe, ProgramProbe, builtin_script
 
 ROOT = Path(__file__).resolve().parents[2]
 PROBES = ROOT / "probes"
-METERS = {"_meters/__init__.py", "_meters/cpu.py", "_meters/cuda.py", "_meters/fake_mode.py", "_meters/phases.py",
+METERS = {"_meters/__init__.py", "_meters/cgroup.py", "_meters/cpu.py", "_meters/cuda.py", "_meters/fake_mode.py", "_meters/phases.py",
           "_meters/sites.py", "_meters/tensor_bytes.py"}
 
 
@@ -41,7 +41,8 @@ def test_each_probe_depends_on_its_own_files_the_contract_and_the_meter_modules_
     assert "ga_memory/_allocator_model/model.py" in ga and "ga_memory/_training/trainer_loop.py" in ga
     assert _files("command") == {f"command/{name}.py" for name in ("__main__", "_aggregate", "_inprocess", "_launch",
                                                                    "_parts", "_records", "_torch_hook")} | {
-        "_meters/__init__.py", "_meters/tensor_bytes.py", "_meters/cuda.py", "_meters/phases.py", "_probe_contract.py"}
+        "_meters/__init__.py", "_meters/cgroup.py", "_meters/tensor_bytes.py", "_meters/cuda.py", "_meters/phases.py",
+        "_probe_contract.py"}
     assert _files("step_time") == {"step_time/__main__.py", "step_time/_machine.py", "step_time/_model.py",
                                    "_probe_contract.py"}
     assert _files("import_cost") == {"import_cost.py", "_probe_contract.py"}
