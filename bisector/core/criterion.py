@@ -202,7 +202,8 @@ class Calibrated(BaseModel):
         """A judged value against the rule, as a step's reason says it."""
         if self.tolerance is not None:
             return f"{self.criterion.metric}={value!r} vs {self.good_value!r} ± {self.tolerance:.6g}"
-        return f"{self.criterion.metric}={value:.6g} vs {self.threshold:.6g}"
+        metric = self.criterion.metric
+        return f"{metric}={human_value(value, metric)} vs {human_value(self.threshold, metric)}"
 
 
 def needs_endpoints(criterion: Criterion) -> bool:

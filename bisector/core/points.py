@@ -9,6 +9,7 @@ from pydantic import BaseModel, ConfigDict, field_serializer, field_validator, m
 
 from bisector.core.candidate import Candidate, CandidateKind
 from bisector.core.requirements import Pin, held_pin
+from bisector.core.units import human_value
 from bisector.core.verdict import Verdict
 
 
@@ -164,7 +165,7 @@ class Step(BaseModel):
 
     def log_line(self) -> str:
         """One git-bisect-style line: verdict, phase, candidate, value, repeats, seconds, reason."""
-        value = f" value={self.value:.6g}" if self.value is not None else ""
+        value = f" value={human_value(self.value, self.metric)}" if self.value is not None else ""
         repeats = f" repeats={self.repeats}" if self.repeats != 1 else ""
         reason = f" # {self.reason}" if self.reason else ""
         return f"{self.verdict} {self.phase} {self.candidate}{value}{repeats} ({self.seconds:.1f}s){reason}"

@@ -123,8 +123,9 @@ def render_log(store: Store, run: RunRow) -> str:
              if run.kind is not RunKind.DIFF else
              f"# bisector diff {run.id}: {run.config.get('package')} {run.config.get('version')}, A against B")
     lines = [title, f"# command: {joined(run.command)}", f"# status: {run.status}"]
+    metric = (run.config.get("criterion") or {}).get("metric")
     for step in store.steps(run.id):
-        value = "" if step.value is None else f" value={step.value:.6g}"
+        value = "" if step.value is None else f" value={human_value(step.value, metric)}"
         reason = f" # {step.reason}" if step.reason else ""
         repeats = f" repeats={len(step.measurements)}" if len(step.measurements) != 1 else ""
         lines.append(f"{step.verdict} {step.candidate}{value}{repeats} ({step.seconds:.1f}s){reason}")

@@ -8,13 +8,14 @@ torch first.
 """
 from __future__ import annotations
 
+import subprocess
 import sys
-import sysconfig
 from pathlib import Path
 
 import pytest
 
 from tests.support.command_meter import DDP, LOOP, MB, launch, meter, write
+from tests.support.venvs import venv_over_this_interpreter
 
 FIRST = {   # what a real program does before torch
     "find_spec": "import importlib.util\nassert importlib.util.find_spec('torch') is not None\n",
@@ -57,15 +58,14 @@ def test_torch_is_hooked_whatever_comes_before_it(tmp_path, first):
 
 
 def test_torch_already_imported_before_the_meter_is_hooked_at_once(tmp_path):
-    """A ``.pth`` file (here the user site's, which comes before the environment's site-packages: it puts them on
-    ``sys.path`` itself) imports torch before any ``sitecustomize`` runs."""
-    user = tmp_path / "userbase"
-    site = Path(sysconfig.get_path("purelib", "posix_user", vars={"userbase": str(user)}))
-    site.mkdir(parents=True)
-    (site / "early.pth").write_text("import site, sys; sys.path += site.getsitepackages(); import torch\n")
+    """A ``.pth`` file in the environment's site-packages imports torch before any ``sitecustomize`` runs (the
+    environment is a fresh venv, so this holds whether the tests run in a venv, where no user site is read, or not)."""
+    python = venv_over_this_interpreter(tmp_path / "env")
+    purelib = subprocess.run([str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+                             capture_output=True, text=True, check=True).stdout.strip()
+    (Path(purelib) / "early.pth").write_text("import torch\n")   # read after _over_this_interpreter.pth
     write(tmp_path, "train.py", LOOP.format(steps=4, mb=MB))
-    done, r = meter(tmp_path, sys.executable, "train.py", env={"PYTHONUSERBASE": str(user)},
-                    args=("--keep-records", str(tmp_path / "k")))
+    done, r = meter(tmp_path, str(python), "train.py", args=("--keep-records", str(tmp_path / "k")), python=str(python))
     _measured_exactly(done, r)
     assert '"torch_seen":"present"' in "".join(p.read_text() for p in (tmp_path / "k").glob("*.jsonl"))
 

@@ -90,11 +90,12 @@ def clean_env(extra: dict | None = None) -> dict:
     return env
 
 
-def meter(tmp: Path, *command: str, args: tuple = (), env: dict | None = None, timeout: float = 180):
-    """(completed process, result dict or None) of the meter over ``command``, run in ``tmp``."""
+def meter(tmp: Path, *command: str, args: tuple = (), env: dict | None = None, timeout: float = 180,
+          python: str = sys.executable):
+    """(completed process, result dict or None) of the meter (run by ``python``) over ``command``, run in ``tmp``."""
     result = tmp / "result.json"
     result.unlink(missing_ok=True)
-    done = subprocess.run([sys.executable, str(METER), *args, "--result", str(result), "--", *command], cwd=tmp,
+    done = subprocess.run([python, str(METER), *args, "--result", str(result), "--", *command], cwd=tmp,
                           capture_output=True, text=True, timeout=timeout, env=clean_env(env))
     return done, (json.loads(result.read_text()) if result.exists() else None)
 

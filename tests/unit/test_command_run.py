@@ -18,6 +18,7 @@ from bisector.data import probes_dir
 from bisector.job.jobfile import load_config
 from bisector.job.probe.program_metrics import metric_names, unknown_metric
 from bisector.job.probe import ProgramProbe
+from bisector.job.probe.program_inputs import _inputs_digest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "probes" / "command"))
 from _aggregate import METRICS, read_processes, summarize  # noqa: E402
@@ -88,6 +89,7 @@ def test_the_fingerprint_holds_the_script_the_command_names(tmp_path):
     spec = ProgramProbe(command=["python", "train.py"], cwd=tmp_path)
     before = spec.fingerprint()
     script.write_text("print(2)\n")
+    _inputs_digest.cache_clear()   # (the next bisector process)
     assert spec.fingerprint() != before                       # an edited script is measured again
     assert ProgramProbe(command=["python", "train.py"], cwd=tmp_path, measure_skip=2).fingerprint() != spec.fingerprint()
 

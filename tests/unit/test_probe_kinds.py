@@ -103,3 +103,33 @@ def test_no_code_outside_the_probe_package_asks_which_kind_it_holds():
              if "job/probe/" not in p.as_posix() for i, line in enumerate(p.read_text().splitlines(), 1)
              if KIND_BRANCH.search(line)]
     assert found == []
+
+
+def test_a_programs_inputs_are_in_its_key_and_its_outputs_are_not(tmp_path):
+    """A config file or a tokenizer directory the words name is part of the key (change it: measured again, in a
+    new run); where the program writes (--output_dir, -o, --logging_dir=...) is not, and one run keeps one key."""
+    from bisector.job.probe.program_inputs import _inputs_digest
+
+    (tmp_path / "conf.json").write_text("{}")
+    (tmp_path / "tok").mkdir()
+    (tmp_path / "tok" / "vocab.json").write_text("{}")
+    (tmp_path / "out").mkdir()
+    words = ["python", "train.py", "--config", "conf.json", "--tokenizer=tok", "--output_dir", "out", "-o", "out",
+             "--logging_dir=out"]
+    probe = ProgramProbe(command=words, cwd=tmp_path)
+
+    def key():
+        _inputs_digest.cache_clear()   # (a new bisector process)
+        return probe.fingerprint()
+
+    first = key()
+    (tmp_path / "out" / "checkpoint-1").write_text("written by the program")
+    assert key() == first
+    (tmp_path / "tok" / "vocab.json").write_text('{"a": 0}')
+    changed = key()
+    assert changed != first
+    (tmp_path / "conf.json").write_text('{"lr": 1}')
+    assert key() != changed
+    again = probe.fingerprint()
+    (tmp_path / "conf.json").write_text('{"lr": 2}')
+    assert probe.fingerprint() == again   # within one run, the key it started with
