@@ -6,6 +6,10 @@
    (``--meter rss``). Printed: each way's median wall time and its ratio to plain, for the pythia-160m shape
    (hidden 768, 12 layers, vocab 50304: 162M parameters) and a tiny model (hidden 64, 2 layers), where the
    interpreter's start and torch's import dominate. Targets (pythia-160m): tensors <= 1.5x, rss <= 1.05x.
+   The meter reads each step's numbers by default (loss, gradient norm; ``_numerics.py``): ``tensors, no
+   numbers`` (``--numerics off``) is the meter without them, and their cost is printed as tensors against it
+   (target <= 1.1x); for pythia-160m also ``tensors + update_norm`` (its 622 MiB of parameters are beyond the
+   default 64 MiB copied for ``update_norm``: ``--update-norm-max 4096`` copies them at every step).
 2. Exactness. ``ga_memory`` measures the same model (through ``--model-factory``) in the same setting (fp32,
    GA 1, accelerate's loop, SGD, no gradient checkpointing, batch 1, 8 tokens) with its own meter; the plain
    loop under the command meter must give the same step peak, to the byte.
@@ -105,21 +109,47 @@ def metered(work: Path, command: list[str], *flags: str) -> dict:
     return json.loads(result.read_text())
 
 
-def cost(work: Path, shape: list[str], rounds: int, label: str) -> None:
+WAYS = {   # the meter's flags of each way
+    "tensors": [],
+    "tensors, no numbers": ["--numerics", "off"],
+    "tensors + update_norm": ["--update-norm-max", "4096"],
+    "rss": ["--meter", "rss"],
+}
+
+
+def cost(work: Path, shape: list[str], rounds: int, label: str, update: bool) -> None:
     command = [sys.executable, "train.py", *shape]
+    result = work / "r.json"
+
+    def way(flags: list[str]):
+        return lambda: timed([sys.executable, str(METER), *flags, "--result", str(result), "--", *command], work)
+
     ways = {"plain": lambda: timed(command, work),
-            "tensors": lambda: timed([sys.executable, str(METER), "--result", str(work / "r.json"), "--", *command],
-                                     work),
-            "rss": lambda: timed([sys.executable, str(METER), "--meter", "rss", "--result", str(work / "r.json"),
-                                  "--", *command], work)}
+            **{name: way(flags) for name, flags in WAYS.items() if update or "update_norm" not in name}}
     seconds: dict[str, list[float]] = {k: [] for k in ways}
+    read: dict[str, dict] = {}
     for _ in range(rounds):   # interleaved: a slow moment of the machine hits every way alike
         for name, run in ways.items():
             seconds[name].append(run())
+            if name != "plain":
+                read[name] = json.loads(result.read_text())
     base = statistics.median(seconds["plain"])
     print(f"{label}: plain {base:.2f} s" + "".join(
         f", {k} {statistics.median(v):.2f} s ({statistics.median(v) / base:.3f}x)" for k, v in seconds.items()
         if k != "plain") + f"  [{rounds} rounds]")
+    off = statistics.median(seconds["tensors, no numbers"])
+    numbers = read["tensors"]["metrics"]
+    print(f"  the numbers' cost (loss, grad_norm{', update_norm' if 'update_norm_last' in numbers else ''}): tensors "
+          f"{statistics.median(seconds['tensors']) / off:.3f}x the meter without them (target <= 1.1x); "
+          f"loss_first {numbers.get('loss_first', '-')}, grad_norm_first {numbers.get('grad_norm_first', '-')}; "
+          f"update_norm_last: {numbers.get('update_norm_last', read['tensors']['absent'].get('update_norm_last'))}")
+    if update:
+        copied = statistics.median(seconds["tensors + update_norm"])
+        steps = statistics.median(s["seconds"] for s in read["tensors + update_norm"]["steps"][1:])
+        plain_steps = statistics.median(s["seconds"] for s in read["tensors"]["steps"][1:])
+        print(f"  update_norm on every step (the parameters copied to a memfd and compared): {copied / off:.3f}x the "
+              f"meter without the numbers; a measured step {steps:.2f} s against {plain_steps:.2f} s "
+              f"(update_norm_last {read['tensors + update_norm']['metrics'].get('update_norm_last')})")
 
 
 def exactness(work: Path) -> None:
@@ -149,10 +179,11 @@ def main() -> int:
         for name, text in (("bench_model.py", MODEL), ("train.py", PLAIN), ("loop.py", ACCELERATE_LOOP)):
             (work / name).write_text(textwrap.dedent(text))
         exactness(work)
-        cost(work, ["64", "2", "4", "512", "64", "4"], args.rounds, "tiny (hidden 64, 2 layers): start-up dominates")
+        cost(work, ["64", "2", "4", "512", "64", "4"], args.rounds, "tiny (hidden 64, 2 layers): start-up dominates",
+             update=False)
         if not args.skip_big:
             cost(work, ["768", "12", "12", "50304", "64", "4", "2"], args.rounds,
-                 "pythia-160m shape (162M params, 4 steps, 64 tokens)")
+                 "pythia-160m shape (162M params, 4 steps, 64 tokens)", update=True)
     return 0
 
 

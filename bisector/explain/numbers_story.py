@@ -59,12 +59,15 @@ def _pct(a: float, b: float) -> str:
     return f"{pct:+.2f}%" if abs(pct) >= 0.01 else f"{pct:+.2e}%"
 
 
-def _parts(good: Mapping[str, list], bad: Mapping[str, list]) -> Optional[tuple[int, list[str]]]:
-    """(the first step where a series differs, 'grad_norm 6.0498 → 9.69737 (+60.30%)' for each that does)."""
+def _parts(good: Mapping[str, list], bad: Mapping[str, list], shown: bool) -> Optional[tuple[int, list[str]]]:
+    """(the first step where a series differs, 'grad_norm +60.30%' for each that does: with its values
+    'grad_norm 6.0498 → 9.69737 (+60.30%)' where that step's line is not ``shown``)."""
     names = [n for n in SERIES if n in good and n in bad]
     steps = min((min(len(good[n]), len(bad[n])) for n in names), default=0)
     for i in range(steps):
-        moved = [f"{n} {_shown(good[n][i])} → {_shown(bad[n][i])} ({_change(good[n][i], bad[n][i])})"
+        said = shown and i < STEPS_SHOWN
+        moved = [f"{n} {_change(good[n][i], bad[n][i])}" if said else
+                 f"{n} {_shown(good[n][i])} → {_shown(bad[n][i])} ({_change(good[n][i], bad[n][i])})"
                  for n in names if _change(good[n][i], bad[n][i])]
         if moved:
             return i, moved
@@ -79,7 +82,7 @@ def _step_line(i: int, good: Mapping[str, list], bad: Mapping[str, list]) -> str
         if a is None and b is None:
             continue
         moved = _change(a, b)
-        cells.append(f"{n} {_shown(a)} | {_shown(b)}" + (f" ({moved})" if moved else " (the same)"))
+        cells.append(f"{n} {_shown(a)} → {_shown(b)} ({moved})" if moved else f"{n} {_shown(a)} (the same)")
     return f"step {i}: " + ", ".join(cells) + "."
 
 
@@ -128,17 +131,17 @@ def story(metric: Optional[str], good_details: Mapping[str, Any], bad_details: M
     rank = f" (rank {metric.split('.rank', 1)[1]}'s metric; these are the lowest rank's steps)" if ".rank" in metric \
         else ""
     steps = max(len(v) for v in (*good.values(), *bad.values()))
-    out = [f"Each step's numbers, last good | first bad{rank}:"]
+    out = [f"Each step's numbers, last good → first bad{rank}:"]
     out += [_step_line(i, good, bad) for i in range(min(steps, STEPS_SHOWN))]
     if steps > STEPS_SHOWN:
         out.append(f"(and {steps - STEPS_SHOWN} more steps kept: --format json has them all)")
-    parted = _parts(good, bad)
+    parted = _parts(good, bad, shown=True)
     if parted is None:
         out.append(f"The {steps} steps kept are the same on both sides (to {SAME:g}): the change is in a later step.")
     else:
         i, moved = parted
         first = " (the first optimizer step)" if i == 0 else ""
-        out.append(f"They part at step {i}{first}: {'; '.join(moved)}.")
+        out.append(f"They part at step {i}{first}: {', '.join(moved)}.")
     return out + _other_side(metric, good, bad)
 
 

@@ -103,7 +103,8 @@ class Numerics(Part):
         except Exception as exc:  # noqa: BLE001
             record["numerics_error"] = f"{type(exc).__name__}: {str(exc)[:200]}"
         finally:
-            local.losses, local.pending, local.nonscalar, local.grad, local.update = [], [], 0, None, None
+            local.losses, local.pending, local.nonscalar, local.unread = [], [], 0, None
+            local.grad = local.update = None
 
     def after_fork(self):
         self._local = threading.local()
@@ -119,7 +120,8 @@ class Numerics(Part):
     def _state(self):
         local = self._local
         if not hasattr(local, "losses"):
-            local.losses, local.pending, local.nonscalar, local.grad, local.update, local.slots = [], [], 0, None, None, []
+            local.losses, local.pending, local.nonscalar, local.unread, local.slots = [], [], 0, None, []
+            local.grad = local.update = None
         return local
 
     def saw(self, tensors):
@@ -137,10 +139,10 @@ class Numerics(Part):
                         local.losses.append(t.item())
                     elif t.device.type == "cuda" and type(t) in (torch.Tensor, torch.nn.Parameter):
                         local.pending.append(self._to_host(local, t.detach().reshape(())))
-                    else:
-                        local.nonscalar += 1
-        except Exception:  # noqa: BLE001 - the program's backward runs as it would; this loss is not counted
-            self._state().nonscalar += 1
+                    else:   # a loss on another device, or not a plain tensor (fake, distributed): not read
+                        local.unread = f"a {type(t).__name__} on {t.device.type}"
+        except Exception as exc:  # noqa: BLE001 - the program's backward runs as it would; this loss is not read
+            self._state().unread = f"reading it failed: {type(exc).__name__}"
 
     def _to_host(self, local, value):
         """A CUDA scalar copied into a pinned slot of the meter's without waiting (read at the step's end); the
@@ -165,6 +167,8 @@ class Numerics(Part):
             record["loss_count"] = len(values)
         if local.nonscalar:
             record["loss_nonscalar"] = local.nonscalar
+        if local.unread:
+            record["loss_unread"] = local.unread
 
     # --- the gradients ---------------------------------------------------------------------------------------
     def _grad_norm(self, grads):
@@ -172,9 +176,10 @@ class Numerics(Part):
         torch = self.torch
         if not grads:
             return ("absent", "no parameter of the stepped optimizer has a gradient")
-        if any(type(g) is not torch.Tensor or g.is_sparse for g in grads):
-            return ("absent", "a gradient is a distributed or sparse tensor (its norm would need what the program "
-                              "does not do)")
+        odd = next((g for g in grads if type(g) is not torch.Tensor or g.is_sparse), None)
+        if odd is not None:
+            return ("absent", f"a gradient is a {'sparse tensor' if odd.is_sparse else type(odd).__name__}, not a "
+                              "plain tensor (a distributed one's norm would be a collective the program does not make)")
         devices = {g.device.type for g in grads}
         if devices == {"cpu"}:
             squares = 0.0

@@ -43,7 +43,9 @@ def step_numbers(steps, why_none=None):
         out["nonfinite_steps"] = nonfinite
     else:
         absent["nonfinite_steps"] = NO_LOSS
-    reasons = {"loss": NO_LOSS if not any(s.get("loss_nonscalar") for s in steps) else
+    unread = _first_why(steps, "loss_unread", None)
+    reasons = {"loss": f"the loss was not read ({unread}: the meter reads plain CPU and CUDA tensors)" if unread else
+               NO_LOSS if not any(s.get("loss_nonscalar") for s in steps) else
                "only non-scalars were backpropagated (backward with a gradient argument): no loss to read",
                "grad_norm": _first_why(steps, "grad_norm_absent", "no gradient was read"),
                "update_norm": _first_why(steps, "update_norm_absent", "not read")}

@@ -85,7 +85,7 @@ def test_a_change_of_one_in_a_thousand_is_found_within_its_tolerance_and_not_bey
     assert 0.0005 < abs(bad["loss_first"] / good["loss_first"] - 1) < 0.01   # the planted 1.001, through the loss
     report = json.loads((tmp_path / "reports" / f"{out['run_id']}.json").read_text())
     story = report["explanation"]
-    assert story[0] == "Each step's numbers, last good | first bad:" and story[1].startswith("step 0: loss ")
+    assert story[0] == "Each step's numbers, last good → first bad:" and story[1].startswith("step 0: loss ")
     assert any(line.startswith("They part at step 0 (the first optimizer step): loss ") for line in story)
     assert any(line.startswith("The gradients changed too (grad_norm ") for line in story)
     wide = bisect(planted, tmp_path, env_cache, plain_spec, "0", "--metric", "loss_first", "--max-change", "1%")

@@ -40,6 +40,9 @@ def test_what_is_not_finite_or_not_read_is_absent_with_why():
     none, why = step_numbers([{"i": 0, "grad_norm": 1.0}])
     assert "loss_first" not in none and why["loss_first"].startswith("not read at step 0: no scalar was backpropagated")
     assert step_numbers([], "the command stepped no optimizer")[1]["loss_first"] == "the command stepped no optimizer"
+    fake = step_numbers([{"i": 0, "grad_norm": 1.0, "loss_unread": "a FakeTensor on cpu"}])[1]
+    assert fake["loss_first"] == ("not read at step 0: the loss was not read (a FakeTensor on cpu: the meter reads "
+                                  "plain CPU and CUDA tensors)")
     failed = step_numbers([{"i": 0, "numerics_error": "RuntimeError: boom"}])[1]
     assert failed["grad_norm_first"] == "not read at step 0: the meter failed: RuntimeError: boom"
 
