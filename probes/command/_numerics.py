@@ -30,6 +30,7 @@ norm is a collective the program would not make).
 import math
 import os
 import threading
+import time
 
 from ._parts import Part
 
@@ -83,6 +84,7 @@ class Numerics(Part):
     def step_begin(self, optimizer):
         local = self._state()
         local.grad, local.update = None, None
+        start = time.perf_counter()
         try:
             with self.torch.no_grad(), self._unseen():
                 params = [p for group in optimizer.param_groups for p in group["params"]]
@@ -91,9 +93,11 @@ class Numerics(Part):
         except Exception as exc:  # noqa: BLE001 - the program's step goes on; the record says why
             local.grad = local.grad or ("absent", f"the meter could not read the gradients: {type(exc).__name__}: "
                                                   f"{str(exc)[:200]}")
+        local.spent += time.perf_counter() - start
 
     def step_end(self, optimizer, record):
         local = self._state()
+        start = time.perf_counter()
         try:
             with self.torch.no_grad(), self._unseen():
                 self._wait(local)
@@ -103,7 +107,8 @@ class Numerics(Part):
         except Exception as exc:  # noqa: BLE001
             record["numerics_error"] = f"{type(exc).__name__}: {str(exc)[:200]}"
         finally:
-            local.losses, local.pending, local.nonscalar, local.unread = [], [], 0, None
+            record["numerics_seconds"] = local.spent + time.perf_counter() - start   # the meter's own reading time
+            local.losses, local.pending, local.nonscalar, local.unread, local.spent = [], [], 0, None, 0.0
             local.grad = local.update = None
 
     def after_fork(self):
@@ -122,10 +127,12 @@ class Numerics(Part):
         if not hasattr(local, "losses"):
             local.losses, local.pending, local.nonscalar, local.unread, local.slots = [], [], 0, None, []
             local.grad = local.update = None
+            local.spent = 0.0
         return local
 
     def saw(self, tensors):
         """A backward the program runs: its scalar(s), as computed, kept for the step (never raises)."""
+        start = time.perf_counter()
         try:
             if self._in_backward() != -1:   # a backward inside a backward (reentrant checkpointing): not a loss
                 return
@@ -143,6 +150,7 @@ class Numerics(Part):
                         local.unread = f"a {type(t).__name__} on {t.device.type}"
         except Exception as exc:  # noqa: BLE001 - the program's backward runs as it would; this loss is not read
             self._state().unread = f"reading it failed: {type(exc).__name__}"
+        self._state().spent += time.perf_counter() - start
 
     def _to_host(self, local, value):
         """A CUDA scalar copied into a pinned slot of the meter's without waiting (read at the step's end); the
