@@ -6,11 +6,15 @@
    (``--meter rss``). Printed: each way's median wall time and its ratio to plain, for the pythia-160m shape
    (hidden 768, 12 layers, vocab 50304: 162M parameters) and a tiny model (hidden 64, 2 layers), where the
    interpreter's start and torch's import dominate. Targets (pythia-160m): tensors <= 1.5x, rss <= 1.05x.
+   The meter reads each step's numbers by default (loss, gradient norm; ``_numerics.py``): ``tensors, no
+   numbers`` (``--numerics off``) is the meter without them, and their cost is printed as tensors against it
+   (target <= 1.1x); for pythia-160m also ``tensors + update_norm`` (its 622 MiB of parameters are beyond the
+   default 64 MiB copied for ``update_norm``: ``--update-norm-max 4096`` copies them at every step).
 2. Exactness. ``ga_memory`` measures the same model (through ``--model-factory``) in the same setting (fp32,
    GA 1, accelerate's loop, SGD, no gradient checkpointing, batch 1, 8 tokens) with its own meter; the plain
    loop under the command meter must give the same step peak, to the byte.
 
-Usage: python bench/command_meter.py [--rounds 2] [--skip-big]   (CPU; the shared base's torch and
+Usage: python bench/command_meter.py [--rounds 2] [--skip-big | --numbers-only]   (CPU; the shared base's torch and
 transformers / accelerate of this interpreter; nothing is installed)
 """
 from __future__ import annotations
@@ -105,21 +109,59 @@ def metered(work: Path, command: list[str], *flags: str) -> dict:
     return json.loads(result.read_text())
 
 
-def cost(work: Path, shape: list[str], rounds: int, label: str) -> None:
+WAYS = {   # the meter's flags of each way
+    "tensors": [],
+    "tensors, no numbers": ["--numerics", "off"],
+    "tensors + update_norm": ["--update-norm-max", "4096"],
+    "rss": ["--meter", "rss"],
+}
+
+
+def cost(work: Path, shape: list[str], rounds: int, label: str, update: bool, numbers_only: bool = False) -> None:
     command = [sys.executable, "train.py", *shape]
+    result = work / "r.json"
+
+    def way(flags: list[str]):
+        return lambda: timed([sys.executable, str(METER), *flags, "--result", str(result), "--", *command], work)
+
     ways = {"plain": lambda: timed(command, work),
-            "tensors": lambda: timed([sys.executable, str(METER), "--result", str(work / "r.json"), "--", *command],
-                                     work),
-            "rss": lambda: timed([sys.executable, str(METER), "--meter", "rss", "--result", str(work / "r.json"),
-                                  "--", *command], work)}
+            **{name: way(flags) for name, flags in WAYS.items() if update or "update_norm" not in name}}
+    if numbers_only:
+        ways = {k: v for k, v in ways.items() if k.startswith("tensors")}
     seconds: dict[str, list[float]] = {k: [] for k in ways}
+    step: dict[str, list[float]] = {k: [] for k in ways if k != "plain"}   # each run's median measured step
+    read: dict[str, dict] = {}
     for _ in range(rounds):   # interleaved: a slow moment of the machine hits every way alike
         for name, run in ways.items():
             seconds[name].append(run())
-    base = statistics.median(seconds["plain"])
-    print(f"{label}: plain {base:.2f} s" + "".join(
-        f", {k} {statistics.median(v):.2f} s ({statistics.median(v) / base:.3f}x)" for k, v in seconds.items()
-        if k != "plain") + f"  [{rounds} rounds]")
+            if name != "plain":
+                read[name] = json.loads(result.read_text())
+                step[name].append(read[name]["metrics"]["step_seconds"])
+    med = {k: statistics.median(v) for k, v in seconds.items()}
+    base = med.get("plain")
+    print(f"{label}:" + (f" plain {base:.2f} s," if base else "") + ",".join(
+        f" {k} {v:.2f} s" + (f" ({v / base:.3f}x)" if base else "") for k, v in med.items() if k != "plain")
+        + f"  [{rounds} rounds]")
+    off, off_step = med["tensors, no numbers"], statistics.median(step["tensors, no numbers"])
+
+    def own(name: str) -> str:   # the meter's own time reading the numbers, as each measured step records it
+        steps = read[name]["steps"][1:]
+        spent = statistics.median(s.get("numerics_seconds", 0.0) for s in steps)
+        share = statistics.median(s.get("numerics_seconds", 0.0) / s["seconds"] for s in steps)
+        return f"its own reading {spent * 1000:.0f} ms a step, {share:.1%} of the step"
+
+    numbers = read["tensors"]["metrics"]
+    print(f"  the numbers' cost (loss, grad_norm{', update_norm' if 'update_norm_last' in numbers else ''}): the "
+          f"meter with them {med['tensors'] / off:.3f}x its run without them, a measured step "
+          f"{statistics.median(step['tensors']):.3f} s against {off_step:.3f} s "
+          f"({statistics.median(step['tensors']) / off_step:.3f}x; target <= 1.1x), {own('tensors')}; loss_first "
+          f"{numbers.get('loss_first', '-'):.6g}, grad_norm_first {numbers.get('grad_norm_first', '-'):.6g}; "
+          f"update_norm_last: {numbers.get('update_norm_last', read['tensors']['absent'].get('update_norm_last'))}")
+    if update:
+        copied, copied_step = med["tensors + update_norm"], statistics.median(step["tensors + update_norm"])
+        print(f"  update_norm on every step (the parameters copied to a memfd and compared): the run "
+              f"{copied / off:.3f}x, a measured step {copied_step:.3f} s ({copied_step / off_step:.3f}x) the meter "
+              f"without the numbers, {own('tensors + update_norm')} (update_norm_last {read['tensors + update_norm']['metrics'].get('update_norm_last'):.6g})")
 
 
 def exactness(work: Path) -> None:
@@ -143,16 +185,23 @@ def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--rounds", type=int, default=2)
     p.add_argument("--skip-big", action="store_true", help="leave out the pythia-160m shape")
+    p.add_argument("--numbers-only", action="store_true",
+                   help="only the numbers' cost on pythia-160m (the tensor meter with, without them, with update_norm)")
     args = p.parse_args()
     with tempfile.TemporaryDirectory(prefix="bench-meter-") as tmp:
         work = Path(tmp)
         for name, text in (("bench_model.py", MODEL), ("train.py", PLAIN), ("loop.py", ACCELERATE_LOOP)):
             (work / name).write_text(textwrap.dedent(text))
+        if args.numbers_only:
+            cost(work, ["768", "12", "12", "50304", "64", "4", "2"], args.rounds,
+                 "pythia-160m shape (162M params, 4 steps, 64 tokens)", update=True, numbers_only=True)
+            return 0
         exactness(work)
-        cost(work, ["64", "2", "4", "512", "64", "4"], args.rounds, "tiny (hidden 64, 2 layers): start-up dominates")
+        cost(work, ["64", "2", "4", "512", "64", "4"], args.rounds, "tiny (hidden 64, 2 layers): start-up dominates",
+             update=False)
         if not args.skip_big:
             cost(work, ["768", "12", "12", "50304", "64", "4", "2"], args.rounds,
-                 "pythia-160m shape (162M params, 4 steps, 64 tokens)")
+                 "pythia-160m shape (162M params, 4 steps, 64 tokens)", update=True)
     return 0
 
 

@@ -13,6 +13,10 @@
    ``--bad`` the older side, still high; transformers pinned at 4.37.2, the user's own: as of each commit's
    date it would move to 4.38 within the range, whose own step is the one bisect 1 finds). Skipped without
    ``--accelerate-repo``.
+5. ``trainer_ga`` and ``trainer_ga_loss``: examples/train_trainer_ga.py (``Trainer``, GA=4 over padded sequences of
+   different lengths, SGD, ``max_grad_norm=0``), transformers 4.45.0..4.46.3 with ``--pre`` (4.46.0, where the
+   loss under gradient accumulation was normalised anew, is yanked), ``--max-change 1%`` on ``grad_norm_first``
+   and on ``loss_first``: the numbers the meter reads of each step, no numerics code in the script.
 
 Each runs from a scratch directory holding the example (cwd = where bisector is started, as a user runs it),
 with its own store; ``--cache-dir`` (default: a scratch one, removed after) keeps the environments between
@@ -37,6 +41,12 @@ BISECTS = {
     "llama": ("train_llama.py", TRANSFORMERS, ["python", "train_llama.py"]),
     "trainer": ("train_trainer.py", TRANSFORMERS, ["python", "train_trainer.py"]),
     "torchrun": ("train_ddp.py", TRANSFORMERS, ["torchrun", "--nproc_per_node", "2", "train_ddp.py"]),
+    "trainer_ga": ("train_trainer_ga.py", ["--package", "transformers", "--good", "4.45.0", "--bad", "4.46.3", "--pre",
+                                           "--metric", "grad_norm_first", "--max-change", "1%"],
+                   ["python", "train_trainer_ga.py"]),
+    "trainer_ga_loss": ("train_trainer_ga.py", ["--package", "transformers", "--good", "4.45.0", "--bad", "4.46.3",
+                                                "--pre", "--metric", "loss_first", "--max-change", "1%"],
+                        ["python", "train_trainer_ga.py"]),
     "accelerate": ("train_accelerate.py", ["--package", "accelerate", "--bad", "0.27.2", "--good", "0.28.0",
                                            "--find-fix", "--mode", "commits", "--repo", "{repo}", "--with",
                                            "transformers==4.37.2", "--max-increase", "10%"],
@@ -44,8 +54,14 @@ BISECTS = {
 }
 
 
-def human(value) -> str:
-    return f"{value / 2**20:.2f} MiB" if isinstance(value, (int, float)) else "-"
+def human(value, metric: str = "step_peak_bytes") -> str:
+    if not isinstance(value, (int, float)):
+        return "-"
+    return f"{value / 2**20:.2f} MiB" if metric.endswith("_bytes") else f"{value:.6g}"
+
+
+def metric_of(flags: list[str]) -> str:
+    return flags[flags.index("--metric") + 1] if "--metric" in flags else "step_peak_bytes"
 
 
 def bisect(name: str, cache: Path, repo: str) -> dict:
@@ -64,12 +80,13 @@ def bisect(name: str, cache: Path, repo: str) -> dict:
                 "argv": shown}
     out = json.loads(proc.stdout)
     first, last = out.get("first_bad") or {}, out.get("last_good") or {}
+    metric = metric_of(BISECTS[name][1])
     ranks = {k.split(".rank")[1]: (last.get("metrics", {}).get(k), v) for k, v in first.get("metrics", {}).items()
-             if k.startswith("step_peak_bytes.rank")}
+             if k.startswith(f"{metric}.rank")}
     return {"name": name, "wall": wall, "argv": shown, "headline": out.get("headline"), "probes": out["probes_run"],
             "first_bad": first.get("ref"), "last_good": last.get("ref"), "find_fix": out.get("find_fix"),
-            "good": (last.get("metrics") or {}).get("step_peak_bytes"),
-            "bad": (first.get("metrics") or {}).get("step_peak_bytes"), "ranks": ranks}
+            "good": (last.get("metrics") or {}).get(metric), "metric": metric,
+            "bad": (first.get("metrics") or {}).get(metric), "ranks": ranks}
 
 
 def main() -> int:
@@ -93,10 +110,11 @@ def main() -> int:
                 continue
             print(f"  {r['headline']}")
             before, after = ("last broken", "first fixed") if r["find_fix"] else ("last good", "first bad")
-            print(f"  {before} {r['last_good']}: {human(r['good'])}   {after} {r['first_bad']}: {human(r['bad'])}   "
-                  f"({r['probes']} probes, {r['wall']:.0f} s)")
+            metric = r["metric"]
+            print(f"  {before} {r['last_good']}: {human(r['good'], metric)}   {after} {r['first_bad']}: "
+                  f"{human(r['bad'], metric)}   ({r['probes']} probes, {r['wall']:.0f} s)")
             for rank, (good, bad) in sorted(r["ranks"].items()):
-                print(f"  rank {rank}: {human(good)} -> {human(bad)}")
+                print(f"  rank {rank}: {human(good, metric)} -> {human(bad, metric)}")
     finally:
         if scratch:
             shutil.rmtree(scratch, ignore_errors=True)

@@ -3,7 +3,8 @@
 A memory metric (bytes, MiB, bytes per parameter...) is BAD when it rises more than ``MEMORY_INCREASE`` above
 the good end's value; a time metric is judged by its samples (``--compare stats``, the noisy-metric rule); any
 other metric has no rule that could be taken for granted, and a job that names one without a rule is refused
-in one line before anything is measured. The chosen rule is said in one line (:func:`chosen_rule`).
+in one line before anything is measured; for a number the program computes (a loss, a gradient norm) that line
+offers the two-sided rules (``--max-change``, ``--compare exact``). The chosen rule is said in one line (:func:`chosen_rule`).
 """
 from __future__ import annotations
 
@@ -16,6 +17,8 @@ from bisector.errors import UsageError
 MEMORY_INCREASE = "10%"
 MEMORY_UNITS = {"bytes", "KiB", "MiB", "GiB", "kB", "MB", "GB", "B/param", "B/token"}
 TIME_UNITS = {"s", "ms", "us", "ns"}
+NUMBER_RULE = ("--max-change X or X% (BAD when it moves more than that from the good end's, either way) or --compare "
+               "exact (when it changes at all)")
 RULE_FLAGS = ("--threshold X, --max-increase X or X%, --auto, --max-change X or X% (either way), --compare exact or "
               "--compare stats")
 
@@ -26,9 +29,10 @@ def has_rule(c: Criterion) -> bool:
             or c.compare is Compare.STATS)
 
 
-def with_default_rule(c: Criterion) -> Criterion:
+def with_default_rule(c: Criterion, computed: bool = False) -> Criterion:
     """``c`` as given when it has a rule or no metric; else with the default rule for its metric's unit
-    (:func:`chosen_rule` says which); UsageError when the unit has none."""
+    (:func:`chosen_rule` says which); UsageError when the unit has none. ``computed``: the metric is a number the
+    program computes (a loss, a gradient norm): no direction is worse, so the refusal offers the two-sided rules."""
     if has_rule(c) or not c.metric:
         return c
     unit = metric_unit(c.metric)
@@ -40,6 +44,9 @@ def with_default_rule(c: Criterion) -> Criterion:
         chosen = Criterion.model_validate({**c.model_dump(exclude_unset=True), "compare": Compare.STATS.value})
         why = (f"no rule given: {c.metric} (time) is judged by its samples against the good end's (--compare stats, "
                f"BAD from {chosen.min_effect} slower)")
+    elif computed:
+        raise UsageError(f"no rule for {c.metric}: a number the program computes has no default rule (neither way "
+                         f"is worse by itself): give {NUMBER_RULE}")
     else:
         raise UsageError(f"no rule for {c.metric}: give {RULE_FLAGS} (only memory and time metrics have a default "
                          "rule)")

@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Any, Mapping, Optional
 
 from bisector.core.units import human_value
+from bisector.explain import numbers_story
 from bisector.explain.generic import Explainer
 from bisector.job.probe.program_metrics import metric_table
 
@@ -40,6 +41,7 @@ class CommandExplainer(Explainer):
         steps = result.get("steps") if isinstance(result.get("steps"), list) else []
         peaks = [s.get("cuda_peak_allocated", s.get("peak_bytes")) for s in steps if isinstance(s, dict)]
         out: dict[str, Any] = {"step_peaks": [p for p in peaks if isinstance(p, (int, float))][:STEPS_KEPT]}
+        out.update(numbers_story.compact(steps))   # the loss and the norms of the first steps
         for key in ("scope", "measure_skip"):
             if isinstance(result.get(key), (str, int)):
                 out[key] = result[key]
@@ -49,7 +51,7 @@ class CommandExplainer(Explainer):
         return out
 
     def one_version(self, metrics: Mapping[str, float], details: Mapping[str, Any], metric: Optional[str]) -> list[str]:
-        lines = []
+        lines = numbers_story.one_version(details)
         steps = _steps_line(details)
         if steps:
             lines.append(steps)
@@ -59,7 +61,7 @@ class CommandExplainer(Explainer):
 
     def explain(self, good: Optional[dict], bad: Optional[dict], metric: Optional[str] = None,
                 good_details: Optional[dict] = None, bad_details: Optional[dict] = None) -> list[str]:
-        out = []
+        out = numbers_story.story(metric, good_details or {}, bad_details or {})
         for side, details in (("last good", good_details or {}), ("first bad", bad_details or {})):
             steps = _steps_line(details)
             if steps:

@@ -272,7 +272,7 @@ class JobConfig(BaseModel):
         if problem:
             raise OwnListError(problem)
         self.probe.settle()
-        self.criterion = with_default_rule(self.criterion)
+        self.criterion = with_default_rule(self.criterion, self.probe.computed_number(self.criterion.metric))
         return self
 
     @model_validator(mode="after")

@@ -1,11 +1,13 @@
 """Built-in probe ``command``: a user's own program, run unchanged, measured per optimizer step.
 
-    python probes/command/__main__.py [--measure-skip N] [--meter tensors|rss] -- CMD [ARGS...]
+    python probes/command/__main__.py [--measure-skip N] [--meter tensors|rss] [--numerics on|off]
+        [--update-norm-max MIB] -- CMD [ARGS...]
 
 CMD runs as given (its own stdin, stdout and stderr; in this process's group, so whatever stops this
 probe stops it too) with the meter injected into every Python process of it (``_launch.py``); the meter
 (``_inprocess.py``) waits for torch, then marks optimizer steps through torch's global optimizer hooks and
-records each step (``_records.py``); ``_aggregate.py`` turns the records into metrics. ``--measure-skip N``
+records each step (``_records.py``: its bytes and time, and the numbers the program computed: ``_numerics.py``,
+``--numerics off`` leaves them out); ``_aggregate.py`` turns the records into metrics. ``--measure-skip N``
 (default 1) leaves the first N steps out as warm-up. The result (``command/1``) goes to ``$BISECTOR_RESULT``
 (else ``--result``, else stdout) when CMD exits 0. When it fails, this probe writes nothing and exits with
 CMD's code, or dies of CMD's signal; its last stderr line is then the failure's reason as the records tell
@@ -29,7 +31,8 @@ from _aggregate import METRICS, failure_line, read_processes, summarize  # noqa:
 from _launch import die_like, run, signal_line  # noqa: E402
 from _probe_contract import cpu_name, write_result  # noqa: E402
 
-NAME, VERSION, SCHEMA = "command", "1.1", "command/1"
+NAME, VERSION, SCHEMA = "command", "1.2", "command/1"
+NUMERICS_ENV, UPDATE_NORM_MAX_ENV = "BISECTOR_NUMERICS", "BISECTOR_UPDATE_NORM_MAX_MIB"   # read by _numerics.py
 
 
 def parse(argv):
@@ -42,6 +45,10 @@ def parse(argv):
                    help="tensors: exact live tensor bytes on the CPU (and RSS, time); rss: RSS and time only")
     p.add_argument("--device", choices=["auto", "cpu", "cuda"], default=None,
                    help="which memory to meter (default: $BISECTOR_DEVICE, else CUDA where torch sees a GPU)")
+    p.add_argument("--numerics", choices=["on", "off"], default="on",
+                   help="read each step's loss, gradient norm and update norm (_numerics.py; default on)")
+    p.add_argument("--update-norm-max", type=float, metavar="MIB", default=None,
+                   help="the most MiB of parameters copied to read update_norm (default 64; 0: never)")
     p.add_argument("--result", help="where to write when BISECTOR_RESULT is unset (else stdout)")
     p.add_argument("--keep-records", help="copy the per-process records to this directory")
     args = p.parse_args(argv[:cut])
@@ -105,6 +112,9 @@ def _read(path):
 
 def main(argv=None):
     args = parse(sys.argv[1:] if argv is None else argv)
+    os.environ[NUMERICS_ENV] = args.numerics   # the meter's settings for the program's numbers (_numerics.py)
+    if args.update_norm_max is not None:
+        os.environ[UPDATE_NORM_MAX_ENV] = f"{args.update_norm_max:g}"
     records, key = tempfile.mkdtemp(prefix="bisector-records-"), os.urandom(16)
     try:
         code, wall, cannot, kills = run(args, records, key)

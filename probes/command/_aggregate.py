@@ -8,6 +8,7 @@ imported torch) and the result says so; ``step_*`` metrics are then absent, neve
 import statistics
 
 from _records import read_records
+from _step_numbers import NUMERIC, step_numbers
 
 METRICS = {   # name: (unit, what it is): the table docs/probes.md and `bisector run --help` print
     "step_peak_bytes": ("bytes", "peak live tensor bytes of a measured optimizer step (CPU: exact storage count; "
@@ -21,6 +22,14 @@ METRICS = {   # name: (unit, what it is): the table docs/probes.md and `bisector
     "step_seconds": ("seconds", "median wall time of a measured step"),
     "wall_seconds": ("seconds", "wall time of the whole command"),
     "optimizer_steps": ("count", "optimizer steps seen (warm-up included)"),
+    "loss_first": ("", "the loss the program backpropagated in its first optimizer step (summed over micro-steps)"),
+    "loss_last": ("", "the same in its last step"),
+    "loss_mean": ("", "the mean over every step of each step's backpropagated loss"),
+    "grad_norm_first": ("", "L2 norm of the gradients the first optimizer step applied (read before it)"),
+    "grad_norm_last": ("", "the same in the last step"),
+    "update_norm_last": ("", "L2 norm of the change the last step made to the parameters (CPU, up to 64 MiB of "
+                             "parameters)"),
+    "nonfinite_steps": ("count", "optimizer steps whose loss or gradients held a NaN or an inf"),
 }
 WHOLE_RUN = "whole-run metrics only (--metric peak_bytes, rss_peak_bytes or wall_seconds reads them)"
 STEP_METRICS = ("step_peak_bytes", "cuda_reserved_peak_bytes", "cuda_step_end_allocated_bytes",
@@ -119,6 +128,9 @@ def process_metrics(proc, skip):
         absent["rss_peak_bytes"] = "the process ended without its exit record (os._exit or killed) and saw no step"
     if end:
         out["wall_seconds"] = end["wall"]
+    numbers, not_read = step_numbers(steps, why)   # every step, warm-up included: the numbers the program computed
+    out.update(numbers)
+    absent.update(not_read)
     return out, absent
 
 
@@ -194,7 +206,7 @@ def summarize(procs, skip, wall):
     for name in names:
         values = [r["metrics"][name] for r in per_rank if name in r["metrics"]]
         if len(values) == len(per_rank):   # a metric some rank lacks is absent, never the max of the rest
-            metrics[name] = max(values)
+            metrics[name] = values[0] if name in NUMERIC[:-1] else max(values)   # a loss: the lowest rank's
             absent.pop(name, None)
     if stepped and len(per_rank) > 1:
         for r in per_rank:

@@ -7,8 +7,9 @@ hooks see them (the user's own loop, accelerate and ``transformers.Trainer`` all
 The meter's lifecycle is its methods: ``install`` (its record file, its exit and fork handlers, the hook on
 uncaught exceptions, the watch for torch: ``_torch_hook.py``), ``on_torch``, ``step_begin`` / ``step_end``,
 ``after_fork`` and ``at_exit``; what it measures is its parts (``_parts.py``: the exact CPU tensor bytes over
-every thread, the CUDA allocator and NVML through ``_meters/cuda.py``, the step's peak RSS), attached once torch
-is imported; the first part names the meter. Its records (``_records.py``) are JSON lines in a file of its
+every thread, the CUDA allocator and NVML through ``_meters/cuda.py``, the step's peak RSS; and ``_numerics.py``:
+the loss the step backpropagated, its gradient and update norms), attached once torch is imported; the first part
+names the meter. Its records (``_records.py``) are JSON lines in a file of its
 own per process: ``load`` when Python starts, ``torch`` when torch is imported, ``step`` after every step
 (written at once: a killed or ``os._exit``-ing process keeps the steps it finished), ``error`` for an uncaught
 exception (its traceback's last line), ``meter_error`` and ``end`` at exit. Nothing is printed; imports only
@@ -90,7 +91,7 @@ class CommandMeter:
     def _start(self, torch):
         import threading
 
-        from . import _parts
+        from . import _numerics, _parts
 
         self.torch, self._lock = torch, threading.Lock()
         self._hook_thread_errors(threading)
@@ -100,6 +101,7 @@ class CommandMeter:
         elif self.kind == "tensors":
             self.parts.append(_parts.TensorBytes(_library("_meters.tensor_bytes")))
         self.parts.append(_parts.RssPeak())
+        self.parts += _numerics.parts_for(self)   # the program's numbers (loss, gradient norm): after the memory parts
         facts = {}
         for part in self.parts:
             facts.update(part.start(torch))

@@ -151,8 +151,14 @@ class CudaCounters(Part):
 
     def start(self, torch):
         self.torch, self.run_peak, self.run_reserved = torch, 0, 0
-        self.nvml, self._names = None, {}
+        self.nvml, self._names, self._carried = None, {}, {}
         return {}
+
+    def carry(self, peaks):
+        """Peaks the step's window reached before another part reset the counters (after its own reads, freed):
+        this step's peaks are at least these."""
+        for name, value in peaks.items():
+            self._carried[name] = max(self._carried.get(name, 0), value)
 
     def _ready(self):
         return self.torch.cuda.is_initialized()
@@ -163,6 +169,9 @@ class CudaCounters(Part):
         cuda = self.torch.cuda
         dev = cuda.current_device()
         counters = self._library.window_counters(cuda, dev)
+        for name, value in self._carried.items():
+            counters[name] = max(counters[name], value)
+        self._carried = {}
         record.update({f"cuda_{k}": v for k, v in counters.items()})
         self.run_peak = max(self.run_peak, counters["peak_allocated"])
         self.run_reserved = max(self.run_reserved, counters["peak_reserved"])

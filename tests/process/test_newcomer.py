@@ -79,7 +79,7 @@ def test_bare_bisector_prints_usage_and_version_names_the_probes(capsys):
     assert out.startswith("usage: bisector") and "start with: bisector run" in out and "  runs " in out
     for flag in ("--version", "-V"):
         assert main([flag]) == 0
-        assert capsys.readouterr().out.startswith("bisector 0.1.0 (probes: command 1.1, ga_memory ")
+        assert capsys.readouterr().out.startswith("bisector 0.1.0 (probes: command 1.2, ga_memory ")
     assert main(["--debug", "--version"]) == 0 and "step_time 1.1" in capsys.readouterr().out
 
 

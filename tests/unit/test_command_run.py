@@ -25,7 +25,8 @@ from _aggregate import METRICS, read_processes, summarize  # noqa: E402
 from _records import encode  # noqa: E402
 
 KEY = b"k" * 16
-COMMAND_FILES = ("__main__", "_aggregate", "_inprocess", "_launch", "_parts", "_records", "_torch_hook")
+COMMAND_FILES = ("__main__", "_aggregate", "_inprocess", "_launch", "_numerics", "_parts", "_records", "_step_numbers",
+                 "_torch_hook", "_update_copy")
 
 RANGE = ["run", "--package", "transformers", "--good", "4.36.0", "--bad", "4.38.2"]
 

@@ -40,7 +40,8 @@ def test_each_probe_depends_on_its_own_files_the_contract_and_the_meter_modules_
     assert ga == own | METERS | {"_probe_contract.py"}
     assert "ga_memory/_allocator_model/model.py" in ga and "ga_memory/_training/trainer_loop.py" in ga
     assert _files("command") == {f"command/{name}.py" for name in ("__main__", "_aggregate", "_inprocess", "_launch",
-                                                                   "_parts", "_records", "_torch_hook")} | {
+                                                                   "_numerics", "_parts", "_records", "_step_numbers",
+                                                                   "_torch_hook", "_update_copy")} | {
         "_meters/__init__.py", "_meters/cgroup.py", "_meters/tensor_bytes.py", "_meters/cuda.py", "_meters/phases.py",
         "_probe_contract.py"}
     assert _files("step_time") == {"step_time/__main__.py", "step_time/_machine.py", "step_time/_model.py",

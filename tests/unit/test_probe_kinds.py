@@ -89,6 +89,17 @@ def test_a_program_run_without_a_rule_gets_its_metrics_default_rule_and_says_so(
         _job(tmp_path, metric="optimizer_steps")
 
 
+@pytest.mark.parametrize("metric", ["loss_first", "grad_norm_last.rank1", "update_norm_last"])
+def test_a_number_the_program_computes_gets_no_default_rule_and_the_refusal_offers_max_change(tmp_path, metric):
+    with pytest.raises(UsageError, match=rf"^no rule for {re.escape(metric)}: a number the program computes has no "
+                                         r"default rule .*: give --max-change X or X% \(BAD when it moves"):
+        _job(tmp_path, metric=metric)
+    given = _job(tmp_path, metric=metric, max_change="1%").criterion
+    assert given.max_change == "1%" and chosen_rule(given) is None
+    with pytest.raises(UsageError, match=r"^no rule for nonfinite_steps: give --threshold X"):   # a count: as before
+        _job(tmp_path, metric="nonfinite_steps")
+
+
 def test_crash_is_bad_without_a_rule_asks_where_the_program_starts_to_fail(tmp_path):
     crit = _job(tmp_path, crash_is_bad=True).criterion
     assert crit.metric is None and crit.crash_is_bad and chosen_rule(crit) is None

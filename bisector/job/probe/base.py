@@ -134,6 +134,10 @@ class ProbeBase(BaseModel):
         """Why ``name`` is not a metric this probe gives (one line), or None when it may be one."""
         return None
 
+    def computed_number(self, name: Optional[str]) -> bool:
+        """Whether metric ``name`` is a number the program computes (a loss: no direction is worse by itself)."""
+        return False
+
     def bad_input(self, m: Measurement) -> Optional[str]:
         """One line when a measurement shows the job's settings were bad input (known only once it ran)."""
         return None

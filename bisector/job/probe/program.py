@@ -18,7 +18,7 @@ from bisector.safety.safe_text import command_as
 from bisector.job.probe.base import ProbeBase
 from bisector.job.probe.builtin import PROGRAM_METER, builtin_script, code_files
 from bisector.job.probe.program_inputs import hash_inputs
-from bisector.job.probe.program_metrics import steps_left_out, unknown_metric
+from bisector.job.probe.program_metrics import computed_number, steps_left_out, unknown_metric
 
 DEFAULT_METRIC = "step_peak_bytes"
 
@@ -96,6 +96,9 @@ class ProgramProbe(ProbeBase):
 
     def known_metric(self, name: Optional[str]) -> Optional[str]:
         return unknown_metric(name) if name else None
+
+    def computed_number(self, name: Optional[str]) -> bool:
+        return computed_number(name)
 
     def bad_input(self, m: Measurement) -> Optional[str]:
         return steps_left_out(m)

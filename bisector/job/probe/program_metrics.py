@@ -41,6 +41,16 @@ def unknown_metric(name: str) -> str | None:
             f"{', '.join(metric_names())} (and <metric>.rank<N> per rank)")
 
 
+def computed_number(name: str | None) -> bool:
+    """Whether ``name`` (or ``<name>.rank<N>``) is one of the numbers the program computes, as the meter reads them
+    (a loss, a gradient norm: the table's metrics without a unit)."""
+    if not name:
+        return False
+    match = _RANKED.match(name)
+    found = metric_table().get(match["name"] if match else name)
+    return found is not None and found[0] == ""
+
+
 def steps_left_out(m: Measurement) -> str | None:
     """One line when a command's measurement shows that ``--measure-skip`` left out every optimizer step the
     command took (bad input, known only once the command has run); None otherwise (and for other probes)."""
