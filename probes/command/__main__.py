@@ -26,6 +26,7 @@ for _path in (_HERE, os.path.dirname(_HERE)):
         sys.path.insert(0, _path)
 
 from _aggregate import METRICS, failure_line, read_processes, summarize  # noqa: E402
+from _sites import peak_sites  # noqa: E402
 from _launch import die_like, run, signal_line  # noqa: E402
 from _probe_contract import cpu_name, write_result  # noqa: E402
 
@@ -42,6 +43,12 @@ def parse(argv):
                    help="tensors: exact live tensor bytes on the CPU (and RSS, time); rss: RSS and time only")
     p.add_argument("--device", choices=["auto", "cpu", "cuda"], default=None,
                    help="which memory to meter (default: $BISECTOR_DEVICE, else CUDA where torch sees a GPU)")
+    p.add_argument("--site-min-bytes", type=int, default=None, metavar="N",
+                   help="storages of N bytes and more are placed at their allocation site (default 1 MiB); smaller "
+                        "ones are pooled")
+    p.add_argument("--fake", action="store_true",
+                   help="run the program on fake tensors (torch's FakeTensorMode): nothing allocated, the step peak "
+                        "the fake tensors' live bytes; a read of a tensor's value stops it (the result says where)")
     p.add_argument("--result", help="where to write when BISECTOR_RESULT is unset (else stdout)")
     p.add_argument("--keep-records", help="copy the per-process records to this directory")
     args = p.parse_args(argv[:cut])
@@ -88,11 +95,21 @@ def result_of(args, procs, records, wall, problems=(), cut=0):
     device["name"] = names.pop() if len(names) == 1 else (cpu_name() if torch.get("device") == "cpu" else None)
     if torch.get("cuda_version"):
         device["cuda"] = torch["cuda_version"]
-    steps = [{k: v for k, v in s.items() if k not in ("cuda_device",)} for s in lead["steps"]]
+    steps = [{k: v for k, v in s.items() if k not in ("cuda_device", "sites")} for s in lead["steps"]]
+    sites = peak_sites(procs, facts, metrics, args.measure_skip)
     return {**base, "metrics": metrics, "meter": torch.get("meter"), "device": device,
             "versions": {"torch": torch.get("version"), "torch_git": torch.get("git_version")},
             "rss_scope": torch.get("rss_scope"), "optimizer_hooks": torch.get("optimizer_hooks"),
-            "steps": steps[:1000], **facts}
+            "steps": steps[:1000], **({"sites": sites} if sites else {}), **facts}
+
+
+def fake_refusal(procs):
+    """The first value read fake mode refused (``--fake``), as its message with the code that read (None: none)."""
+    for proc in procs.values():
+        for record in [*proc["steps"], proc["end"] or {}]:
+            if record.get("fake_refused"):
+                return str(record["fake_refused"])[:500]
+    return None
 
 
 def _read(path):
@@ -116,8 +133,14 @@ def main(argv=None):
                           "command": args.command, "error": cannot, "missing_program": args.command[0]}, args.result)
             return code
         procs, problems, cut = read_processes(records, key)
+        refused = fake_refusal(procs) if args.fake else None
+        if refused:   # fake mode could not answer a value read: no number, whatever the program did then
+            write_result({"schema_version": SCHEMA, "probe": {"name": NAME, "version": VERSION}, "metrics": {},
+                          "command": args.command, "meter": "cpu-dispatch (fake)", "error": refused,
+                          "fake_refused": refused}, args.result)
         if code == 0:
-            write_result(result_of(args, procs, records, wall, problems, cut), args.result)
+            if not refused:
+                write_result(result_of(args, procs, records, wall, problems, cut), args.result)
             return 0
         line = signal_line(-code, kills) if code < 0 else failure_line(procs, kills)
         if line:   # the last line of stderr: what the caller reads as the failure's reason
