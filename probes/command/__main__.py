@@ -1,6 +1,6 @@
 """Built-in probe ``command``: a user's own program, run unchanged, measured per optimizer step.
 
-    python probes/command/__main__.py [--measure-skip N] [--meter tensors|rss] -- CMD [ARGS...]
+    python probes/command/__main__.py [--measure-skip N] [--meter tensors|rss] [--fake] -- CMD [ARGS...]
 
 CMD runs as given (its own stdin, stdout and stderr; in this process's group, so whatever stops this
 probe stops it too) with the meter injected into every Python process of it (``_launch.py``); the meter
@@ -12,7 +12,9 @@ CMD's code, or dies of CMD's signal; its last stderr line is then the failure's 
 it (the first uncaught exception among the processes that are no launcher, a cgroup's OOM kill) for the
 caller to read. A program this environment lacks (not in its bin, not among its console scripts, not on
 PATH) exits 127 with a result naming it (``missing_program``: the caller's environment failure, a SKIP).
-The meter changes nothing the program computes or prints.
+The meter changes nothing the program computes or prints. With ``--fake`` the program runs on fake tensors
+(``_fake.py``); where fake mode stopped it at a read of a value, the steps it finished before are its result
+(``fake_stopped`` says where), or, without any, an error result (``fake_refused``: ``_fake_stop.py``).
 """
 import argparse
 import os
@@ -26,6 +28,7 @@ for _path in (_HERE, os.path.dirname(_HERE)):
         sys.path.insert(0, _path)
 
 from _aggregate import METRICS, failure_line, read_processes, summarize  # noqa: E402
+from _fake_stop import fake_cut, stopped  # noqa: E402
 from _sites import peak_sites  # noqa: E402
 from _launch import die_like, run, signal_line  # noqa: E402
 from _probe_contract import cpu_name, write_result  # noqa: E402
@@ -103,15 +106,6 @@ def result_of(args, procs, records, wall, problems=(), cut=0):
             "steps": steps[:1000], **({"sites": sites} if sites else {}), **facts}
 
 
-def fake_refusal(procs):
-    """The first value read fake mode refused (``--fake``), as its message with the code that read (None: none)."""
-    for proc in procs.values():
-        for record in [*proc["steps"], proc["end"] or {}]:
-            if record.get("fake_refused"):
-                return str(record["fake_refused"])[:500]
-    return None
-
-
 def _read(path):
     try:
         with open(path, errors="replace") as fh:
@@ -133,11 +127,12 @@ def main(argv=None):
                           "command": args.command, "error": cannot, "missing_program": args.command[0]}, args.result)
             return code
         procs, problems, cut = read_processes(records, key)
-        refused = fake_refusal(procs) if args.fake else None
-        if refused:   # fake mode could not answer a value read: no number, whatever the program did then
-            write_result({"schema_version": SCHEMA, "probe": {"name": NAME, "version": VERSION}, "metrics": {},
-                          "command": args.command, "meter": "cpu-dispatch (fake)", "error": refused,
-                          "fake_refused": refused}, args.result)
+        refused = fake_cut(procs) if args.fake else None
+        if refused:   # fake mode stopped the program at a value read: the steps before it, else no number
+            result = stopped(result_of(args, procs, records, wall, problems, cut), refused)
+            write_result(result, args.result)
+            if result["metrics"]:
+                return 0
         if code == 0:
             if not refused:
                 write_result(result_of(args, procs, records, wall, problems, cut), args.result)

@@ -55,11 +55,27 @@ def test_batches_stay_real_and_the_nan_filter_is_answered(tmp_path):
     assert fake["metrics"]["step_peak_bytes"] == real["metrics"]["step_peak_bytes"]
 
 
-def test_a_value_read_stops_the_program_at_its_line_and_no_number_is_given(tmp_path):
-    write(tmp_path, "train.py", LOOP.format(steps=3, mb=MB))
+def test_a_value_read_stops_the_program_at_its_line_and_only_the_steps_before_it_count(tmp_path):
+    write(tmp_path, "train.py", LOOP.format(steps=3, mb=MB))   # prints loss.item() after each step
     done, r = meter(tmp_path, sys.executable, "train.py", args=("--fake",))
+    said = ("fake mode cannot read the value of a float32 scalar tensor (a data-dependent branch or .item()) at "
+            "train.py:12 <module>: this step cannot be measured fake")
+    # it stopped after its first step, the warm-up (--measure-skip 1): nothing measured, no number
     assert done.returncode == 1 and r["metrics"] == {} and r["meter"] == "cpu-dispatch (fake)"
-    assert r["fake_refused"] == r["error"] == (
-        "fake mode cannot read the value of a float32 scalar tensor (a data-dependent branch or .item()) at "
-        "train.py:12 <module>: this step cannot be measured fake")
+    assert r["fake_refused"] == r["error"] == said
     assert done.stderr.strip().splitlines()[-1].startswith("_bisector_meters.fake_reads.ValueRead: fake mode cannot")
+    # with no warm-up left out, that first step is measured: the number, and where the program stopped
+    done, r = meter(tmp_path, sys.executable, "train.py", args=("--fake", "--measure-skip", "0"))
+    assert done.returncode == 0 and r["metrics"]["optimizer_steps"] == 1 and "error" not in r
+    assert 5 * MB <= r["metrics"]["step_peak_bytes"] < 5 * MB + 8192   # step 0's 50 MB temporary
+    assert r["fake_stopped"] == "after 1 optimizer step (those it finished are measured): " + said
+
+
+def test_a_program_that_catches_the_refusal_is_measured_only_up_to_it(tmp_path):
+    """After a refused read the program goes on without the value it asked for: its later steps are no number."""
+    write(tmp_path, "train.py", LOOP.format(steps=3, mb=MB).replace(
+        '    print(f"step', '    try:\n        print(f"step').replace(
+        '.item():.6f}")\n', '.item():.6f}")\n    except Exception:\n        pass\n'))
+    done, r = meter(tmp_path, sys.executable, "train.py", args=("--fake", "--measure-skip", "0"))
+    assert done.returncode == 0 and r["metrics"]["optimizer_steps"] == 1, r
+    assert 5 * MB <= r["metrics"]["step_peak_bytes"] < 5 * MB + 8192 and r["metrics"]["peak_bytes"] < 6 * MB

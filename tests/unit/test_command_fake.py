@@ -79,3 +79,22 @@ def test_fake_where_the_run_measures_on_cuda_is_refused_before_anything_is_built
     with pytest.raises(UsageError, match="CUDA_VISIBLE_DEVICES= to measure on the CPU"):
         probe.check("cuda")
     ProgramProbe(command=["python", "train.py"], cwd=tmp_path).check("cuda")
+
+
+def test_a_fake_measurement_says_its_bytes_are_fake_and_where_the_program_stopped():
+    from bisector.explain.command_run import CommandExplainer
+
+    e = CommandExplainer()
+    stopped = f"after 4 optimizer steps (those it finished are measured): {REFUSED}"
+    fake = e.compact({"schema_version": "command/1", "meter": "cpu-dispatch (fake)", "metrics": {}, "steps": [],
+                      "fake_stopped": stopped})
+    assert fake["fake"] is True and fake["fake_stopped"] == stopped
+    lines = e.one_version({}, fake, None)
+    assert lines == ["Fake mode: the program ran on fake tensors (nothing allocated); its bytes are the fake tensors' "
+                     "live bytes.", f"Fake mode stopped the program {stopped}."]
+    said = e.explain({"step_peak_bytes": 1.0}, {"step_peak_bytes": 2.0}, "step_peak_bytes", fake, fake)
+    assert said[-3:] == ["Fake mode: both sides ran on fake tensors (nothing allocated); the bytes are the fake tensors' "
+                         "live bytes.", f"Last good: fake mode stopped the program {stopped}.",
+                         f"First bad: fake mode stopped the program {stopped}."]
+    real = e.compact({"schema_version": "command/1", "meter": "cpu-dispatch", "metrics": {}, "steps": []})
+    assert "fake" not in real and not any("Fake" in x for x in e.explain({"a": 1.0}, {"a": 2.0}, "a", real, real))
