@@ -80,10 +80,10 @@ def test_the_report_at_the_culprit_names_the_planted_function_and_its_bytes(site
     assert run.returncode == 0, run.stderr[-3000:]
     out = json.loads(run.stdout)
     assert (out["last_good"]["ref"], out["first_bad"]["ref"]) == ("1.1.0", "1.2.0")
-    report = _bisector("report", out["run_id"], "--format", "text", *where[-2:], cwd=tmp_path)
+    report = _bisector("report", out["run_id"], "--format", "json", *where[-2:], cwd=tmp_path)
     assert report.returncode == 0, report.stderr[-3000:]
-    said = [line for line in report.stdout.splitlines() if "by allocation site" in line]
-    assert len(said) == 1, report.stdout
+    said = [line for line in json.loads(report.stdout)["explanation"] if "by allocation site" in line]
+    assert len(said) == 1, report.stdout[-3000:]
     assert (f"{PLANTED_LINE} (uint8 [6000000]) grew by 5.72 MiB (0 B → 5.72 MiB)") in said[0], said[0]
     assert "train.py" not in said[0]   # the program's own 2 MB did not move
     # one version, --explain: where its step peak's bytes live (the stored measurement: nothing re-run)
