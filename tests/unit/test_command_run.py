@@ -24,8 +24,8 @@ from _aggregate import METRICS, read_processes, summarize  # noqa: E402
 from _records import encode  # noqa: E402
 
 KEY = b"k" * 16
-COMMAND_FILES = ("__main__", "_aggregate", "_fake", "_inprocess", "_launch", "_package_dirs", "_parts", "_records",
-                 "_sites", "_torch_hook")
+COMMAND_FILES = ("__main__", "_aggregate", "_fake", "_fake_stop", "_inprocess", "_launch", "_package_dirs", "_parts",
+                 "_records", "_sites", "_torch_hook")
 
 RANGE = ["run", "--package", "transformers", "--good", "4.36.0", "--bad", "4.38.2"]
 

@@ -39,9 +39,9 @@ def test_each_probe_depends_on_its_own_files_the_contract_and_the_meter_modules_
     own = {p.relative_to(PROBES).as_posix() for p in (PROBES / "ga_memory").rglob("*.py")}
     assert ga == own | METERS | {"_probe_contract.py"}
     assert "ga_memory/_allocator_model/model.py" in ga and "ga_memory/_training/trainer_loop.py" in ga
-    assert _files("command") == {f"command/{name}.py" for name in ("__main__", "_aggregate", "_fake", "_inprocess",
-                                                                   "_launch", "_package_dirs", "_parts", "_records",
-                                                                   "_sites", "_torch_hook")} | {
+    assert _files("command") == {f"command/{name}.py" for name in ("__main__", "_aggregate", "_fake", "_fake_stop",
+                                                                   "_inprocess", "_launch", "_package_dirs", "_parts",
+                                                                   "_records", "_sites", "_torch_hook")} | {
         "_meters/__init__.py", "_meters/tensor_bytes.py", "_meters/site_bytes.py", "_meters/sites.py",
         "_meters/cuda.py", "_meters/phases.py", "_meters/fake_reads.py", "_probe_contract.py"}
     assert _files("step_time") == {"step_time/__main__.py", "step_time/_machine.py", "step_time/_model.py",
