@@ -90,6 +90,10 @@ def add_command_flags(g) -> None:
     g.add_argument("--meter", choices=["tensors", "rss"],
                    help="with -- CMD: tensors (default: exact live tensor bytes on the CPU, CUDA's counters on a "
                         "GPU, RSS, time) or rss (RSS and time only: the cheapest)")
+    g.add_argument("--fake", action="store_true", default=None,
+                   help="with -- CMD: run the program on fake tensors (torch's FakeTensorMode, entered when it imports "
+                        "torch): nothing allocated, the step peak the fake tensors' live bytes (meter 'cpu-dispatch "
+                        "(fake)'); a program that reads a tensor's value (loss.item()) stops there, said in one line")
     g.description = textwrap.fill(COMMAND_HELP + ", ".join(metric_names()) + " (default step_peak_bytes; "
                                   "docs/probes.md#your-own-program)", 78)
 

@@ -18,7 +18,8 @@ def probe_overrides(args: argparse.Namespace) -> dict[str, Any]:
     """--probe (a built-in name or a script path), --probe-cmd, --probe-arg, --timeout as a [probe] table."""
     probe: dict[str, Any] = {"cmd": getattr(args, "probe_cmd", None), "args": args.probe_args,
                              "timeout": getattr(args, "timeout", None),
-                             "measure_skip": getattr(args, "measure_skip", None), "meter": getattr(args, "meter", None)}
+                             "measure_skip": getattr(args, "measure_skip", None), "meter": getattr(args, "meter", None),
+                             "fake": getattr(args, "fake", None)}
     command = getattr(args, "command_words", None)
     if command:
         if args.probe or probe["cmd"]:

@@ -11,6 +11,8 @@ from typing import Any, Mapping, Optional
 
 from bisector.core.units import human_value
 from bisector.explain import numbers_story
+from bisector.explain.command_fake import compact_fake, fake_lines, fake_pair
+from bisector.explain.command_sites import compact_sites, one_version_sites, site_moves
 from bisector.explain.generic import Explainer
 from bisector.job.probe.program_metrics import metric_table
 
@@ -48,6 +50,8 @@ class CommandExplainer(Explainer):
         absent = result.get("absent")
         if isinstance(absent, dict):
             out["absent"] = {str(k): str(v)[:200] for k, v in list(absent.items())[:12]}
+        out.update(compact_sites(result))
+        out.update(compact_fake(result))
         return out
 
     def one_version(self, metrics: Mapping[str, float], details: Mapping[str, Any], metric: Optional[str]) -> list[str]:
@@ -57,7 +61,7 @@ class CommandExplainer(Explainer):
             lines.append(steps)
         if details.get("scope"):
             lines.append(f"Measured over: {details['scope']}.")
-        return lines
+        return lines + one_version_sites(details) + fake_lines(details)
 
     def explain(self, good: Optional[dict], bad: Optional[dict], metric: Optional[str] = None,
                 good_details: Optional[dict] = None, bad_details: Optional[dict] = None) -> list[str]:
@@ -70,7 +74,8 @@ class CommandExplainer(Explainer):
             ranked = {k for k in {**good, **bad} if ".rank" in k and _base(k) in good}
             out += self.moved_with_it({k: v for k, v in good.items() if k not in ranked},
                                       {k: v for k, v in bad.items() if k not in ranked}, metric)
-        return out
+        return out + site_moves(good_details or {}, bad_details or {}) + fake_pair(good_details or {},
+                                                                                  bad_details or {})
 
 
 def _steps_line(details: Mapping[str, Any]) -> Optional[str]:

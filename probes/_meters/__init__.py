@@ -10,8 +10,12 @@ StorageMeter``), or load the package by path under a name of your own (``command
 * ``cpu``: ``StorageMeter``, the exact phase meter on the CPU (``tensor_bytes``'s count with phases), with
   allocation sites (``sites``) and an optional observer of every allocation (ga_memory's allocator model records
   its trace so).
-* ``fake_mode``: fake mode (``--fake``): ``FakeSession`` (torch's FakeTensorMode for a cell) and
-  ``FakeStorageMeter``, the CPU meter on fake tensors, with the value reads it answers or refuses.
+* ``site_bytes``: ``SiteBytes``, ``LiveBytes`` with the allocation sites of each step's peak (storages above a
+  floor placed by ``sites.SitePicker``, the rest pooled): the command meter's count.
+* ``fake_reads``: ``FakeSession`` (torch's FakeTensorMode entered, data real on demand) and ``FakeReads``, the
+  value reads of fake tensors answered or refused: both meters' ``--fake``.
+* ``fake_mode``: fake mode for ``ga_memory`` (``--fake``): ``FakeStorageMeter``, the CPU phase meter on fake
+  tensors, with ``fake_reads``'s value reads.
 * ``cuda``: ``CudaMeter``, the caching allocator's counters per phase, and ``NvmlProbe``: NVML's
   device-wide view of the same GPU, found by its UUID.
 """

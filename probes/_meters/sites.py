@@ -7,11 +7,16 @@ A label reads ``<dtype> <autograd node> | <code location>``:
 * the innermost Python frame outside torch's own internals (``torch/optim`` counts as code,
   so optimizer allocations are placed), shortened to ``package/path.py:line func``.
   The meter's own frames are skipped; the probe's loop frames are not.
+
+A user's program (the command meter) places a storage by ``SitePicker``: the innermost frame inside the
+package under test, else the outermost frame in any site-packages (torch's internals aside), else the
+innermost frame of the program's own files.
 """
 from __future__ import annotations
 
 import os
 import sys
+import sysconfig
 
 import torch
 
@@ -66,3 +71,52 @@ def site_of(tensor) -> str:
     node = autograd_node()
     where = code_location()
     return f"{dtype} {node} | {where}" if node else f"{dtype} | {where}"
+
+
+_LIBRARIES = (os.sep + "site-packages" + os.sep, os.sep + "dist-packages" + os.sep)
+_STDLIB = tuple({os.path.join(sysconfig.get_paths()[k], "") for k in ("stdlib", "platstdlib")})
+
+
+def _where(frame) -> str:
+    code = frame.f_code
+    return f"{short_path(code.co_filename)}:{frame.f_lineno} {code.co_name}"
+
+
+class SitePicker:
+    """Where a user's program allocated a storage, as ``path:line func``: the innermost frame inside the package
+    under test (``package_dirs``: its directories or module files); else the outermost frame in any site-packages, torch's
+    internals aside (where the program entered a library); else the innermost frame of the program's own files
+    (outside site-packages and the standard library). ``skip``: directories whose frames are never a site (the
+    meter's own)."""
+
+    def __init__(self, package_dirs=(), skip=()):
+        self.dirs = tuple(os.path.join(os.path.abspath(d), "") if os.path.isdir(d) else os.path.abspath(d)
+                          for d in package_dirs if d)   # a single-module package: its file
+        self.skip = tuple(os.path.join(os.path.abspath(d), "") for d in skip if d) + (_HERE,)
+
+    def where(self, max_depth: int = 200) -> str:
+        frame, depth = sys._getframe(1), 0
+        library = own = None
+        dirs, skip = self.dirs, self.skip
+        while frame is not None and depth < max_depth:
+            name = frame.f_code.co_filename
+            if dirs and name.startswith(dirs):
+                if not name.endswith("_python_dispatch.py"):
+                    return _where(frame)
+            elif name.startswith(skip) or name.startswith("<") or _is_internal(name):
+                pass
+            elif any(mark in name for mark in _LIBRARIES):
+                library = frame
+            elif own is None and not name.startswith(_STDLIB):
+                own = frame
+            frame = frame.f_back
+            depth += 1
+        found = library or own
+        return _where(found) if found is not None else "?"
+
+    def site(self, tensor) -> str:
+        """The full label (``site_of``'s shape) of a storage first produced as ``tensor`` here."""
+        dtype = str(tensor.dtype).replace("torch.", "")
+        node = autograd_node()
+        where = self.where()
+        return f"{dtype} {node} | {where}" if node else f"{dtype} | {where}"

@@ -1,7 +1,7 @@
 """Built-in probe ``command``: a user's own program, run unchanged, measured per optimizer step.
 
     python probes/command/__main__.py [--measure-skip N] [--meter tensors|rss] [--numerics on|off]
-        [--update-norm-max MIB] -- CMD [ARGS...]
+        [--update-norm-max MIB] [--site-min-bytes N] [--fake] -- CMD [ARGS...]
 
 CMD runs as given (its own stdin, stdout and stderr; in this process's group, so whatever stops this
 probe stops it too) with the meter injected into every Python process of it (``_launch.py``); the meter
@@ -14,7 +14,9 @@ CMD's code, or dies of CMD's signal; its last stderr line is then the failure's 
 it (the first uncaught exception among the processes that are no launcher, a cgroup's OOM kill) for the
 caller to read. A program this environment lacks (not in its bin, not among its console scripts, not on
 PATH) exits 127 with a result naming it (``missing_program``: the caller's environment failure, a SKIP).
-The meter changes nothing the program computes or prints.
+The meter changes nothing the program computes or prints. With ``--fake`` the program runs on fake tensors
+(``_fake.py``); where fake mode stopped it at a read of a value, the steps it finished before are its result
+(``fake_stopped`` says where), or, without any, an error result (``fake_refused``: ``_fake_stop.py``).
 """
 import argparse
 import os
@@ -28,6 +30,8 @@ for _path in (_HERE, os.path.dirname(_HERE)):
         sys.path.insert(0, _path)
 
 from _aggregate import METRICS, failure_line, read_processes, summarize  # noqa: E402
+from _fake_stop import fake_cut, stopped  # noqa: E402
+from _sites import peak_sites  # noqa: E402
 from _launch import die_like, run, signal_line  # noqa: E402
 from _probe_contract import cpu_name, write_result  # noqa: E402
 
@@ -49,6 +53,12 @@ def parse(argv):
                    help="read each step's loss, gradient norm and update norm (_numerics.py; default on)")
     p.add_argument("--update-norm-max", type=float, metavar="MIB", default=None,
                    help="the most MiB of parameters copied to read update_norm (default 64; 0: never)")
+    p.add_argument("--site-min-bytes", type=int, default=None, metavar="N",
+                   help="storages of N bytes and more are placed at their allocation site (default 1 MiB); smaller "
+                        "ones are pooled")
+    p.add_argument("--fake", action="store_true",
+                   help="run the program on fake tensors (torch's FakeTensorMode): nothing allocated, the step peak "
+                        "the fake tensors' live bytes; a read of a tensor's value stops it (the result says where)")
     p.add_argument("--result", help="where to write when BISECTOR_RESULT is unset (else stdout)")
     p.add_argument("--keep-records", help="copy the per-process records to this directory")
     args = p.parse_args(argv[:cut])
@@ -95,11 +105,12 @@ def result_of(args, procs, records, wall, problems=(), cut=0):
     device["name"] = names.pop() if len(names) == 1 else (cpu_name() if torch.get("device") == "cpu" else None)
     if torch.get("cuda_version"):
         device["cuda"] = torch["cuda_version"]
-    steps = [{k: v for k, v in s.items() if k not in ("cuda_device",)} for s in lead["steps"]]
+    steps = [{k: v for k, v in s.items() if k not in ("cuda_device", "sites")} for s in lead["steps"]]
+    sites = peak_sites(procs, facts, metrics, args.measure_skip)
     return {**base, "metrics": metrics, "meter": torch.get("meter"), "device": device,
             "versions": {"torch": torch.get("version"), "torch_git": torch.get("git_version")},
             "rss_scope": torch.get("rss_scope"), "optimizer_hooks": torch.get("optimizer_hooks"),
-            "steps": steps[:1000], **facts}
+            "steps": steps[:1000], **({"sites": sites} if sites else {}), **facts}
 
 
 def _read(path):
@@ -126,8 +137,15 @@ def main(argv=None):
                           "command": args.command, "error": cannot, "missing_program": args.command[0]}, args.result)
             return code
         procs, problems, cut = read_processes(records, key)
+        refused = fake_cut(procs) if args.fake else None
+        if refused:   # fake mode stopped the program at a value read: the steps before it, else no number
+            result = stopped(result_of(args, procs, records, wall, problems, cut), refused)
+            write_result(result, args.result)
+            if result["metrics"]:
+                return 0
         if code == 0:
-            write_result(result_of(args, procs, records, wall, problems, cut), args.result)
+            if not refused:
+                write_result(result_of(args, procs, records, wall, problems, cut), args.result)
             return 0
         line = signal_line(-code, kills) if code < 0 else failure_line(procs, kills)
         if line:   # the last line of stderr: what the caller reads as the failure's reason

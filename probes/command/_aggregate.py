@@ -76,7 +76,7 @@ def _peak(values):
 def process_metrics(proc, skip):
     """One process's metrics and, for each metric it cannot give, why."""
     torch, end, steps = proc["torch"] or {}, proc["end"], proc["steps"]
-    measured, meter = steps[skip:], torch.get("meter")
+    measured, meter = steps[skip:], str(torch.get("meter") or "").removesuffix(" (fake)") or None   # (fake: the same count)
     out, absent = {"optimizer_steps": len(steps)}, {}
     if not steps and torch.get("optimizer_hooks") is False:
         why = (f"torch {torch.get('version') or '?'} has no global optimizer hooks (they came in torch 2.0), so "

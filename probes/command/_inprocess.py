@@ -22,7 +22,7 @@ import time
 from . import _records
 from ._torch_hook import TorchWatch
 
-METER_LIBRARY = ("_meters.tensor_bytes", "_meters.cuda")   # the probes' meter library modules it loads by path
+METER_LIBRARY = ("_meters.site_bytes", "_meters.cuda", "_meters.fake_reads")   # the probes' meter library modules it loads by path
 METER = None   # this process's meter, once installed
 
 
@@ -53,8 +53,9 @@ def _max_rss():
 class CommandMeter:
     """This process's meter: its record file, its lifecycle, and the parts that measure each step."""
 
-    def __init__(self, directory, key, kind="tensors", device="auto"):
+    def __init__(self, directory, key, kind="tensors", device="auto", options=None):
         self.directory, self.key, self.kind, self.device_asked = directory, key, kind, device or "auto"
+        self.options = dict(options or {})   # the probe's: "sites" (TensorBytes's), "fake"
         self.records = _records.RecordFile(directory, key, os.getpid())
         self.parts, self.torch, self.name, self.device = [], None, None, None
         self.steps, self.t0, self.started = 0, time.perf_counter(), None
@@ -95,11 +96,16 @@ class CommandMeter:
 
         self.torch, self._lock = torch, threading.Lock()
         self._hook_thread_errors(threading)
-        self.device = self._device(torch)
-        if self.device == "cuda":
+        self.device = "cpu" if self.options.get("fake") else self._device(torch)
+        if self.options.get("fake") and self.kind == "tensors":   # --fake: the program runs on fake tensors
+            from ._fake import FakeTensorBytes
+
+            self.parts.append(FakeTensorBytes(_library("_meters.site_bytes"), _library("_meters.fake_reads"),
+                                              self.options.get("sites")))
+        elif self.device == "cuda":
             self.parts.append(_parts.CudaCounters(_library("_meters.cuda")))
         elif self.kind == "tensors":
-            self.parts.append(_parts.TensorBytes(_library("_meters.tensor_bytes")))
+            self.parts.append(_parts.TensorBytes(_library("_meters.site_bytes"), self.options.get("sites")))
         self.parts.append(_parts.RssPeak())
         self.parts += _numerics.parts_for(self)   # the program's numbers (loss, gradient norm): after the memory parts
         facts = {}
@@ -240,11 +246,11 @@ class CommandMeter:
         return self.device_asked
 
 
-def install(directory, key, kind="tensors", device="auto"):
+def install(directory, key, kind="tensors", device="auto", options=None):
     """The generated ``sitecustomize``'s call: this process's meter (once), or None where it cannot record."""
     global METER
     if METER is None:
-        meter = CommandMeter(directory, key, kind, device)
+        meter = CommandMeter(directory, key, kind, device, options)
         if meter.install():
             METER = meter
     return METER

@@ -29,7 +29,7 @@ try:
     _package.__path__ = [{here!r}]
     _sys.modules.setdefault("_bisector_command", _package)
     _importlib.import_module("_bisector_command._inprocess").install({records!r}, bytes.fromhex({key!r}), {kind!r},
-                                                                   {device!r})
+                                                                   {device!r}, {options!r})
 except Exception as _exc:  # the program runs as it would without the meter; the probe says why
     try:
         with open(_os.path.join({records!r}, "%d.error" % _os.getpid()), "w") as _fh:
@@ -93,7 +93,8 @@ def run(args, records, key):
     try:
         device = args.device or os.environ.get("BISECTOR_DEVICE") or "auto"
         with open(os.path.join(shim_dir, "sitecustomize.py"), "w") as fh:
-            fh.write(SHIM.format(here=HERE, records=records, key=key.hex(), kind=args.meter, device=device))
+            fh.write(SHIM.format(here=HERE, records=records, key=key.hex(), kind=args.meter, device=device,
+                                 options=meter_options(args)))
         env = _command_env(shim_dir)
         kills = [oom_kills(), None]
         start = time.perf_counter()
@@ -111,6 +112,16 @@ def run(args, records, key):
         return code, time.perf_counter() - start, None, kills
     finally:
         shutil.rmtree(shim_dir, ignore_errors=True)
+
+
+def meter_options(args):
+    """What the in-process meter is told beyond its kind and device: where the package under test lives (its
+    frames place an allocation: ``$BISECTOR_PACKAGE``), which storages are placed (``--site-min-bytes``), whether
+    the program runs on fake tensors (``--fake``)."""
+    from _package_dirs import package_dirs
+
+    return {"sites": {"package_dirs": package_dirs(os.environ.get("BISECTOR_PACKAGE")),
+                      "min_bytes": getattr(args, "site_min_bytes", None)}, "fake": bool(getattr(args, "fake", False))}
 
 
 def _cannot_run(program, exc):

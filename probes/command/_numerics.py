@@ -266,8 +266,8 @@ class Numerics(Part):
 
 def parts_for(meter):
     """The parts the meter attaches for the program's numbers (after its memory parts: never the first); none
-    with ``$BISECTOR_NUMERICS=off`` (the probe's ``--numerics off``)."""
-    if os.environ.get(NUMERICS_ENV, "on") == "off":
-        return []
+    with ``$BISECTOR_NUMERICS=off`` (the probe's ``--numerics off``) or under ``--fake``."""
+    if os.environ.get(NUMERICS_ENV, "on") == "off" or meter.options.get("fake"):
+        return []   # off, or fake tensors (--fake), which carry no values to read
     cuda = next((p for p in meter.parts if p.kind == "cuda"), None)
     return [Numerics(cuda_part=cuda)]

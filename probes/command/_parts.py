@@ -13,6 +13,7 @@ exception becomes a ``meter_error`` record, never the program's) and in the orde
 ``kind`` of the first part names the meter (``cpu-dispatch``, ``cuda``, ``rss``). A per-step recorder of the
 program's numbers (loss, gradient norm) is one more part: ``CommandMeter.attach(part)``.
 """
+import os
 import threading
 
 
@@ -44,10 +45,10 @@ def _shared(live_bytes):
     """``LiveBytes`` with its bookkeeping under a lock: one count of every thread's tensors."""
 
     class SharedLiveBytes(live_bytes):
-        def __init__(self, device_type):
+        def __init__(self, device_type, **options):
             self.lock = threading.RLock()   # before the base class: its free observer calls _freed
             self.closed = False
-            super().__init__(device_type)
+            super().__init__(device_type, **options)
 
         def _see_all(self, tensors, site=None):
             with self.lock:
@@ -67,18 +68,33 @@ def _shared(live_bytes):
 
 
 class TensorBytes(Part):
-    """Live CPU tensor-storage bytes, exact (``_meters.tensor_bytes.LiveBytes``), over every thread.
+    """Live CPU tensor-storage bytes, exact (``_meters.site_bytes.SiteBytes``: ``tensor_bytes.LiveBytes``'s count),
+    over every thread, with the allocation sites of each step's peak.
 
     A dispatch mode is per thread: it is entered in the thread that imports torch and, first thing, in every
     ``threading.Thread`` started after that; a thread already running then (or started outside ``threading``)
     is counted from its first optimizer step on, and that step says it was not (``uncounted``).
+
+    ``sites`` (the meter's options): ``package_dirs`` (where the package under test lives: its frames place an
+    allocation), ``min_bytes`` (smaller storages are pooled, never placed). A step's record carries its peak's
+    ``sites`` rows when they differ from the last step's that did (a step without them has the same rows).
     """
 
-    def __init__(self, library):
-        self._library = library
+    def __init__(self, library, sites=None):
+        self._library, self._sites = library, dict(sites or {})
+
+    def _counted(self):
+        """The class that counts (``SiteBytes``; fake mode's mixes its value reads in)."""
+        return self._library.SiteBytes
+
+    def _counter(self):
+        library, sites = self._library, self._sites
+        skip = [os.path.dirname(os.path.dirname(os.path.abspath(__file__)))]   # the probes: the meter's own frames
+        picker = library.SitePicker(sites.get("package_dirs") or (), skip)
+        return _shared(self._counted())("cpu", min_bytes=sites.get("min_bytes") or library.MIN_BYTES, picker=picker)
 
     def start(self, torch):
-        self.counter = _shared(self._library.LiveBytes)("cpu")
+        self.counter, self._last_sites = self._counter(), None
         self.kind = self.counter.kind
         self._local = threading.local()
         self._enter()
@@ -113,6 +129,9 @@ class TensorBytes(Part):
         peak, end = self.counter.reset_window()
         record.update(peak_bytes=peak, end_bytes=end, pre_step_bytes=getattr(local, "pre", None),
                       run_peak_bytes=self.counter.run_peak)
+        sites = self.counter.window_sites
+        if sites != self._last_sites:
+            record["sites"] = self._last_sites = sites
         local.pre = None
         late = getattr(local, "late", None)
         if late is not None:
@@ -125,7 +144,9 @@ class TensorBytes(Part):
     def after_fork(self):
         counter = self.counter
         counter.lock = threading.RLock()   # another thread may have held it at the fork
-        counter.run_peak = counter.window_peak = counter.current   # the child's own run starts here
+        counter.run_peak = counter.current   # the child's own run starts here
+        counter.restart_window()
+        self._last_sites = None
 
     def stop(self):
         counter = self.counter

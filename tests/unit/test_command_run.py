@@ -25,8 +25,8 @@ from _aggregate import METRICS, read_processes, summarize  # noqa: E402
 from _records import encode  # noqa: E402
 
 KEY = b"k" * 16
-COMMAND_FILES = ("__main__", "_aggregate", "_inprocess", "_launch", "_numerics", "_parts", "_records", "_step_numbers",
-                 "_torch_hook", "_update_copy")
+COMMAND_FILES = ("__main__", "_aggregate", "_fake", "_fake_stop", "_inprocess", "_launch", "_numerics", "_package_dirs",
+                 "_parts", "_records", "_sites", "_step_numbers", "_torch_hook", "_update_copy")
 
 RANGE = ["run", "--package", "transformers", "--good", "4.36.0", "--bad", "4.38.2"]
 
@@ -158,8 +158,8 @@ def test_a_threshold_inside_an_endpoints_spread_is_said():
 def test_the_repro_embeds_the_meter_exactly():
     files = dict(meter_probe_files())
     assert set(files) == {f"command/{name}.py" for name in COMMAND_FILES} | {
-        "_meters/__init__.py", "_meters/cgroup.py", "_meters/tensor_bytes.py", "_meters/cuda.py", "_meters/phases.py",
-        "_probe_contract.py"}
+        "_meters/__init__.py", "_meters/cgroup.py", "_meters/tensor_bytes.py", "_meters/site_bytes.py", "_meters/sites.py",
+        "_meters/cuda.py", "_meters/phases.py", "_meters/fake_reads.py", "_probe_contract.py"}
     namespace: dict = {"base64": base64}
     exec("\n".join(files_dict(meter_probe_files(), "the meter")), namespace)   # noqa: S102 - how the script holds them
     assert {rel: source.encode() if isinstance(source, str) else source for rel, source in namespace["FILES"].items()} \

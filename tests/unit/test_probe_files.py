@@ -17,8 +17,8 @@ from bisector.job.probe import BuiltinProbe, ProgramProbe, builtin_script
 
 ROOT = Path(__file__).resolve().parents[2]
 PROBES = ROOT / "probes"
-METERS = {"_meters/__init__.py", "_meters/cgroup.py", "_meters/cpu.py", "_meters/cuda.py", "_meters/fake_mode.py", "_meters/phases.py",
-          "_meters/sites.py", "_meters/tensor_bytes.py"}
+METERS = {"_meters/__init__.py", "_meters/cgroup.py", "_meters/cpu.py", "_meters/cuda.py", "_meters/fake_mode.py",
+          "_meters/fake_reads.py", "_meters/phases.py", "_meters/sites.py", "_meters/tensor_bytes.py"}
 
 
 def _files(name: str) -> set[str]:
@@ -39,11 +39,11 @@ def test_each_probe_depends_on_its_own_files_the_contract_and_the_meter_modules_
     own = {p.relative_to(PROBES).as_posix() for p in (PROBES / "ga_memory").rglob("*.py")}
     assert ga == own | METERS | {"_probe_contract.py"}
     assert "ga_memory/_allocator_model/model.py" in ga and "ga_memory/_training/trainer_loop.py" in ga
-    assert _files("command") == {f"command/{name}.py" for name in ("__main__", "_aggregate", "_inprocess", "_launch",
-                                                                   "_numerics", "_parts", "_records", "_step_numbers",
-                                                                   "_torch_hook", "_update_copy")} | {
-        "_meters/__init__.py", "_meters/cgroup.py", "_meters/tensor_bytes.py", "_meters/cuda.py", "_meters/phases.py",
-        "_probe_contract.py"}
+    assert _files("command") == {f"command/{name}.py" for name in (
+        "__main__", "_aggregate", "_fake", "_fake_stop", "_inprocess", "_launch", "_numerics", "_package_dirs", "_parts",
+        "_records", "_sites", "_step_numbers", "_torch_hook", "_update_copy")} | {
+        "_meters/__init__.py", "_meters/cgroup.py", "_meters/tensor_bytes.py", "_meters/site_bytes.py", "_meters/sites.py",
+        "_meters/cuda.py", "_meters/phases.py", "_meters/fake_reads.py", "_probe_contract.py"}
     assert _files("step_time") == {"step_time/__main__.py", "step_time/_machine.py", "step_time/_model.py",
                                    "_probe_contract.py"}
     assert _files("import_cost") == {"import_cost.py", "_probe_contract.py"}
@@ -64,6 +64,8 @@ def _prints() -> dict[str, str]:
 
 @pytest.mark.parametrize("changed, moves", [
     ("_meters/cpu.py", {"ga_memory"}),                    # the CPU phase meter: ga_memory's only
+    ("_meters/fake_reads.py", {"ga_memory", "command"}),   # fake mode's value reads: both meters' --fake
+    ("_meters/site_bytes.py", {"command"}),               # the command meter's sites
     ("_meters/tensor_bytes.py", {"ga_memory", "command"}),  # the exact count both meters use
     ("ga_memory/_training/precision.py", {"ga_memory"}),   # a probe's own file, in a sub-package
     ("command/_aggregate.py", {"command"}),
@@ -83,8 +85,9 @@ def test_a_shared_module_named_only_as_a_string_is_followed(probes_copy):
     (probes_copy / "_meters" / "extra.py").write_text("X = 1\n")
     assert "_meters/extra.py" not in _files("command")
     inprocess = probes_copy / "command" / "_inprocess.py"
-    inprocess.write_text(inprocess.read_text().replace('"_meters.tensor_bytes"', '"_meters.extra"'))
-    assert "_meters/extra.py" in _files("command") and "_meters/tensor_bytes.py" not in _files("command")
+    inprocess.write_text(inprocess.read_text().replace('"_meters.site_bytes"', '"_meters.extra"'))
+    files = _files("command")
+    assert "_meters/extra.py" in files and "_meters/site_bytes.py" not in files
 
 
 def _imports(path: Path) -> list[tuple[int, str]]:

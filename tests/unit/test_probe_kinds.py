@@ -47,7 +47,8 @@ def test_the_key_a_table_gives_picks_the_kind_and_the_stored_shape_comes_back(ta
 @pytest.mark.parametrize("table, message", [
     ({}, "give exactly one of name, path, cmd, command"),
     ({"name": "ga_memory", "cmd": "true"}, "give exactly one of name, path, cmd, command (got name, cmd)"),
-    ({"cmd": "true", "measure_skip": 2}, "--measure-skip and --meter (measure_skip, meter) are for a program"),
+    ({"cmd": "true", "measure_skip": 2}, "--measure-skip, --meter and --fake (measure_skip, meter, fake) are for a"),
+    ({"name": "ga_memory", "fake": True}, "--measure-skip, --meter and --fake (measure_skip, meter, fake) are for a"),
     ({"name": "command"}, "the command probe measures a program: give it after --"),
     ({"command": ["python", "t.py"], "args": ["x"]}, "a command (-- CMD) takes no probe arguments"),
     ({"path": "p.py", "timeout": 0}, "timeout must be positive"),

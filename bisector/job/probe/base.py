@@ -23,11 +23,12 @@ from bisector.core.strict_numbers import numbers
 # every key of the stored shape, in its order, with its value when a kind does not use it
 LEGACY_KEYS: dict[str, Any] = {"name": None, "path": None, "cmd": None, "command": [], "measure_skip": 1,
                                "meter": "tensors", "cwd": None, "args": [], "timeout": 1800.0}
+OPTIONAL_KEYS: dict[str, Any] = {"fake": False}   # keys of the stored shape written only where set (old hashes stay)
 KIND_KEYS = ("name", "path", "cmd", "command")
 ONE_KIND = "give exactly one of name, path, cmd, command"
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,127}$")
-PROGRAM_ONLY = ("--measure-skip and --meter (measure_skip, meter) are for a program given after -- (or as [probe] "
-                "command = [...])")
+PROGRAM_ONLY = ("--measure-skip, --meter and --fake (measure_skip, meter, fake) are for a program given after -- (or "
+                "as [probe] command = [...])")
 
 
 class ProbeBase(BaseModel):
@@ -64,6 +65,10 @@ class ProbeBase(BaseModel):
                 given = [k for k in KIND_KEYS if data.get(k)]
                 raise ValueError(PROGRAM_ONLY if key in ("measure_skip", "meter") else
                                  ONE_KIND + (f" (got {', '.join(given)})" if len(given) > 1 else ""))
+            if key in OPTIONAL_KEYS and key not in cls.model_fields:
+                if value in (None, OPTIONAL_KEYS[key]):
+                    continue
+                raise ValueError(PROGRAM_ONLY)
             out[key] = value
         return out
 
@@ -85,6 +90,7 @@ class ProbeBase(BaseModel):
             out["name"] = self._stored_name()
         if self.env:   # only where given: a job without it keeps the shape (and hash) it always had
             out["env"] = mine["env"]
+        out.update({k: mine[k] for k, unset in OPTIONAL_KEYS.items() if mine.get(k, unset) != unset})
         return out
 
     @classmethod

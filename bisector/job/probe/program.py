@@ -18,7 +18,7 @@ from bisector.safety.safe_text import command_as
 from bisector.job.probe.base import ProbeBase
 from bisector.job.probe.builtin import PROGRAM_METER, builtin_script, code_files
 from bisector.job.probe.program_inputs import hash_inputs
-from bisector.job.probe.program_metrics import computed_number, steps_left_out, unknown_metric
+from bisector.job.probe.program_metrics import computed_number, fake_refused, steps_left_out, unknown_metric
 
 DEFAULT_METRIC = "step_peak_bytes"
 
@@ -40,7 +40,8 @@ def _check_program(program: str, cwd: Optional[Path]) -> None:
 class ProgramProbe(ProbeBase):
     """``command``: the user's program and its arguments, run where bisector was started (``cwd``) with the
     command meter injected; ``measure_skip`` optimizer steps left out as warm-up; ``meter``: tensors (exact
-    live tensor bytes on the CPU) or rss (RSS and time only)."""
+    live tensor bytes on the CPU) or rss (RSS and time only); ``fake``: the program runs on fake tensors (torch's
+    FakeTensorMode, entered when it imports torch: nothing allocated, the meter ``cpu-dispatch (fake)``)."""
 
     kind: ClassVar[str] = "program"
     kind_label: ClassVar[str] = "your program"
@@ -50,6 +51,7 @@ class ProgramProbe(ProbeBase):
     command: list[str]
     measure_skip: int = 1
     meter: Literal["tensors", "rss"] = "tensors"
+    fake: bool = False
 
     _counts = numbers("measure_skip")
 
@@ -62,6 +64,8 @@ class ProgramProbe(ProbeBase):
             raise ValueError("a command (-- CMD) takes no probe arguments: its own arguments follow it")
         if self.measure_skip < 0:
             raise ValueError("measure_skip must be >= 0")
+        if self.fake and self.meter != "tensors":
+            raise ValueError("--fake counts fake tensors' bytes: it takes the tensors meter, not --meter rss")
         return self
 
     @classmethod
@@ -76,7 +80,7 @@ class ProgramProbe(ProbeBase):
 
     def meter_args(self) -> list[str]:
         """The command meter's own flags (before the ``--`` and the user's command)."""
-        return ["--measure-skip", str(self.measure_skip), "--meter", self.meter]
+        return ["--measure-skip", str(self.measure_skip), "--meter", self.meter, *(["--fake"] if self.fake else [])]
 
     def argv(self, python: Path) -> list[str]:
         return [str(python), str(self.script()), *self.meter_args(), "--", *self.command]
@@ -95,16 +99,22 @@ class ProgramProbe(ProbeBase):
         return DEFAULT_METRIC
 
     def known_metric(self, name: Optional[str]) -> Optional[str]:
+        if name and self.fake and computed_number(name):
+            return (f"--fake runs the program on fake tensors, which carry no values: {name} cannot be read "
+                    f"(fake mode measures bytes; run without --fake for the program's numbers)")
         return unknown_metric(name) if name else None
 
     def computed_number(self, name: Optional[str]) -> bool:
         return computed_number(name)
 
     def bad_input(self, m: Measurement) -> Optional[str]:
-        return steps_left_out(m)
+        return steps_left_out(m) or fake_refused(m)
 
     def check(self, device: str) -> None:
         _check_program(self.command[0], self.workdir)
+        if self.fake and device == "cuda":   # its results would be SKIPs: measured on another device than the run's
+            raise UsageError("--fake counts fake tensors on the CPU, and this run measures on CUDA (a GPU is here): "
+                             "run it with CUDA_VISIBLE_DEVICES= to measure on the CPU")
 
     def settle(self) -> None:
         if self.cwd is None:
@@ -119,7 +129,8 @@ class ProgramProbe(ProbeBase):
     def flag_words(self) -> list[str]:
         defaults = ProgramProbe.model_fields
         words = ["--measure-skip", str(self.measure_skip)] if self.measure_skip != defaults["measure_skip"].default else []
-        return words + (["--meter", self.meter] if self.meter != defaults["meter"].default else [])
+        return words + (["--meter", self.meter] if self.meter != defaults["meter"].default else []) + (
+            ["--fake"] if self.fake else [])
 
     def program(self) -> list[str]:
         return list(self.command)

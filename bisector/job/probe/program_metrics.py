@@ -62,3 +62,14 @@ def steps_left_out(m: Measurement) -> str | None:
         return None
     return (f"--measure-skip {skip} leaves none of the {steps:.0f} optimizer step{'s' if steps != 1 else ''} the "
             f"command took (at {m.candidate}) to measure: give --measure-skip below {steps:.0f}")
+
+
+def fake_refused(m: Measurement) -> str | None:
+    """One line when ``--fake`` could not run the command: it read a tensor's value (``loss.item()``, a
+    data-dependent branch) that fake tensors do not have; the line says where (bad input: nothing to bisect)."""
+    result = m.result
+    refused = result.fields().get("fake_refused") if result is not None else None
+    if not isinstance(refused, str) or not refused:
+        return None
+    return (f"--fake: {refused[:300]} (at {m.candidate}); the program reads a tensor's value, which fake tensors do "
+            "not have: run it without --fake")
