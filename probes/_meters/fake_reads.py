@@ -76,18 +76,25 @@ class FakeSession:
         cls, real = type(loader), self.real
 
         def __iter__(self):
-            batches = cls.__iter__(self)
-            while True:
-                with real():
-                    try:
-                        batch = next(batches)
-                    except StopIteration:
-                        return
-                yield batch
+            return iterate_outside(real, lambda: cls.__iter__(self))
 
         unfaked = type(cls.__name__, (cls,), {"__iter__": __iter__, "__module__": cls.__module__})
         # object's own setter: accelerate's DataLoaderShard makes ``__class__`` a read-only property
         object.__dict__["__class__"].__set__(loader, unfaked)
+
+
+def iterate_outside(real, make):
+    """What ``make()``'s iterator yields, the iterator made and each item fetched outside fake mode (``real``:
+    :meth:`FakeSession.real`): a sampler reads a permutation's values, which a fake tensor does not have."""
+    with real():
+        items = make()
+    while True:
+        with real():
+            try:
+                item = next(items)
+            except StopIteration:
+                return
+        yield item
 
 
 class ValueRead(RuntimeError):

@@ -69,14 +69,8 @@ class SiteBytes(LiveBytes):
             self._place(key, site, delta, 0)
         self._add(key, delta)
 
-    def _add(self, key, delta):
-        self._sizes[key] = self._sizes.get(key, 0) + delta
-        self.current += delta
-        if self.current > self.window_peak:
-            self.window_peak = self.current
-            self._snap = (self._placed, self._placed_total)
-            if self.current > self.run_peak:
-                self.run_peak = self.current
+    def _window_peak_rose(self):
+        self._snap = (self._placed, self._placed_total)
 
     def _freed(self, key):
         site = self._site_of.pop(key, None)

@@ -165,8 +165,12 @@ class LiveBytes(TorchDispatchMode):
         self.current += delta
         if self.current > self.window_peak:
             self.window_peak = self.current
+            self._window_peak_rose()
             if self.current > self.run_peak:
                 self.run_peak = self.current
+
+    def _window_peak_rose(self):
+        """The open window's peak has just risen to ``current`` (``site_bytes.SiteBytes`` keeps its table then)."""
 
     def _freed(self, key):
         self.current -= self._sizes.pop(key, 0)

@@ -38,18 +38,10 @@ class FakeTensorBytes(TensorBytes):
     def _real_batches(self, torch):
         """Every ``DataLoader`` (and subclass that iterates through it) fetches its batches outside fake mode."""
         loader = torch.utils.data.DataLoader
-        original, real = loader.__iter__, self.session.real
+        original, real, outside = loader.__iter__, self.session.real, self._fake.iterate_outside
 
         def __iter__(data_loader):
-            with real():
-                batches = original(data_loader)
-            while True:
-                with real():
-                    try:
-                        batch = next(batches)
-                    except StopIteration:
-                        return
-                yield batch
+            return outside(real, lambda: original(data_loader))
 
         loader.__iter__ = __iter__
 
