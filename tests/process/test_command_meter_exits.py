@@ -22,12 +22,25 @@ pytest.importorskip("accelerate")
 def test_two_ranks_exit_print_and_compute_the_same_with_and_without_the_meter(tmp_path, how, destroy):
     write(tmp_path, "ddp.py", DDP.format(steps=3, mb=MB, destroy=destroy))
     argv = launch(how, 2, "ddp.py")
-    alone = plain(tmp_path, *argv, timeout=300)
+    alone = _plain_past_teardown_aborts(tmp_path, argv)
     done, r = meter(tmp_path, *argv, timeout=300)
     assert alone.returncode == done.returncode == 0, (alone.stderr[-2000:], done.stderr[-2000:])
     lines = sorted(line for line in alone.stdout.splitlines() if line.startswith("rank "))
     assert len(lines) == 6 and lines == sorted(line for line in done.stdout.splitlines() if line.startswith("rank "))
     assert [(x["rank"], x["steps"]) for x in r["ranks"]] == [(0, 3), (1, 3)]
+
+
+def _plain_past_teardown_aborts(tmp_path, argv, tries=3):
+    """The plain run, the baseline: run again (up to ``tries`` times in all) when a rank aborted in torch's own
+    teardown after printing every line ("terminate called without an active exception", SIGABRT): that happens
+    without the meter (bench/meter_exits.py: 4 of 80 plain two-rank runs), and is no meter's doing. The metered
+    side gets no second try."""
+    for _ in range(tries):
+        alone = plain(tmp_path, *argv, timeout=300)
+        printed = sum(line.startswith("rank ") for line in alone.stdout.splitlines())
+        if alone.returncode == 0 or "SIGABRT" not in alone.stderr or printed != 6:
+            return alone
+    return alone
 
 
 def test_a_launcher_that_steps_nothing_is_never_a_rank_nor_read_for_whole_run_metrics(tmp_path):

@@ -112,7 +112,7 @@ def test_uv_tool_install_runs_without_pip_and_torch_is_a_choice(uv_tool):
     empty = uv_tool / "empty"
     empty.mkdir()
     version = _bisector(tool, empty, "--version")
-    assert version.returncode == 0 and version.stdout.startswith("bisector 0.1.0 (probes: command 1.1, ga_memory")
+    assert version.returncode == 0 and version.stdout.startswith("bisector 0.1.0 (probes: command 1.2, ga_memory")
     assert _bisector(tool, empty, "").returncode == 0                               # bare: usage, exit 0
     common = ["--store", str(uv_tool / "s.db"), "--cache-dir", str(uv_tool / "cache")]
     job = ["run", "--good", "0.27.2", "--bad", "0.28.0", "--mode", "releases", "--probe-arg=--loop=accelerate",

@@ -35,6 +35,8 @@ FOREIGN = {
     "python -m venv": {"--system-site-packages", "--without-pip"},
     "ray start": {"--head", "--port", "--address"},
     "torchrun": {"--nproc_per_node"},
+    "a training program's own (the output flags whose values a measurement's key leaves out)": {
+        "--output_dir", "--logging_dir", "--save_path", "--cache_dir", "--checkpoint", "--out"},
     "nvidia-smi": {"--query-gpu"},
     "chromium (the history page's screenshot)": {"--disable-background-networking", "--disable-component-update",
                                                  "--disable-sync", "--no-first-run", "--no-sandbox", "--disable-gpu",
