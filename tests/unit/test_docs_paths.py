@@ -35,6 +35,7 @@ FOREIGN = {
     "python -m venv": {"--system-site-packages", "--without-pip"},
     "ray start": {"--head", "--port", "--address"},
     "torchrun": {"--nproc_per_node"},
+    "pytest (the README's test command)": {"--dist"},
     "a training program's own (the output flags whose values a measurement's key leaves out)": {
         "--output_dir", "--logging_dir", "--save_path", "--cache_dir", "--checkpoint", "--out"},
     "nvidia-smi": {"--query-gpu"},
