@@ -16,6 +16,7 @@ import pytest
 
 from bisector.store.storage import Store
 from tests.support.pkgindex import LocalIndex, build_wheel
+from tests.support.cli import run_bisector as _bisector
 
 ROOT = Path(__file__).resolve().parents[2]
 T0 = dt.datetime(2024, 3, 1, tzinfo=dt.timezone.utc)
@@ -81,12 +82,6 @@ def torch_index(tmp_path_factory):
                 T0 + dt.timedelta(days=i))
     with idx.serve() as url:
         yield url
-
-
-def _bisector(*argv, cwd, timeout=900):
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}   # this checkout's bisector, wherever the test runs from
-    return subprocess.run([sys.executable, "-m", "bisector", *argv], cwd=cwd, capture_output=True, text=True,
-                          timeout=timeout, env=env)
 
 
 def test_your_script_unchanged_names_the_release_and_its_repro_reproduces_it(torch_index, tmp_path, env_cache,

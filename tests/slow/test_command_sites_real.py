@@ -5,17 +5,13 @@ from __future__ import annotations
 
 import datetime as dt
 import json
-import os
-import subprocess
-import sys
 import textwrap
-from pathlib import Path
 
 import pytest
 
 from tests.support.pkgindex import LocalIndex, build_wheel
+from tests.support.cli import run_bisector as _bisector
 
-ROOT = Path(__file__).resolve().parents[2]
 T0 = dt.datetime(2024, 3, 1, tzinfo=dt.timezone.utc)
 
 # from 1.2.0 on, tinysite's forward builds a 6 MB buffer in _make_buffer and keeps it alive through its forward
@@ -62,12 +58,6 @@ def site_index(tmp_path_factory):
                 T0 + dt.timedelta(days=i))
     with idx.serve() as url:
         yield url
-
-
-def _bisector(*argv, cwd, timeout=900):
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}   # this checkout's bisector, wherever the test runs from
-    return subprocess.run([sys.executable, "-m", "bisector", *argv], cwd=cwd, capture_output=True, text=True,
-                          timeout=timeout, env=env)
 
 
 def test_the_report_at_the_culprit_names_the_planted_function_and_its_bytes(site_index, tmp_path, env_cache,

@@ -8,8 +8,10 @@ import json
 import threading
 import time
 from dataclasses import dataclass
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from typing import Iterator
+
+from tests.support.pkgindex import served
 
 JSON_TYPE = "application/vnd.pypi.simple.v1+json"
 
@@ -64,13 +66,8 @@ class HostileIndex:
                 except OSError:
                     return   # the client gave up
 
-        server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        server.daemon_threads = True
-        thread = threading.Thread(target=server.serve_forever, daemon=True)
-        thread.start()
-        try:
-            yield f"http://127.0.0.1:{server.server_address[1]}/simple/"
-        finally:
-            stop.set()
-            server.shutdown()
-            server.server_close()
+        with served(Handler) as url:
+            try:
+                yield url
+            finally:
+                stop.set()   # first: a trickling answer ends before the server shuts down

@@ -107,6 +107,21 @@ def _iso(moment: dt.datetime) -> str:
     return moment.astimezone(dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
+@contextlib.contextmanager
+def served(handler) -> Iterator[str]:
+    """``handler`` (a request handler class) served on 127.0.0.1, a free port, in a thread; yield ``.../simple/``."""
+    server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    server.daemon_threads = True
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}/simple/"
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join(timeout=5)
+
+
 class LocalIndex:
     """A package index on disk under ``root``, served on loopback by :meth:`serve`.
 
@@ -181,17 +196,8 @@ class LocalIndex:
     @contextlib.contextmanager
     def serve(self) -> Iterator[str]:
         """Serve the index on 127.0.0.1 (a free port) in a thread; yield ``.../simple/``."""
-        handler = type("Handler", (_IndexHandler,), {"index": self})
-        server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
-        server.daemon_threads = True
-        thread = threading.Thread(target=server.serve_forever, daemon=True)
-        thread.start()
-        try:
-            yield f"http://127.0.0.1:{server.server_address[1]}/simple/"
-        finally:
-            server.shutdown()
-            server.server_close()
-            thread.join(timeout=5)
+        with served(type("Handler", (_IndexHandler,), {"index": self})) as url:
+            yield url
 
 
 def project_json(index: LocalIndex, project: str) -> dict:
